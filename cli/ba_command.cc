@@ -1,0 +1,206 @@
+// tiepoint ba INPUT [options]: read a BAL problem, bundle-adjust it, print and write results.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "io/bal.h"
+#include "io/base/timer.h"
+#include "io/ply.h"
+#include "io/report.h"
+#include "solver/bundle_adjuster.h"
+
+namespace tiepoint::cli {
+namespace {
+
+struct BaArgs {
+  std::string input;
+  std::string solver = "cholmod";
+  int max_iterations = 50;
+  int threads = 0;
+  std::string output;
+  std::string ply;
+  std::string report;
+  std::string loss = "none";
+  std::string fix_cameras;
+  bool fix_intrinsics = false;
+  double function_tolerance = 1e-6;
+  bool quiet = false;
+};
+
+// Parses "0,3,7-9" into indices; names the offending item.
+Status ParseIndexList(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) {
+      if (comma == text.size()) break;
+      continue;
+    }
+    long first = 0, last = 0;
+    char* end = nullptr;
+    const auto dash = item.find('-', 1);
+    first = std::strtol(item.c_str(), &end, 10);
+    bool ok = end != item.c_str();
+    if (dash != std::string::npos) {
+      ok = ok && end == item.c_str() + dash;
+      const char* rest = item.c_str() + dash + 1;
+      last = std::strtol(rest, &end, 10);
+      ok = ok && end != rest && *end == '\0';
+    } else {
+      last = first;
+      ok = ok && *end == '\0';
+    }
+    if (!ok || first < 0 || last < first || last > 100000000) {
+      return Status::InvalidOptions("--fix-cameras: '" + item +
+                                    "' is not a camera index or range like 3 or 5-9");
+    }
+    for (long c = first; c <= last; ++c) out->push_back(static_cast<int>(c));
+  }
+  return Status::Ok();
+}
+
+nlohmann::json TraceToJson(const std::vector<IterationSummary>& trace) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& it : trace) {
+    rows.push_back({{"iteration", it.iteration},
+                    {"cost", it.cost},
+                    {"cost_change", it.cost_change},
+                    {"relative_decrease", it.relative_decrease},
+                    {"time_s", it.time_s},
+                    {"iteration_time_s", it.iteration_time_s},
+                    {"linear_iterations", it.linear_iterations},
+                    {"lambda", it.lambda},
+                    {"trust_region_radius", it.trust_region_radius},
+                    {"step_norm", it.step_norm},
+                    {"gradient_max_norm", it.gradient_max_norm},
+                    {"step_accepted", it.step_accepted}});
+  }
+  return rows;
+}
+
+int RunBa(const BaArgs& a) {
+  const char* cmd = "ba";
+  BundleAdjusterOptions options;
+  Status s = SolverTypeFromString(a.solver, &options.solver);
+  if (!s.ok()) return ReportError(cmd, s);
+  options.max_iterations = a.max_iterations;
+  options.num_threads = a.threads;
+  options.function_tolerance = a.function_tolerance;
+  options.fix_intrinsics = a.fix_intrinsics;
+  if (!(s = ParseLoss(a.loss, &options.loss)).ok()) return ReportError(cmd, s);
+  if (!(s = ParseIndexList(a.fix_cameras, &options.fixed_cameras)).ok()) return ReportError(cmd, s);
+
+  const bool show = !a.quiet && StderrIsTerminal();
+  Scene scene;
+  {
+    ProgressLine progress(show);
+    progress.Update("reading " + a.input + " ...");
+    const Timer read_timer;
+    if (!(s = ReadBal(a.input, &scene)).ok()) return ReportError(cmd, s);
+  }
+  if (!(s = options.Check(scene.num_cameras())).ok()) return ReportError(cmd, s);
+
+  if (show) {
+    std::fprintf(stderr, "%4s %14s %12s %10s %10s %6s %9s\n", "iter", "cost", "cost_change",
+                 "|gradient|", "lambda", "lin_it", "time_s");
+  }
+  options.callback = [show](const IterationSummary& it) {
+    if (!show) return;
+    std::fprintf(stderr, "%4d %14.6e %12.4e %10.3e %10.3e %6d %9.3f%s\n", it.iteration, it.cost,
+                 it.cost_change, it.gradient_max_norm, it.lambda, it.linear_iterations, it.time_s,
+                 it.step_accepted ? "" : "  (rejected)");
+  };
+
+  std::unique_ptr<BundleAdjuster> adjuster;
+  if (!(s = BundleAdjuster::Create(options, &adjuster)).ok()) return ReportError(cmd, s);
+  const double initial_rms = ReprojectionRms(scene, a.threads);
+  BundleAdjusterSummary summary;
+  if (!(s = adjuster->Solve(&scene, &summary)).ok()) return ReportError(cmd, s);
+  const double final_rms = ReprojectionRms(scene, a.threads);
+
+  std::printf("tiepoint ba: %s\n", a.input.c_str());
+  std::printf("  cameras %d, points %d, observations %lld\n", summary.num_cameras,
+              summary.num_points, summary.num_observations);
+  std::printf("  solver %s, threads %d, loss %s\n", summary.solver.c_str(), summary.num_threads,
+              ToString(options.loss).c_str());
+  std::printf("  initial cost %.6e  (RMS reprojection error %.4f px)\n", summary.initial_cost,
+              initial_rms);
+  std::printf("  final cost   %.6e  (RMS reprojection error %.4f px)\n", summary.final_cost,
+              final_rms);
+  std::printf("  iterations %d (%d successful), time %.3f s (linear solver %.3f s)\n",
+              summary.iterations, summary.successful_iterations, summary.total_time_s,
+              summary.linear_solver_time_s);
+  std::printf("  termination: %s: %s\n", ToString(summary.termination), summary.message.c_str());
+
+  if (!summary.IsSolutionUsable()) {
+    std::fprintf(stderr, "tiepoint ba: error: %s; no output written\n", summary.message.c_str());
+    return 1;
+  }
+  if (!a.output.empty() && !(s = WriteBal(a.output, scene)).ok()) return ReportError(cmd, s);
+  if (!a.ply.empty() && !(s = WritePly(a.ply, scene)).ok()) return ReportError(cmd, s);
+  if (!a.report.empty()) {
+    nlohmann::json report = {
+        {"input", a.input},
+        {"solver", summary.solver},
+        {"threads", summary.num_threads},
+        {"loss", ToString(options.loss)},
+        {"fixed_cameras", options.fixed_cameras},
+        {"fix_intrinsics", options.fix_intrinsics},
+        {"num_cameras", summary.num_cameras},
+        {"num_points", summary.num_points},
+        {"num_observations", summary.num_observations},
+        {"initial_cost", summary.initial_cost},
+        {"final_cost", summary.final_cost},
+        {"initial_rms_px", initial_rms},
+        {"final_rms_px", final_rms},
+        {"iterations", summary.iterations},
+        {"successful_iterations", summary.successful_iterations},
+        {"total_time_s", summary.total_time_s},
+        {"linear_solver_time_s", summary.linear_solver_time_s},
+        {"evaluation_time_s", summary.evaluation_time_s},
+        {"termination", ToString(summary.termination)},
+        {"message", summary.message},
+        {"trace", TraceToJson(summary.trace)},
+        {"machine", DescribeMachine()},
+        {"build", DescribeBuild()},
+    };
+    if (!(s = WriteJson(a.report, report)).ok()) return ReportError(cmd, s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner RegisterBa(CLI::App& app) {
+  auto a = std::make_shared<BaArgs>();
+  app.add_option("input", a->input, "BAL problem file (.txt or .txt.bz2)")->required();
+  app.add_option("--solver", a->solver, "cholmod | ceres-sparse | ceres-iterative")
+      ->capture_default_str();
+  app.add_option("--max-iterations", a->max_iterations, "Maximum LM iterations")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", a->threads, "Worker threads (0 = all hardware threads)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--output", a->output, "Write the optimized problem (BAL; .bz2 compresses)");
+  app.add_option("--ply", a->ply, "Write points and camera centres as PLY");
+  app.add_option("--report", a->report, "Write a JSON report with the per-iteration trace");
+  app.add_option("--loss", a->loss, "Robust loss: none | huber:SCALE | cauchy:SCALE (pixels)")
+      ->capture_default_str();
+  app.add_option("--fix-cameras", a->fix_cameras, "Cameras held constant, e.g. 0,3,7-9");
+  app.add_flag("--fix-intrinsics", a->fix_intrinsics, "Hold f, k1, k2 of every camera constant");
+  app.add_option("--function-tolerance", a->function_tolerance,
+                 "Stop when |cost change| <= tolerance * cost")
+      ->capture_default_str();
+  app.add_flag("--quiet", a->quiet, "No per-iteration progress on the terminal");
+  return [a] { return RunBa(*a); };
+}
+
+}  // namespace tiepoint::cli

@@ -1,0 +1,66 @@
+// tiepoint <command> [options]: the only place that reads argv, prints and exits.
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "io/base/cuda_device.h"
+#include "io/base/status.h"
+#include "tiepoint/build_info.h"
+
+namespace tiepoint::cli {
+
+int ReportError(const char* command, const Status& status) {
+  std::fprintf(stderr, "tiepoint %s: error: %s\n", command, status.ToString().c_str());
+  return status.ExitCode();
+}
+
+namespace {
+
+int RunVersion() {
+  std::printf("tiepoint %s (commit %s)\nbuild: %s\n", kVersion, kGitCommit, kBuildFlags);
+  std::vector<CudaDeviceInfo> devices;
+  const Status s = QueryCudaDevices(&devices);
+  if (!s.ok()) {
+    std::printf("cuda: %s\n", s.message().c_str());
+  } else {
+    for (const auto& d : devices) {
+      std::printf("cuda device %d: %s, %.1f GiB, compute capability %d.%d, %d SMs\n", d.index,
+                  d.name.c_str(), d.total_memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                  d.compute_capability_major, d.compute_capability_minor, d.multiprocessors);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tiepoint::cli
+
+int main(int argc, char** argv) {
+  using namespace tiepoint::cli;
+  CLI::App app{
+      "tiepoint: structure from motion and bundle adjustment for BAL problems.\n"
+      "Run `tiepoint <command> --help` for the options of a command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tiepoint ") + tiepoint::kVersion);
+
+  CLI::App* ba = app.add_subcommand("ba", "Bundle-adjust a BAL problem (.txt or .txt.bz2)");
+  const Runner run_ba = RegisterBa(*ba);
+  CLI::App* synth = app.add_subcommand("synth", "Generate a synthetic BAL problem and its truth");
+  const Runner run_synth = RegisterSynth(*synth);
+  CLI::App* version = app.add_subcommand("version", "Print version, commit, build flags and GPUs");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    // --help and --version exit 0; every usage error exits 2 like bad input.
+    return code == 0 ? 0 : 2;
+  }
+  if (ba->parsed()) return run_ba();
+  if (synth->parsed()) return run_synth();
+  if (version->parsed()) return RunVersion();
+  return 2;
+}

@@ -1,0 +1,891 @@
+// BAL reader and writer.
+//
+// Reading: a ByteSource (plain file, bzip2 decompressor or std::istream) fills a chunk
+// buffer; a Tokenizer splits it into whitespace-separated tokens (tokens may straddle
+// refills), counting '\n' for line numbers; values are parsed with std::from_chars.
+// Nothing is reserved beyond kMaxReserve elements up front, so a header that lies about
+// its sizes fails at truncation instead of allocating terabytes.
+//
+// Error messages have the shape
+//   "<name>:<line>: expected <what>, found '<token>'"
+//   "<name>:<line>: expected <what>, file ends after <count>"
+// where <line> is the line of the offending token (or of the last token for truncation).
+// bzip2 and read errors have no line: "<name>: corrupt bzip2 data (...)".
+#include "io/bal.h"
+
+#include <bzlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <ostream>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "io/base/atomic_file.h"
+
+namespace tiepoint {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Limits.
+
+constexpr int64_t kMaxCameras = 10'000'000;
+constexpr int64_t kMaxPoints = 1'000'000'000;
+constexpr int64_t kMaxObservations = 2'147'483'647;  // observation indices are int32
+constexpr size_t kMaxReserve = size_t{16} << 20;      // elements reserved before reading
+constexpr size_t kChunkSize = size_t{1} << 20;        // bytes per read from a source
+constexpr size_t kMaxTokenLength = 4096;              // longer tokens are garbage
+
+constexpr const char* kHeaderShape = "'<num_cameras> <num_points> <num_observations>'";
+constexpr const char* kCameraParamNames[kCameraParams] = {
+    "rotation r0",    "rotation r1",    "rotation r2", "translation t0", "translation t1",
+    "translation t2", "focal length f", "radial k1",   "radial k2"};
+constexpr const char* kPointCoordNames[kPointParams] = {"X", "Y", "Z"};
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         std::string_view(s).substr(s.size() - suffix.size()) == suffix;
+}
+
+// A token as it should appear in a message: at most 40 characters, non-printable
+// bytes escaped (binary garbage must not mangle the terminal).
+std::string Quote(std::string_view token) {
+  constexpr size_t kShown = 40;
+  std::string out;
+  const size_t n = std::min(token.size(), kShown);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(token[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (token.size() > kShown) out += "...";
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Byte sources.
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Reads up to `n` bytes into `out`. Sets *got (0 only at end of data). A non-OK status
+  // means the data cannot be read further.
+  virtual Status Read(char* out, size_t n, size_t* got) = 0;
+};
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+Status OpenForReading(const std::string& path, FilePtr* file) {
+  errno = 0;
+  file->reset(std::fopen(path.c_str(), "rb"));
+  if (!*file) {
+    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  }
+  return Status::Ok();
+}
+
+// fread with the error check every caller needs.
+Status ReadFileChunk(std::FILE* f, const std::string& name, char* out, size_t n, size_t* got) {
+  errno = 0;
+  *got = std::fread(out, 1, n, f);
+  if (*got < n && std::ferror(f)) {
+    const int err = errno;
+    return Status::IoError(name + ": read error (" +
+                           (err != 0 ? std::strerror(err) : "unknown error") + ")");
+  }
+  return Status::Ok();
+}
+
+class FileSource : public ByteSource {
+ public:
+  FileSource(FilePtr file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  Status Read(char* out, size_t n, size_t* got) override {
+    return ReadFileChunk(file_.get(), name_, out, n, got);
+  }
+
+ private:
+  FilePtr file_;
+  std::string name_;
+};
+
+class IstreamSource : public ByteSource {
+ public:
+  IstreamSource(std::istream& in, std::string name) : in_(in), name_(std::move(name)) {}
+  Status Read(char* out, size_t n, size_t* got) override {
+    *got = 0;
+    if (!in_.good()) {
+      if (in_.bad()) return Status::IoError(name_ + ": read error");
+      return Status::Ok();  // eof (or fail before we started: nothing to read)
+    }
+    in_.read(out, static_cast<std::streamsize>(n));
+    *got = static_cast<size_t>(in_.gcount());
+    if (in_.bad()) return Status::IoError(name_ + ": read error");
+    return Status::Ok();
+  }
+
+ private:
+  std::istream& in_;
+  std::string name_;
+};
+
+// Streams a .bz2 file through libbz2's low-level API. Concatenated bzip2 streams (as
+// written by pbzip2 or `cat a.bz2 b.bz2`) are decoded one after the other.
+class Bz2Source : public ByteSource {
+ public:
+  Bz2Source(FilePtr file, std::string name)
+      : file_(std::move(file)), name_(std::move(name)), in_(new char[kChunkSize]) {
+    std::memset(&strm_, 0, sizeof(strm_));
+  }
+  ~Bz2Source() override {
+    if (stream_open_) BZ2_bzDecompressEnd(&strm_);
+  }
+
+  Status Read(char* out, size_t n, size_t* got) override {
+    *got = 0;
+    strm_.next_out = out;
+    strm_.avail_out = static_cast<unsigned int>(n);
+    while (strm_.avail_out > 0) {
+      if (strm_.avail_in == 0 && !input_eof_) {
+        size_t read = 0;
+        TIEPOINT_RETURN_IF_ERROR(ReadFileChunk(file_.get(), name_, in_.get(), kChunkSize, &read));
+        if (read == 0) input_eof_ = true;
+        strm_.next_in = in_.get();
+        strm_.avail_in = static_cast<unsigned int>(read);
+      }
+      if (!stream_open_) {
+        if (strm_.avail_in == 0 && input_eof_) break;  // clean end after a complete stream
+        const int rc = BZ2_bzDecompressInit(&strm_, /*verbosity=*/0, /*small=*/0);
+        if (rc != BZ_OK) {
+          return rc == BZ_MEM_ERROR
+                     ? Status::OutOfMemory(name_ + ": out of memory starting bzip2 decoder")
+                     : Status::Internal(name_ + ": BZ2_bzDecompressInit failed (" +
+                                        std::to_string(rc) + ")");
+        }
+        stream_open_ = true;
+        ++streams_started_;
+      }
+      const unsigned int avail_out_before = strm_.avail_out;
+      const unsigned int avail_in_before = strm_.avail_in;
+      const int rc = BZ2_bzDecompress(&strm_);
+      if (rc == BZ_STREAM_END) {
+        BZ2_bzDecompressEnd(&strm_);
+        stream_open_ = false;
+        continue;  // more input means another concatenated stream
+      }
+      if (rc != BZ_OK) return DecodeError(rc);
+      if (input_eof_ && strm_.avail_in == 0 && strm_.avail_out == avail_out_before &&
+          avail_in_before == 0) {
+        return Status::InvalidInput(name_ +
+                                    ": bzip2 data ends unexpectedly (the file is truncated)");
+      }
+    }
+    *got = n - strm_.avail_out;
+    return Status::Ok();
+  }
+
+ private:
+  Status DecodeError(int rc) const {
+    switch (rc) {
+      case BZ_DATA_ERROR_MAGIC:
+        if (streams_started_ > 1) {
+          return Status::InvalidInput(name_ + ": data after the end of bzip2 stream " +
+                                      std::to_string(streams_started_ - 1) +
+                                      " is not bzip2 (trailing garbage)");
+        }
+        return Status::InvalidInput(name_ + ": not a bzip2 file (bad magic bytes)");
+      case BZ_DATA_ERROR:
+        return Status::InvalidInput(name_ +
+                                    ": corrupt bzip2 data (checksum or format error)");
+      case BZ_MEM_ERROR:
+        return Status::OutOfMemory(name_ + ": out of memory in bzip2 decoder");
+      default:
+        return Status::Internal(name_ + ": BZ2_bzDecompress failed (" + std::to_string(rc) +
+                                ")");
+    }
+  }
+
+  FilePtr file_;
+  std::string name_;
+  std::unique_ptr<char[]> in_;
+  bz_stream strm_;
+  bool stream_open_ = false;
+  bool input_eof_ = false;
+  int streams_started_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Tokenizer.
+
+struct SpaceTable {
+  bool space[256] = {};
+  constexpr SpaceTable() {
+    space[static_cast<unsigned char>(' ')] = true;
+    space[static_cast<unsigned char>('\t')] = true;
+    space[static_cast<unsigned char>('\n')] = true;
+    space[static_cast<unsigned char>('\r')] = true;
+    space[static_cast<unsigned char>('\v')] = true;
+    space[static_cast<unsigned char>('\f')] = true;
+  }
+};
+constexpr SpaceTable kSpace;
+
+inline bool IsSpace(char c) { return kSpace.space[static_cast<unsigned char>(c)]; }
+
+class Tokenizer {
+ public:
+  Tokenizer(ByteSource* source, const std::string& name)
+      : source_(source), name_(name), buf_(new char[kChunkSize + kMaxTokenLength]) {}
+
+  // The next token, valid until the following call. Returns false at end of data or on a
+  // read error; status() tells which.
+  bool Next(std::string_view* token) {
+    // Skip whitespace, refilling as needed.
+    // (The scans work on local copies: members would be reloaded after every store.)
+    for (;;) {
+      const char* const buf = buf_.get();
+      size_t pos = pos_;
+      const size_t end = end_;
+      int64_t line = line_;
+      while (pos < end) {
+        const char c = buf[pos];
+        if (!IsSpace(c)) break;
+        line += (c == '\n');
+        ++pos;
+      }
+      pos_ = pos;
+      line_ = line;
+      if (pos < end) break;
+      if (!Refill(end_)) return false;
+    }
+    size_t start = pos_;
+    token_line_ = line_;
+    have_token_ = true;
+    for (;;) {
+      {
+        const char* const buf = buf_.get();
+        size_t pos = pos_;
+        const size_t end = end_;
+        while (pos < end && !IsSpace(buf[pos])) ++pos;
+        pos_ = pos;
+      }
+      if (pos_ < end_ || eof_) break;
+      // The token reaches the end of the buffer: keep it and read more.
+      if (pos_ - start >= kMaxTokenLength) {
+        status_ = Status::InvalidInput(
+            Where() + ": expected a value, found a token longer than " +
+            std::to_string(kMaxTokenLength) + " characters starting '" +
+            Quote(std::string_view(buf_.get() + start, pos_ - start)) + "'");
+        return false;
+      }
+      const size_t len = pos_ - start;
+      if (!Refill(start)) {
+        if (!status_.ok()) return false;
+        pos_ = len;  // end of data: the token ends here
+        start = 0;
+        break;
+      }
+      start = 0;
+      pos_ = len;
+    }
+    *token = std::string_view(buf_.get() + start, pos_ - start);
+    return true;
+  }
+
+  const Status& status() const { return status_; }
+  // Line of the last token returned (1 before any token).
+  int64_t line() const { return have_token_ ? token_line_ : 1; }
+  std::string Where() const { return name_ + ":" + std::to_string(line()); }
+
+ private:
+  // Moves buf_[keep_from, end_) to the front and appends freshly read bytes. Returns
+  // false at end of data (eof_) or on error (status_).
+  bool Refill(size_t keep_from) {
+    if (eof_ || !status_.ok()) return false;
+    const size_t keep = end_ - keep_from;
+    if (keep > 0 && keep_from > 0) std::memmove(buf_.get(), buf_.get() + keep_from, keep);
+    pos_ = 0;
+    end_ = keep;
+    size_t got = 0;
+    Status s = source_->Read(buf_.get() + end_, kChunkSize, &got);
+    if (!s.ok()) {
+      status_ = std::move(s);
+      return false;
+    }
+    if (got == 0) {
+      eof_ = true;
+      return false;
+    }
+    end_ += got;
+    return true;
+  }
+
+  ByteSource* source_;
+  const std::string& name_;
+  std::unique_ptr<char[]> buf_;
+  size_t pos_ = 0;
+  size_t end_ = 0;
+  bool eof_ = false;
+  Status status_;
+  int64_t line_ = 1;
+  int64_t token_line_ = 1;
+  bool have_token_ = false;
+};
+
+// ---------------------------------------------------------------------------------------
+// Value parsing.
+
+std::string_view StripPlus(std::string_view t) {
+  if (t.size() > 1 && t[0] == '+' && t[1] != '+' && t[1] != '-') t.remove_prefix(1);
+  return t;
+}
+
+enum class NumberKind { kOk, kNotNumber, kNotFinite, kOutOfRange };
+
+NumberKind ParseDouble(std::string_view token, double* value) {
+  const std::string_view t = StripPlus(token);
+  const char* first = t.data();
+  const char* last = t.data() + t.size();
+  auto [ptr, ec] = std::from_chars(first, last, *value);
+  if (ptr != last || t.empty()) return NumberKind::kNotNumber;
+  if (ec == std::errc::result_out_of_range) {
+    // from_chars reports underflow as out of range too; strtod gives the nearest value
+    // (0 or a subnormal), which is fine. Overflow is not.
+    const std::string copy(t);
+    char* end = nullptr;
+    *value = std::strtod(copy.c_str(), &end);
+    if (!std::isfinite(*value)) return NumberKind::kOutOfRange;
+    return NumberKind::kOk;
+  }
+  if (ec != std::errc()) return NumberKind::kNotNumber;
+  if (!std::isfinite(*value)) return NumberKind::kNotFinite;
+  return NumberKind::kOk;
+}
+
+bool ParseInt(std::string_view token, int64_t* value) {
+  const std::string_view t = StripPlus(token);
+  const char* last = t.data() + t.size();
+  auto [ptr, ec] = std::from_chars(t.data(), last, *value);
+  return ec == std::errc() && ptr == last && !t.empty();
+}
+
+bool LooksLikeNumber(std::string_view token) {
+  double v;
+  return ParseDouble(token, &v) != NumberKind::kNotNumber;
+}
+
+// ---------------------------------------------------------------------------------------
+// The reader.
+
+class BalReader {
+ public:
+  BalReader(ByteSource* source, const std::string& name)
+      : name_(name), tok_(source, name_) {}
+
+  Status Read(Scene* out) {
+    Scene scene;
+    TIEPOINT_RETURN_IF_ERROR(ReadHeader());
+    scene.obs_camera.reserve(static_cast<size_t>(std::min<int64_t>(num_obs_, kMaxReserve)));
+    scene.obs_point.reserve(static_cast<size_t>(std::min<int64_t>(num_obs_, kMaxReserve)));
+    scene.obs_xy.reserve(static_cast<size_t>(std::min<int64_t>(2 * num_obs_, kMaxReserve)));
+    TIEPOINT_RETURN_IF_ERROR(ReadObservations(&scene));
+    TIEPOINT_RETURN_IF_ERROR(ReadCameras(&scene));
+    TIEPOINT_RETURN_IF_ERROR(ReadPoints(&scene));
+    TIEPOINT_RETURN_IF_ERROR(ExpectEnd());
+    *out = std::move(scene);
+    return Status::Ok();
+  }
+
+ private:
+  // A non-OK status from the tokenizer (read or bzip2 error) wins over "file ends".
+  Status EndOfData(const std::string& expected, const std::string& after) {
+    if (!tok_.status().ok()) return tok_.status();
+    return Status::InvalidInput(tok_.Where() + ": expected " + expected + ", file ends after " +
+                                after);
+  }
+  Status Found(const std::string& expected, std::string_view token,
+               const std::string& note = "") {
+    return Status::InvalidInput(tok_.Where() + ": expected " + expected + ", found '" +
+                                Quote(token) + "'" + note);
+  }
+
+  Status ReadHeaderCount(const char* what, int64_t limit, int64_t* value, int index,
+                         int64_t header_line) {
+    std::string_view t;
+    if (!tok_.Next(&t)) {
+      if (!tok_.status().ok()) return tok_.status();
+      if (index == 0) {
+        return Status::InvalidInput(name_ + ":1: expected header " + kHeaderShape +
+                                    ", found an empty file");
+      }
+      return Status::InvalidInput(tok_.Where() + ": expected header " + kHeaderShape +
+                                  ", file ends after " + std::to_string(index) +
+                                  (index == 1 ? " number" : " numbers"));
+    }
+    if (index > 0 && tok_.line() != header_line) {
+      return Status::InvalidInput(name_ + ":" + std::to_string(header_line) +
+                                  ": expected header " + kHeaderShape +
+                                  " on one line, found only " + std::to_string(index) +
+                                  (index == 1 ? " number" : " numbers"));
+    }
+    const std::string expected = std::string("integer number of ") + what + " in header";
+    if (!ParseInt(t, value)) {
+      std::string note;
+      if (t.substr(0, 3) == "BZh") note = " (the file looks bzip2-compressed; name it *.bz2)";
+      return Found(expected, t, note);
+    }
+    if (*value < 0) return Found(std::string("non-negative number of ") + what + " in header", t);
+    if (*value > limit) {
+      return Found("at most " + std::to_string(limit) + " " + what +
+                       " in header (is the header corrupt?)",
+                   t);
+    }
+    return Status::Ok();
+  }
+
+  Status ReadHeader() {
+    TIEPOINT_RETURN_IF_ERROR(ReadHeaderCount("cameras", kMaxCameras, &num_cameras_, 0, 1));
+    const int64_t header_line = tok_.line();
+    TIEPOINT_RETURN_IF_ERROR(
+        ReadHeaderCount("points", kMaxPoints, &num_points_, 1, header_line));
+    TIEPOINT_RETURN_IF_ERROR(
+        ReadHeaderCount("observations", kMaxObservations, &num_obs_, 2, header_line));
+    // Every observation pairs a camera with a point, each pair at most once.
+    const int64_t max_obs = num_cameras_ * num_points_;  // <= 1e16, no overflow
+    if (num_obs_ > max_obs) {
+      return Status::InvalidInput(
+          tok_.Where() + ": expected at most " + std::to_string(num_cameras_) + "*" +
+          std::to_string(num_points_) + "=" + std::to_string(max_obs) +
+          " observations in header (one per camera and point), found '" +
+          std::to_string(num_obs_) + "'");
+    }
+    return Status::Ok();
+  }
+
+  std::string ObsLabel(int64_t i) const {
+    return "observation " + std::to_string(i + 1) + " of " + std::to_string(num_obs_);
+  }
+
+  Status BadIndex(const char* what, int64_t count, int64_t i, std::string_view t) {
+    int64_t v;
+    if (!ParseInt(t, &v)) {
+      std::string note;
+      if (LooksLikeNumber(t) && std::string_view(what) == "camera") {
+        // The usual cause: fewer observation lines than the header says, so the reader
+        // has run into the camera parameters.
+        note = " (the header says " + std::to_string(num_obs_) +
+               " observations; does the file list fewer?)";
+      }
+      return Found(std::string("integer ") + what + " index for " + ObsLabel(i), t, note);
+    }
+    return Found(std::string(what) + " index in [0, " + std::to_string(count) + ") for " +
+                     ObsLabel(i),
+                 t);
+  }
+
+  Status ReadObservations(Scene* scene) {
+    std::string_view t;
+    for (int64_t i = 0; i < num_obs_; ++i) {
+      int64_t values_on_line = 0;
+      int64_t line = 0;
+      auto next = [&]() -> Status {
+        if (!tok_.Next(&t)) {
+          std::string after = std::to_string(i);
+          if (values_on_line > 0) after += " (" + ObsLabel(i) + " is incomplete)";
+          return EndOfData(std::to_string(num_obs_) + " observations", after);
+        }
+        if (values_on_line == 0) {
+          line = tok_.line();
+        } else if (tok_.line() != line) {
+          return Status::InvalidInput(name_ + ":" + std::to_string(line) +
+                                      ": expected 4 values '<camera> <point> <x> <y>' on one "
+                                      "line for " +
+                                      ObsLabel(i) + ", found " +
+                                      std::to_string(values_on_line));
+        }
+        ++values_on_line;
+        return Status::Ok();
+      };
+      int64_t cam, pt;
+      TIEPOINT_RETURN_IF_ERROR(next());
+      if (!ParseInt(t, &cam) || cam < 0 || cam >= num_cameras_) {
+        return BadIndex("camera", num_cameras_, i, t);
+      }
+      TIEPOINT_RETURN_IF_ERROR(next());
+      if (!ParseInt(t, &pt) || pt < 0 || pt >= num_points_) {
+        return BadIndex("point", num_points_, i, t);
+      }
+      double xy[2];
+      for (int k = 0; k < 2; ++k) {
+        TIEPOINT_RETURN_IF_ERROR(next());
+        if (ParseDouble(t, &xy[k]) != NumberKind::kOk) {  // labels built only on error
+          return Value(t, &xy[k], std::string(k == 0 ? "x" : "y") + " of " + ObsLabel(i));
+        }
+      }
+      scene->obs_camera.push_back(static_cast<int32_t>(cam));
+      scene->obs_point.push_back(static_cast<int32_t>(pt));
+      scene->obs_xy.push_back(xy[0]);
+      scene->obs_xy.push_back(xy[1]);
+    }
+    return Status::Ok();
+  }
+
+  Status Value(std::string_view t, double* v, const std::string& what) {
+    switch (ParseDouble(t, v)) {
+      case NumberKind::kOk: return Status::Ok();
+      case NumberKind::kNotNumber: return Found("number for " + what, t);
+      case NumberKind::kNotFinite: return Found("finite number for " + what, t);
+      case NumberKind::kOutOfRange:
+        return Found("finite number for " + what, t, " (out of double range)");
+    }
+    return Status::Internal("unreachable");
+  }
+
+  Status ReadCameras(Scene* scene) {
+    const int64_t total = kCameraParams * num_cameras_;
+    scene->cameras.reserve(static_cast<size_t>(std::min<int64_t>(total, kMaxReserve)));
+    std::string_view t;
+    for (int64_t k = 0; k < total; ++k) {
+      if (!tok_.Next(&t)) {
+        return EndOfData(std::to_string(kCameraParams) + "*" + std::to_string(num_cameras_) +
+                             "=" + std::to_string(total) + " camera parameters",
+                         std::to_string(k));
+      }
+      double v;
+      if (ParseDouble(t, &v) != NumberKind::kOk) {
+        const int64_t cam = k / kCameraParams;
+        const int p = static_cast<int>(k % kCameraParams);
+        return Value(t, &v,
+                     "camera " + std::to_string(cam) + " parameter " + std::to_string(p + 1) +
+                         " of " + std::to_string(kCameraParams) + " (" + kCameraParamNames[p] +
+                         ")");
+      }
+      scene->cameras.push_back(v);
+    }
+    return Status::Ok();
+  }
+
+  Status ReadPoints(Scene* scene) {
+    const int64_t total = kPointParams * num_points_;
+    scene->points.reserve(static_cast<size_t>(std::min<int64_t>(total, kMaxReserve)));
+    std::string_view t;
+    for (int64_t k = 0; k < total; ++k) {
+      if (!tok_.Next(&t)) {
+        return EndOfData(std::to_string(kPointParams) + "*" + std::to_string(num_points_) +
+                             "=" + std::to_string(total) + " point coordinates",
+                         std::to_string(k));
+      }
+      double v;
+      if (ParseDouble(t, &v) != NumberKind::kOk) {
+        return Value(t, &v,
+                     "point " + std::to_string(k / kPointParams) + " coordinate " +
+                         kPointCoordNames[k % kPointParams]);
+      }
+      scene->points.push_back(v);
+    }
+    return Status::Ok();
+  }
+
+  Status ExpectEnd() {
+    std::string_view t;
+    if (tok_.Next(&t)) {
+      return Found("end of file after " + std::to_string(kPointParams) + "*" +
+                       std::to_string(num_points_) + "=" +
+                       std::to_string(kPointParams * num_points_) + " point coordinates",
+                   t, " (trailing data: are the header's counts too small?)");
+    }
+    return tok_.status();  // OK at a clean end; a late bzip2/read error otherwise
+  }
+
+  const std::string name_;
+  Tokenizer tok_;
+  int64_t num_cameras_ = 0;
+  int64_t num_points_ = 0;
+  int64_t num_obs_ = 0;
+};
+
+Status ReadFromSource(ByteSource* source, const std::string& name, Scene* scene) {
+  if (scene == nullptr) return Status::Internal("ReadBal: scene is null");
+  try {
+    BalReader reader(source, name);
+    return reader.Read(scene);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(name + ": out of memory while reading");
+  } catch (const std::length_error&) {
+    return Status::OutOfMemory(name + ": out of memory while reading");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing.
+
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual Status Write(const char* data, size_t n) = 0;
+  virtual Status Finish() = 0;
+};
+
+class OstreamSink : public ByteSink {
+ public:
+  OstreamSink(std::ostream& out, std::string name) : out_(out), name_(std::move(name)) {}
+  Status Write(const char* data, size_t n) override {
+    out_.write(data, static_cast<std::streamsize>(n));
+    if (!out_) return Status::IoError(name_ + ": write failed");
+    return Status::Ok();
+  }
+  Status Finish() override {
+    out_.flush();
+    if (!out_) return Status::IoError(name_ + ": write failed");
+    return Status::Ok();
+  }
+
+ private:
+  std::ostream& out_;
+  std::string name_;
+};
+
+class Bz2Sink : public ByteSink {
+ public:
+  Bz2Sink(std::ostream& out, std::string name)
+      : out_(out), name_(std::move(name)), buf_(new char[kChunkSize]) {
+    std::memset(&strm_, 0, sizeof(strm_));
+  }
+  ~Bz2Sink() override {
+    if (open_) BZ2_bzCompressEnd(&strm_);
+  }
+  Status Init() {
+    const int rc = BZ2_bzCompressInit(&strm_, /*blockSize100k=*/9, /*verbosity=*/0,
+                                      /*workFactor=*/0);
+    if (rc != BZ_OK) {
+      return rc == BZ_MEM_ERROR ? Status::OutOfMemory(name_ + ": out of memory in bzip2")
+                                : Status::Internal(name_ + ": BZ2_bzCompressInit failed (" +
+                                                   std::to_string(rc) + ")");
+    }
+    open_ = true;
+    return Status::Ok();
+  }
+  Status Write(const char* data, size_t n) override {
+    strm_.next_in = const_cast<char*>(data);  // bzlib's API is not const-correct
+    strm_.avail_in = static_cast<unsigned int>(n);
+    while (strm_.avail_in > 0) {
+      TIEPOINT_RETURN_IF_ERROR(Step(BZ_RUN, BZ_RUN_OK));
+    }
+    return Status::Ok();
+  }
+  Status Finish() override {
+    strm_.next_in = nullptr;
+    strm_.avail_in = 0;
+    int rc;
+    do {
+      strm_.next_out = buf_.get();
+      strm_.avail_out = static_cast<unsigned int>(kChunkSize);
+      rc = BZ2_bzCompress(&strm_, BZ_FINISH);
+      if (rc != BZ_FINISH_OK && rc != BZ_STREAM_END) return Failed(rc);
+      TIEPOINT_RETURN_IF_ERROR(Flush());
+    } while (rc != BZ_STREAM_END);
+    BZ2_bzCompressEnd(&strm_);
+    open_ = false;
+    out_.flush();
+    if (!out_) return Status::IoError(name_ + ": write failed");
+    return Status::Ok();
+  }
+
+ private:
+  Status Step(int action, int ok_rc) {
+    strm_.next_out = buf_.get();
+    strm_.avail_out = static_cast<unsigned int>(kChunkSize);
+    const int rc = BZ2_bzCompress(&strm_, action);
+    if (rc != ok_rc) return Failed(rc);
+    return Flush();
+  }
+  Status Flush() {
+    const size_t n = kChunkSize - strm_.avail_out;
+    if (n > 0) {
+      out_.write(buf_.get(), static_cast<std::streamsize>(n));
+      if (!out_) return Status::IoError(name_ + ": write failed");
+    }
+    return Status::Ok();
+  }
+  Status Failed(int rc) const {
+    return Status::Internal(name_ + ": BZ2_bzCompress failed (" + std::to_string(rc) + ")");
+  }
+
+  std::ostream& out_;
+  std::string name_;
+  std::unique_ptr<char[]> buf_;
+  bz_stream strm_;
+  bool open_ = false;
+};
+
+// Formats into a chunk buffer and hands full chunks to the sink.
+class BalFormatter {
+ public:
+  explicit BalFormatter(ByteSink* sink) : sink_(sink), buf_(new char[kChunkSize + 256]) {}
+
+  Status Write(const Scene& s) {
+    Int(s.num_cameras()); Char(' '); Int(s.num_points()); Char(' ');
+    Int(s.num_observations()); Char('\n');
+    TIEPOINT_RETURN_IF_ERROR(MaybeFlush());
+    const int64_t n = s.num_observations();
+    for (int64_t i = 0; i < n; ++i) {
+      Int(s.obs_camera[i]); Char(' ');
+      Int(s.obs_point[i]); Char(' ');
+      Double(s.obs_xy[2 * i]); Char(' ');
+      Double(s.obs_xy[2 * i + 1]); Char('\n');
+      TIEPOINT_RETURN_IF_ERROR(MaybeFlush());
+    }
+    for (double v : s.cameras) {
+      Double(v); Char('\n');
+      TIEPOINT_RETURN_IF_ERROR(MaybeFlush());
+    }
+    for (double v : s.points) {
+      Double(v); Char('\n');
+      TIEPOINT_RETURN_IF_ERROR(MaybeFlush());
+    }
+    if (len_ > 0) TIEPOINT_RETURN_IF_ERROR(sink_->Write(buf_.get(), len_));
+    len_ = 0;
+    return sink_->Finish();
+  }
+
+ private:
+  void Char(char c) { buf_[len_++] = c; }
+  void Int(int64_t v) {
+    auto r = std::to_chars(buf_.get() + len_, buf_.get() + len_ + 32, v);
+    len_ = static_cast<size_t>(r.ptr - buf_.get());
+  }
+  // Shortest representation that parses back to the same double.
+  void Double(double v) {
+    auto r = std::to_chars(buf_.get() + len_, buf_.get() + len_ + 64, v);
+    len_ = static_cast<size_t>(r.ptr - buf_.get());
+  }
+  Status MaybeFlush() {
+    if (len_ < kChunkSize) return Status::Ok();
+    Status s = sink_->Write(buf_.get(), len_);
+    len_ = 0;
+    return s;
+  }
+
+  ByteSink* sink_;
+  std::unique_ptr<char[]> buf_;
+  size_t len_ = 0;
+};
+
+// The writer refuses scenes that ReadBal would reject, so a written file always reads back.
+Status ValidateForWrite(const Scene& s) {
+  const std::string prefix = "cannot write BAL: ";
+  if (s.cameras.size() % kCameraParams != 0) {
+    return Status::InvalidInput(prefix + "scene has " + std::to_string(s.cameras.size()) +
+                                " camera values, not a multiple of 9");
+  }
+  if (s.points.size() % kPointParams != 0) {
+    return Status::InvalidInput(prefix + "scene has " + std::to_string(s.points.size()) +
+                                " point values, not a multiple of 3");
+  }
+  const size_t n = s.obs_camera.size();
+  if (s.obs_point.size() != n || s.obs_xy.size() != 2 * n) {
+    return Status::InvalidInput(prefix + "observation arrays disagree: " + std::to_string(n) +
+                                " cameras, " + std::to_string(s.obs_point.size()) +
+                                " points, " + std::to_string(s.obs_xy.size()) +
+                                " coordinates (expected 2 per observation)");
+  }
+  const int nc = s.num_cameras();
+  const int np = s.num_points();
+  for (size_t i = 0; i < n; ++i) {
+    if (s.obs_camera[i] < 0 || s.obs_camera[i] >= nc) {
+      return Status::InvalidInput(prefix + "observation " + std::to_string(i) +
+                                  " refers to camera " + std::to_string(s.obs_camera[i]) +
+                                  " but the scene has " + std::to_string(nc) + " cameras");
+    }
+    if (s.obs_point[i] < 0 || s.obs_point[i] >= np) {
+      return Status::InvalidInput(prefix + "observation " + std::to_string(i) +
+                                  " refers to point " + std::to_string(s.obs_point[i]) +
+                                  " but the scene has " + std::to_string(np) + " points");
+    }
+    if (!std::isfinite(s.obs_xy[2 * i]) || !std::isfinite(s.obs_xy[2 * i + 1])) {
+      return Status::InvalidInput(prefix + "observation " + std::to_string(i) +
+                                  " has a non-finite coordinate");
+    }
+  }
+  for (size_t k = 0; k < s.cameras.size(); ++k) {
+    if (!std::isfinite(s.cameras[k])) {
+      return Status::InvalidInput(prefix + "camera " + std::to_string(k / kCameraParams) +
+                                  " parameter " + std::to_string(k % kCameraParams + 1) +
+                                  " (" + kCameraParamNames[k % kCameraParams] +
+                                  ") is not finite");
+    }
+  }
+  for (size_t k = 0; k < s.points.size(); ++k) {
+    if (!std::isfinite(s.points[k])) {
+      return Status::InvalidInput(prefix + "point " + std::to_string(k / kPointParams) +
+                                  " coordinate " + kPointCoordNames[k % kPointParams] +
+                                  " is not finite");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadBal(const std::string& path, Scene* scene) {
+  FilePtr file;
+  TIEPOINT_RETURN_IF_ERROR(OpenForReading(path, &file));
+  if (EndsWith(path, ".bz2")) {
+    Bz2Source source(std::move(file), path);
+    return ReadFromSource(&source, path, scene);
+  }
+  FileSource source(std::move(file), path);
+  return ReadFromSource(&source, path, scene);
+}
+
+Status ReadBal(std::istream& in, const std::string& name, Scene* scene) {
+  IstreamSource source(in, name);
+  return ReadFromSource(&source, name, scene);
+}
+
+Status WriteBal(const std::string& path, const Scene& scene) {
+  TIEPOINT_RETURN_IF_ERROR(ValidateForWrite(scene));
+  AtomicFile file(path);
+  TIEPOINT_RETURN_IF_ERROR(file.Open());
+  try {
+    if (EndsWith(path, ".bz2")) {
+      Bz2Sink sink(file.stream(), path);
+      TIEPOINT_RETURN_IF_ERROR(sink.Init());
+      TIEPOINT_RETURN_IF_ERROR(BalFormatter(&sink).Write(scene));
+    } else {
+      OstreamSink sink(file.stream(), path);
+      TIEPOINT_RETURN_IF_ERROR(BalFormatter(&sink).Write(scene));
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(path + ": out of memory while writing");
+  }
+  return file.Commit();  // the destructor removes the temporary on any early return
+}
+
+Status WriteBal(std::ostream& out, const Scene& scene) {
+  TIEPOINT_RETURN_IF_ERROR(ValidateForWrite(scene));
+  try {
+    OstreamSink sink(out, "<stream>");
+    return BalFormatter(&sink).Write(scene);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("<stream>: out of memory while writing");
+  }
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,37 @@
+// Reading and writing BAL ("Bundle Adjustment in the Large") problem files.
+//
+// Format (text, whitespace separated, blank lines allowed between sections):
+//   <num_cameras> <num_points> <num_observations>
+//   <camera_index> <point_index> <x> <y>            (num_observations lines)
+//   <camera parameter>                              (9 * num_cameras values)
+//   <point coordinate>                              (3 * num_points values)
+// Files ending in ".bz2" are stream-decompressed through libbz2 (no shell-out).
+//
+// Errors name the file and the line and say what was expected: empty file,
+// malformed header, counts that disagree with the content, out-of-range indices,
+// NaN/Inf values, truncation, trailing garbage, absurd header sizes (rejected
+// before any allocation; storage grows with the data actually read), unreadable path.
+#pragma once
+
+#include <istream>
+#include <string>
+
+#include "io/base/status.h"
+#include "io/scene.h"
+
+namespace tiepoint {
+
+// Reads a BAL file; ".bz2" suffix selects bzip2 decompression.
+Status ReadBal(const std::string& path, Scene* scene);
+
+// Reads BAL text from a stream; `name` is used in error messages in place of a path.
+Status ReadBal(std::istream& in, const std::string& name, Scene* scene);
+
+// Writes a BAL file (".bz2" suffix: bzip2-compressed) through a temporary file that is
+// renamed into place only on success. Doubles are written with round-trip precision.
+Status WriteBal(const std::string& path, const Scene& scene);
+
+// Writes BAL text to a stream.
+Status WriteBal(std::ostream& out, const Scene& scene);
+
+}  // namespace tiepoint

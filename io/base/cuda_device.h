@@ -1,0 +1,28 @@
+// What CUDA devices this process can use. Safe to call in a build without CUDA and on a
+// machine without a GPU: the answer is then an kUnavailable Status saying why.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "io/base/status.h"
+
+namespace tiepoint {
+
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;
+  size_t total_memory_bytes = 0;
+  int compute_capability_major = 0;
+  int compute_capability_minor = 0;
+  int multiprocessors = 0;
+};
+
+// True when this binary was built with the CUDA backends.
+bool CudaBuilt();
+
+// Fills `devices`; kUnavailable (with the driver's reason) when none can be used.
+Status QueryCudaDevices(std::vector<CudaDeviceInfo>* devices);
+
+}  // namespace tiepoint

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Every test: install what is missing, build in Release, run ctest; then build the BAL
+# reader's tests with AddressSanitizer/UBSan and run them over the malformed-file corpus.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/setup.sh"
+tiepoint_install_packages
+tiepoint_build
+export TIEPOINT_SHARED_DATA=${TIEPOINT_SHARED_DATA:-$root/../shared/data}
+[ -d "$TIEPOINT_SHARED_DATA" ] || echo "note: $TIEPOINT_SHARED_DATA absent: real-data tests will skip"
+
+# Sanitizer build of the reader and the CLI, without CUDA (host code only).
+asan=$root/build-asan
+cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIEPOINT_WITH_CUDA=OFF \
+  -DTIEPOINT_ASAN=ON >/dev/null
+cmake --build "$asan" -j "${JOBS:-$(nproc)}" --target bal_test ply_test tiepoint -- --no-print-directory \
+  >/dev/null 2>"$asan/build.log" || { cat "$asan/build.log"; exit 1; }
+(cd "$asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -R '^(Bal|Ply|cli\.malformed|cli\.unreadable)' )
+
+cd "$root/build"
+ctest --output-on-failure -j "${JOBS:-$(nproc)}" -LE slow

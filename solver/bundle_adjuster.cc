@@ -1,0 +1,112 @@
+#include "solver/bundle_adjuster.h"
+
+#include <cmath>
+
+#include "solver/ceres_bundle_adjuster.h"
+#include "solver/cholmod_schur_solver.h"
+#include "solver/levenberg_marquardt.h"
+
+namespace tiepoint {
+
+const char* ToString(SolverType type) {
+  switch (type) {
+    case SolverType::kCholmod: return "cholmod";
+    case SolverType::kCeresSparse: return "ceres-sparse";
+    case SolverType::kCeresIterative: return "ceres-iterative";
+  }
+  return "unknown";
+}
+
+Status SolverTypeFromString(const std::string& text, SolverType* type) {
+  for (SolverType t : {SolverType::kCholmod, SolverType::kCeresSparse,
+                       SolverType::kCeresIterative}) {
+    if (text == ToString(t)) {
+      *type = t;
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidOptions("--solver '" + text +
+                                "': expected one of cholmod, ceres-sparse, ceres-iterative");
+}
+
+const char* ToString(TerminationType type) {
+  switch (type) {
+    case TerminationType::kConvergenceFunction: return "CONVERGENCE (function tolerance)";
+    case TerminationType::kConvergenceGradient: return "CONVERGENCE (gradient tolerance)";
+    case TerminationType::kConvergenceParameter: return "CONVERGENCE (parameter tolerance)";
+    case TerminationType::kMaxIterations: return "NO_CONVERGENCE (maximum iterations)";
+    case TerminationType::kTrustRegionCollapsed: return "CONVERGENCE (trust region collapsed)";
+    case TerminationType::kFailure: return "FAILURE";
+  }
+  return "unknown";
+}
+
+Status BundleAdjusterOptions::Check(int num_cameras) const {
+  auto bad = [](const std::string& m) { return Status::InvalidOptions(m); };
+  if (max_iterations < 0) return bad("max_iterations must be >= 0, got " + std::to_string(max_iterations));
+  if (num_threads < 0) return bad("num_threads must be >= 0 (0 = all), got " + std::to_string(num_threads));
+  auto positive = [](double v) { return std::isfinite(v) && v >= 0.0; };
+  if (!positive(function_tolerance)) return bad("function_tolerance must be a finite number >= 0");
+  if (!positive(gradient_tolerance)) return bad("gradient_tolerance must be a finite number >= 0");
+  if (!positive(parameter_tolerance)) return bad("parameter_tolerance must be a finite number >= 0");
+  if (!(initial_trust_region_radius > 0) || !(max_trust_region_radius >= initial_trust_region_radius) ||
+      !(min_trust_region_radius > 0) || !(min_trust_region_radius <= initial_trust_region_radius)) {
+    return bad("trust region radii must satisfy 0 < min <= initial <= max");
+  }
+  if (!(min_relative_decrease > 0.0 && min_relative_decrease < 1.0)) {
+    return bad("min_relative_decrease must lie in (0, 1)");
+  }
+  if (loss.type != LossType::kNone && !(loss.scale > 0.0 && std::isfinite(loss.scale))) {
+    return bad("the robust loss scale must be a positive number of pixels");
+  }
+  for (int c : fixed_cameras) {
+    if (c < 0 || c >= num_cameras) {
+      return bad("fixed camera index " + std::to_string(c) + " is out of range: the scene has " +
+                 std::to_string(num_cameras) + " cameras (indices 0.." +
+                 std::to_string(num_cameras - 1) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+double BundleAdjusterSummary::RmsReprojectionError(double cost) const {
+  if (num_observations <= 0) return 0.0;
+  return std::sqrt(2.0 * cost / static_cast<double>(num_observations));
+}
+
+Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
+                              std::unique_ptr<BundleAdjuster>* adjuster) {
+  switch (options.solver) {
+    case SolverType::kCholmod:
+      *adjuster = CreateLevenbergMarquardtBundleAdjuster(
+          options, CreateCholmodSchurSolver(options.num_threads));
+      return Status::Ok();
+    case SolverType::kCeresSparse:
+    case SolverType::kCeresIterative:
+      *adjuster = CreateCeresBundleAdjuster(options);
+      return Status::Ok();
+  }
+  return Status::InvalidOptions("unknown solver type");
+}
+
+}  // namespace tiepoint
+
+#include "solver/camera_model.h"
+
+namespace tiepoint {
+
+double ReprojectionRms(const Scene& scene, int num_threads) {
+  const int64_t n = scene.num_observations();
+  if (n == 0) return 0.0;
+  double sum = 0.0;
+#pragma omp parallel for num_threads(num_threads > 0 ? num_threads : 1) reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    double r[2];
+    BalResidualAndJacobian(scene.camera(scene.obs_camera[i]), scene.point(scene.obs_point[i]),
+                           &scene.obs_xy[2 * i], r, nullptr, nullptr);
+    sum += r[0] * r[0] + r[1] * r[1];
+  }
+  return std::sqrt(sum / static_cast<double>(n));
+}
+
+}  // namespace tiepoint

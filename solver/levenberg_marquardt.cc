@@ -1,0 +1,254 @@
+#include "solver/levenberg_marquardt.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "io/base/timer.h"
+#include "solver/ba_problem.h"
+#include "solver/camera_model.h"
+#include "solver/evaluator.h"
+
+namespace tiepoint {
+namespace {
+
+// Ceres's LM diagonal bounds (TrustRegionMinimizer / LevenbergMarquardtStrategy).
+constexpr double kMinDiagonal = 1e-6;
+constexpr double kMaxDiagonal = 1e32;
+
+double Dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+double MaxAbs(const std::vector<double>& a) {
+  double m = 0.0;
+  for (double v : a) m = std::max(m, std::abs(v));
+  return m;
+}
+
+// Names the first observation whose residual is not finite, for the failure message.
+std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const double* points) {
+  for (int64_t i = 0; i < p.num_observations; ++i) {
+    const int c = p.obs_camera[i], j = p.obs_point[i];
+    double r[2];
+    BalResidualAndJacobian(cameras + 9 * c, points + 3 * j, &p.obs_xy[2 * i], r, nullptr,
+                           nullptr);
+    if (!std::isfinite(r[0]) || !std::isfinite(r[1])) {
+      std::ostringstream s;
+      s << "the residual of camera " << c << " observing point " << j
+        << " is not finite (a parameter is NaN/Inf, or the point lies on the camera's "
+           "image plane)";
+      return s.str();
+    }
+  }
+  return "the cost is not finite";
+}
+
+class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
+ public:
+  LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options,
+                                   std::unique_ptr<LinearSolver> linear_solver)
+      : options_(options), linear_solver_(std::move(linear_solver)) {}
+
+  Status Solve(Scene* scene, BundleAdjusterSummary* summary) override;
+
+ private:
+  BundleAdjusterOptions options_;
+  std::unique_ptr<LinearSolver> linear_solver_;
+};
+
+Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSummary* summary) {
+  const Timer total;
+  TIEPOINT_RETURN_IF_ERROR(options_.Check(scene->num_cameras()));
+  const BundleAdjusterOptions& o = options_;
+  const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+
+  BundleAdjusterSummary& s = *summary;
+  s = BundleAdjusterSummary();
+  s.solver = ToString(o.solver);
+  s.num_threads = threads;
+  s.num_cameras = scene->num_cameras();
+  s.num_points = scene->num_points();
+  s.num_observations = scene->num_observations();
+
+  BAProblem problem;
+  TIEPOINT_RETURN_IF_ERROR(
+      BAProblem::Build(*scene, o.fixed_cameras, o.fix_intrinsics, threads, &problem));
+  TIEPOINT_RETURN_IF_ERROR(linear_solver_->Initialize(problem));
+  const Evaluator evaluator(problem, o.loss, threads);
+
+  const int nc = 9 * problem.num_cameras, np = 3 * problem.num_points;
+  std::vector<double> xc = scene->cameras, xp = scene->points;
+  std::vector<double> trial_c(nc), trial_p(np);
+  std::vector<double> gc(nc), gp(np), rhs_c(nc), rhs_p(np), dc(nc), dp(np), dxc(nc), dxp(np);
+  std::vector<double> jdx(2 * problem.num_observations);
+  JacobianBlocks jac;
+
+  Timer eval_timer;
+  double cost = evaluator.Evaluate(xc.data(), xp.data(), &jac);
+  s.evaluation_time_s += eval_timer.Seconds();
+  s.initial_cost = s.final_cost = cost;
+  if (!std::isfinite(cost)) {
+    s.termination = TerminationType::kFailure;
+    s.message = "initial cost is not finite: " + DescribeNonFinite(problem, xc.data(), xp.data());
+    s.total_time_s = total.Seconds();
+    return Status::Ok();
+  }
+  evaluator.Gradient(jac, gc.data(), gp.data());
+  double gradient_max_norm = std::max(MaxAbs(gc), MaxAbs(gp));
+
+  double radius = o.initial_trust_region_radius;
+  double decrease_factor = 2.0;
+  auto record = [&](const IterationSummary& it) {
+    s.trace.push_back(it);
+    if (o.callback) o.callback(it);
+  };
+  {
+    IterationSummary it;
+    it.iteration = 0;
+    it.cost = cost;
+    it.trust_region_radius = radius;
+    it.gradient_max_norm = gradient_max_norm;
+    it.step_accepted = true;
+    it.time_s = total.Seconds();
+    record(it);
+  }
+
+  auto finish = [&](TerminationType t, const std::string& message) {
+    s.termination = t;
+    s.message = message;
+    s.final_cost = cost;
+    scene->cameras = xc;
+    scene->points = xp;
+    s.total_time_s = total.Seconds();
+    return Status::Ok();
+  };
+
+  if (gradient_max_norm <= o.gradient_tolerance) {
+    return finish(TerminationType::kConvergenceGradient, "Gradient tolerance reached at the start.");
+  }
+
+  for (int iteration = 1; iteration <= o.max_iterations; ++iteration) {
+    const Timer iteration_timer;
+    IterationSummary it;
+    it.iteration = iteration;
+    it.trust_region_radius = radius;
+    it.lambda = 1.0 / radius;
+
+    // Damping: D = clamp(diag(J^T J)) / radius; constant parameters get D = 1, g = 0.
+    evaluator.JtJDiagonal(jac, dc.data(), dp.data());
+    for (int k = 0; k < nc; ++k) {
+      dc[k] = problem.camera_param_fixed[k] ? 1.0
+                                            : std::clamp(dc[k], kMinDiagonal, kMaxDiagonal) / radius;
+    }
+    for (int k = 0; k < np; ++k) dp[k] = std::clamp(dp[k], kMinDiagonal, kMaxDiagonal) / radius;
+    for (int k = 0; k < nc; ++k) rhs_c[k] = -gc[k];
+    for (int k = 0; k < np; ++k) rhs_p[k] = -gp[k];
+
+    const Timer linear_timer;
+    LinearSolverSummary ls;
+    TIEPOINT_RETURN_IF_ERROR(linear_solver_->Solve(problem, jac, dc.data(), dp.data(),
+                                                   rhs_c.data(), rhs_p.data(), dxc.data(),
+                                                   dxp.data(), &ls));
+    s.linear_solver_time_s += linear_timer.Seconds();
+    it.linear_iterations = ls.iterations;
+
+    bool valid = ls.success;
+    double model_decrease = 0.0;
+    if (valid) {
+      // Model decrease of the undamped linearization: -(g.dx + 1/2 |J dx|^2).
+      evaluator.JacobianTimes(jac, dxc.data(), dxp.data(), jdx.data());
+      model_decrease = -(Dot(gc, dxc) + Dot(gp, dxp) + 0.5 * Dot(jdx, jdx));
+      valid = std::isfinite(model_decrease) && model_decrease > 0.0;
+    }
+
+    double new_cost = std::numeric_limits<double>::infinity();
+    if (valid) {
+      const double step_norm = std::sqrt(Dot(dxc, dxc) + Dot(dxp, dxp));
+      const double x_norm = std::sqrt(Dot(xc, xc) + Dot(xp, xp));
+      it.step_norm = step_norm;
+      if (step_norm <= o.parameter_tolerance * (x_norm + o.parameter_tolerance)) {
+        it.cost = cost;
+        it.iteration_time_s = iteration_timer.Seconds();
+        it.time_s = total.Seconds();
+        record(it);
+        ++s.iterations;
+        return finish(TerminationType::kConvergenceParameter, "Parameter tolerance reached.");
+      }
+      for (int k = 0; k < nc; ++k) trial_c[k] = xc[k] + dxc[k];
+      for (int k = 0; k < np; ++k) trial_p[k] = xp[k] + dxp[k];
+      eval_timer.Reset();
+      new_cost = evaluator.Cost(trial_c.data(), trial_p.data());
+      s.evaluation_time_s += eval_timer.Seconds();
+    }
+
+    const double relative_decrease = valid ? (cost - new_cost) / model_decrease : 0.0;
+    it.relative_decrease = std::isfinite(relative_decrease) ? relative_decrease : 0.0;
+    const bool accept = valid && std::isfinite(new_cost) && relative_decrease > o.min_relative_decrease;
+    ++s.iterations;
+
+    if (accept) {
+      const double cost_change = cost - new_cost;
+      xc.swap(trial_c);
+      xp.swap(trial_p);
+      eval_timer.Reset();
+      cost = evaluator.Evaluate(xc.data(), xp.data(), &jac);
+      s.evaluation_time_s += eval_timer.Seconds();
+      evaluator.Gradient(jac, gc.data(), gp.data());
+      gradient_max_norm = std::max(MaxAbs(gc), MaxAbs(gp));
+      ++s.successful_iterations;
+      radius = std::min(o.max_trust_region_radius,
+                        radius / std::max(1.0 / 3.0, 1.0 - std::pow(2.0 * relative_decrease - 1.0, 3)));
+      decrease_factor = 2.0;
+
+      it.cost = cost;
+      it.cost_change = cost_change;
+      it.step_accepted = true;
+      it.gradient_max_norm = gradient_max_norm;
+      it.iteration_time_s = iteration_timer.Seconds();
+      it.time_s = total.Seconds();
+      record(it);
+      if (std::abs(cost_change) <= o.function_tolerance * (cost + cost_change)) {
+        return finish(TerminationType::kConvergenceFunction, "Function tolerance reached.");
+      }
+      if (gradient_max_norm <= o.gradient_tolerance) {
+        return finish(TerminationType::kConvergenceGradient, "Gradient tolerance reached.");
+      }
+    } else {
+      radius /= decrease_factor;
+      decrease_factor *= 2.0;
+      it.cost = cost;
+      it.step_accepted = false;
+      it.gradient_max_norm = gradient_max_norm;
+      it.iteration_time_s = iteration_timer.Seconds();
+      it.time_s = total.Seconds();
+      record(it);
+      // Ceres declares function convergence on a candidate whose cost barely differs.
+      if (valid && std::isfinite(new_cost) &&
+          std::abs(cost - new_cost) <= o.function_tolerance * cost) {
+        return finish(TerminationType::kConvergenceFunction, "Function tolerance reached.");
+      }
+      if (radius < o.min_trust_region_radius) {
+        return finish(TerminationType::kTrustRegionCollapsed,
+                      "Trust region radius fell below its minimum: no step decreases the cost.");
+      }
+    }
+  }
+  return finish(TerminationType::kMaxIterations,
+                "Maximum number of iterations reached (" + std::to_string(o.max_iterations) + ").");
+}
+
+}  // namespace
+
+std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
+    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver) {
+  return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(linear_solver));
+}
+
+}  // namespace tiepoint

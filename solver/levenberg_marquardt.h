@@ -1,0 +1,27 @@
+// tiepoint's Levenberg-Marquardt (trust-region) driver.
+//
+// Follows Ceres Solver's TrustRegionMinimizer with the LEVENBERG_MARQUARDT strategy, so
+// that its traces and tolerances read the same:
+//   D = clamp(diag(J^T J), 1e-6, 1e32) / radius       (lambda = 1 / radius)
+//   solve (J^T J + D) dx = -g through the LinearSolver interface
+//   rho = (cost(x) - cost(x + dx)) / (model decrease -(g.dx + 1/2 |J dx|^2))
+//   accept if rho > min_relative_decrease: radius /= max(1/3, 1 - (2 rho - 1)^3)
+//   reject: radius /= v, v *= 2   (v reset to 2 on acceptance)
+// Convergence: |cost change| <= function_tolerance * cost, max|g| <= gradient_tolerance,
+// |dx| <= parameter_tolerance (|x| + parameter_tolerance). Parameters held constant get
+// D = 1 and zero Jacobian columns, so every linear solver returns a zero step for them.
+// A step with a non-finite cost is rejected, so NaN never reaches the output.
+#pragma once
+
+#include <memory>
+
+#include "solver/bundle_adjuster.h"
+#include "solver/linear_solver.h"
+
+namespace tiepoint {
+
+// The LM BundleAdjuster over a given linear solver (the factory picks the solver).
+std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
+    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver);
+
+}  // namespace tiepoint

@@ -1,0 +1,30 @@
+# Command-line behaviour: exit codes, messages naming the file and line, no partial output.
+set(_tp $<TARGET_FILE:tiepoint>)
+set(_expect ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh)
+set(_out ${CMAKE_CURRENT_BINARY_DIR}/cli_out)
+file(MAKE_DIRECTORY ${_out})
+
+file(GLOB _malformed ${CMAKE_CURRENT_SOURCE_DIR}/data/malformed/*.txt
+                     ${CMAKE_CURRENT_SOURCE_DIR}/data/malformed/*.bz2)
+foreach(_file ${_malformed})
+  get_filename_component(_name ${_file} NAME)
+  add_test(NAME cli.malformed.${_name}
+           COMMAND ${_expect} 2 "${_name}" ${_out}/${_name}.out.bal ${_out}/${_name}.json --
+                   ${_tp} ba ${_file} --output ${_out}/${_name}.out.bal --report ${_out}/${_name}.json)
+endforeach()
+
+add_test(NAME cli.unreadable_path
+         COMMAND ${_expect} 2 "does-not-exist.txt" ${_out}/x.bal -- ${_tp} ba ${_out}/does-not-exist.txt --output ${_out}/x.bal)
+add_test(NAME cli.bad_solver
+         COMMAND ${_expect} 2 "--solver 'magic'" -- ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --solver magic)
+add_test(NAME cli.bad_loss
+         COMMAND ${_expect} 2 "scale" -- ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --loss huber)
+add_test(NAME cli.fixed_camera_out_of_range
+         COMMAND ${_expect} 2 "fixed camera index 999" ${_out}/fix.bal -- ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --fix-cameras 999 --output ${_out}/fix.bal)
+add_test(NAME cli.unwritable_output
+         COMMAND ${_expect} 2 "/nonexistent-dir/out.bal" -- ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --max-iterations 1 --output /nonexistent-dir/out.bal)
+add_test(NAME cli.synth_bad_options
+         COMMAND ${_expect} 2 "observations_per_point" ${_out}/bad.bal -- ${_tp} synth --cameras 3 --observations-per-point 9 -o ${_out}/bad.bal)
+add_test(NAME cli.help COMMAND ${_tp} ba --help)
+add_test(NAME cli.version COMMAND ${_tp} version)
+add_test(NAME cli.roundtrip COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/roundtrip.sh ${_tp} ${_out}/roundtrip)
