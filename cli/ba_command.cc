@@ -19,7 +19,10 @@ namespace {
 
 struct BaArgs {
   std::string input;
-  std::string solver = "cholmod";
+  std::string solver = "pcg-schur";
+  std::string precision = "float";
+  int cg_max_iterations = 100;
+  double cg_eta = 0.1;
   int max_iterations = 50;
   int threads = 0;
   std::string output;
@@ -93,6 +96,13 @@ int RunBa(const BaArgs& a) {
   Status s = SolverTypeFromString(a.solver, &options.solver);
   if (!s.ok()) return ReportError(cmd, s);
   options.max_iterations = a.max_iterations;
+  if (a.precision != "float" && a.precision != "double") {
+    return ReportError(cmd, Status::InvalidOptions("--precision '" + a.precision +
+                                                   "': expected float or double"));
+  }
+  options.single_precision = a.precision == "float";
+  options.cg_max_iterations = a.cg_max_iterations;
+  options.cg_eta = a.cg_eta;
   options.num_threads = a.threads;
   options.function_tolerance = a.function_tolerance;
   options.fix_intrinsics = a.fix_intrinsics;
@@ -183,7 +193,14 @@ int RunBa(const BaArgs& a) {
 Runner RegisterBa(CLI::App& app) {
   auto a = std::make_shared<BaArgs>();
   app.add_option("input", a->input, "BAL problem file (.txt or .txt.bz2)")->required();
-  app.add_option("--solver", a->solver, "cholmod | ceres-sparse | ceres-iterative")
+  app.add_option("--solver", a->solver,
+                 "pcg-schur | pcg-hessian | cholmod | ceres-sparse | ceres-iterative")
+      ->capture_default_str();
+  app.add_option("--precision", a->precision, "PCG arithmetic: float | double")
+      ->capture_default_str();
+  app.add_option("--cg-max-iterations", a->cg_max_iterations, "PCG: maximum CG iterations per LM step")
+      ->capture_default_str();
+  app.add_option("--cg-eta", a->cg_eta, "PCG: forcing term, CG stops at |r| <= eta |r0|")
       ->capture_default_str();
   app.add_option("--max-iterations", a->max_iterations, "Maximum LM iterations")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

@@ -1,8 +1,10 @@
 // BAL reader and writer.
 //
-// Reading: a ByteSource (plain file, bzip2 decompressor or std::istream) fills a chunk
-// buffer; a Tokenizer splits it into whitespace-separated tokens (tokens may straddle
-// refills), counting '\n' for line numbers; values are parsed with std::from_chars.
+// Reading: a ByteSource (plain file, bzip2 decompressor or std::istream) fills a 1 MiB
+// chunk buffer; a Tokenizer splits it into whitespace-separated tokens (tokens may
+// straddle refills), counting '\n' for line numbers; numbers are parsed in place with
+// std::from_chars, with a slower path only for unusual or bad tokens. The scene is built
+// in a local and moved into the caller's only on success.
 // Nothing is reserved beyond kMaxReserve elements up front, so a header that lies about
 // its sizes fails at truncation instead of allocating terabytes.
 //
@@ -248,106 +250,6 @@ constexpr SpaceTable kSpace;
 
 inline bool IsSpace(char c) { return kSpace.space[static_cast<unsigned char>(c)]; }
 
-class Tokenizer {
- public:
-  Tokenizer(ByteSource* source, const std::string& name)
-      : source_(source), name_(name), buf_(new char[kChunkSize + kMaxTokenLength]) {}
-
-  // The next token, valid until the following call. Returns false at end of data or on a
-  // read error; status() tells which.
-  bool Next(std::string_view* token) {
-    // Skip whitespace, refilling as needed.
-    // (The scans work on local copies: members would be reloaded after every store.)
-    for (;;) {
-      const char* const buf = buf_.get();
-      size_t pos = pos_;
-      const size_t end = end_;
-      int64_t line = line_;
-      while (pos < end) {
-        const char c = buf[pos];
-        if (!IsSpace(c)) break;
-        line += (c == '\n');
-        ++pos;
-      }
-      pos_ = pos;
-      line_ = line;
-      if (pos < end) break;
-      if (!Refill(end_)) return false;
-    }
-    size_t start = pos_;
-    token_line_ = line_;
-    have_token_ = true;
-    for (;;) {
-      {
-        const char* const buf = buf_.get();
-        size_t pos = pos_;
-        const size_t end = end_;
-        while (pos < end && !IsSpace(buf[pos])) ++pos;
-        pos_ = pos;
-      }
-      if (pos_ < end_ || eof_) break;
-      // The token reaches the end of the buffer: keep it and read more.
-      if (pos_ - start >= kMaxTokenLength) {
-        status_ = Status::InvalidInput(
-            Where() + ": expected a value, found a token longer than " +
-            std::to_string(kMaxTokenLength) + " characters starting '" +
-            Quote(std::string_view(buf_.get() + start, pos_ - start)) + "'");
-        return false;
-      }
-      const size_t len = pos_ - start;
-      if (!Refill(start)) {
-        if (!status_.ok()) return false;
-        pos_ = len;  // end of data: the token ends here
-        start = 0;
-        break;
-      }
-      start = 0;
-      pos_ = len;
-    }
-    *token = std::string_view(buf_.get() + start, pos_ - start);
-    return true;
-  }
-
-  const Status& status() const { return status_; }
-  // Line of the last token returned (1 before any token).
-  int64_t line() const { return have_token_ ? token_line_ : 1; }
-  std::string Where() const { return name_ + ":" + std::to_string(line()); }
-
- private:
-  // Moves buf_[keep_from, end_) to the front and appends freshly read bytes. Returns
-  // false at end of data (eof_) or on error (status_).
-  bool Refill(size_t keep_from) {
-    if (eof_ || !status_.ok()) return false;
-    const size_t keep = end_ - keep_from;
-    if (keep > 0 && keep_from > 0) std::memmove(buf_.get(), buf_.get() + keep_from, keep);
-    pos_ = 0;
-    end_ = keep;
-    size_t got = 0;
-    Status s = source_->Read(buf_.get() + end_, kChunkSize, &got);
-    if (!s.ok()) {
-      status_ = std::move(s);
-      return false;
-    }
-    if (got == 0) {
-      eof_ = true;
-      return false;
-    }
-    end_ += got;
-    return true;
-  }
-
-  ByteSource* source_;
-  const std::string& name_;
-  std::unique_ptr<char[]> buf_;
-  size_t pos_ = 0;
-  size_t end_ = 0;
-  bool eof_ = false;
-  Status status_;
-  int64_t line_ = 1;
-  int64_t token_line_ = 1;
-  bool have_token_ = false;
-};
-
 // ---------------------------------------------------------------------------------------
 // Value parsing.
 
@@ -389,6 +291,152 @@ bool LooksLikeNumber(std::string_view token) {
   double v;
   return ParseDouble(token, &v) != NumberKind::kNotNumber;
 }
+
+// Splits the byte stream into whitespace-separated tokens. The buffer always ends in
+// whitespace up to `limit_` (the byte after the last whitespace read so far, or the end
+// of data at EOF), so every token that starts before `limit_` is complete in memory:
+// numbers are parsed in place without first scanning for the token's end. The bytes
+// after `limit_` (a token cut by the chunk boundary) are moved to the front on refill.
+class Tokenizer {
+ public:
+  Tokenizer(ByteSource* source, const std::string& name)
+      : source_(source), name_(name), buf_(new char[kChunkSize + kMaxTokenLength + 1]) {}
+
+  // The next token, valid until the following call. Returns false at end of data or on a
+  // read error; status() tells which.
+  bool Next(std::string_view* token) {
+    if (!SkipSpace()) return false;
+    *token = ScanToken();
+    return true;
+  }
+
+  // The next token parsed as a double: *kind says whether it is a finite number; *token
+  // is the token either way. Returns false like Next().
+  bool NextDouble(double* value, NumberKind* kind, std::string_view* token) {
+    if (!SkipSpace()) return false;
+    const char* const start = buf_.get() + pos_;
+    const char* const limit = buf_.get() + limit_;
+    const auto [ptr, ec] = std::from_chars(start, limit, *value);
+    if (ec == std::errc() && ptr != start && (ptr == limit || IsSpace(*ptr)) &&
+        std::isfinite(*value)) {
+      pos_ = static_cast<size_t>(ptr - buf_.get());
+      *token = std::string_view(start, static_cast<size_t>(ptr - start));
+      *kind = NumberKind::kOk;
+      return true;
+    }
+    *token = ScanToken();  // the slow path sorts out '+', overflow, underflow, garbage
+    *kind = ParseDouble(*token, value);
+    return true;
+  }
+
+  // The next token parsed as an integer; *ok says whether it is one.
+  bool NextInt(int64_t* value, bool* ok, std::string_view* token) {
+    if (!SkipSpace()) return false;
+    const char* const start = buf_.get() + pos_;
+    const char* const limit = buf_.get() + limit_;
+    const auto [ptr, ec] = std::from_chars(start, limit, *value);
+    if (ec == std::errc() && ptr != start && (ptr == limit || IsSpace(*ptr))) {
+      pos_ = static_cast<size_t>(ptr - buf_.get());
+      *token = std::string_view(start, static_cast<size_t>(ptr - start));
+      *ok = true;
+      return true;
+    }
+    *token = ScanToken();
+    *ok = ParseInt(*token, value);
+    return true;
+  }
+
+  const Status& status() const { return status_; }
+  // Line of the last token returned (1 before any token).
+  int64_t line() const { return token_line_; }
+  std::string Where() const { return name_ + ":" + std::to_string(line()); }
+
+ private:
+  // Skips whitespace (counting lines), refilling as needed. On true, pos_ < limit_ is the
+  // start of a token and token_line_ its line.
+  bool SkipSpace() {
+    for (;;) {
+      // Local copies: members would be reloaded after every store through char*.
+      const char* const buf = buf_.get();
+      size_t pos = pos_;
+      const size_t limit = limit_;
+      int64_t line = line_;
+      while (pos < limit) {
+        const char c = buf[pos];
+        if (!IsSpace(c)) break;
+        line += (c == '\n');
+        ++pos;
+      }
+      pos_ = pos;
+      line_ = line;
+      if (pos < limit) break;
+      if (!Refill()) return false;
+    }
+    token_line_ = line_;
+    return true;
+  }
+
+  // The token at pos_ (known to end before limit_ or at the end of data).
+  std::string_view ScanToken() {
+    const char* const buf = buf_.get();
+    const size_t start = pos_;
+    size_t pos = pos_;
+    const size_t limit = limit_;
+    while (pos < limit && !IsSpace(buf[pos])) ++pos;
+    pos_ = pos;
+    return std::string_view(buf + start, pos - start);
+  }
+
+  // Called with pos_ == limit_: keeps the partial token buf_[limit_, end_), reads more
+  // data and recomputes limit_. Returns false at end of data (nothing left) or on error.
+  bool Refill() {
+    if (!status_.ok()) return false;
+    for (;;) {
+      if (eof_) return false;
+      const size_t keep = end_ - limit_;
+      if (keep > 0 && limit_ > 0) std::memmove(buf_.get(), buf_.get() + limit_, keep);
+      pos_ = 0;
+      limit_ = 0;
+      end_ = keep;
+      if (keep > kMaxTokenLength) {
+        token_line_ = line_;
+        status_ = Status::InvalidInput(
+            Where() + ": expected a value, found a token longer than " +
+            std::to_string(kMaxTokenLength) + " characters starting '" +
+            Quote(std::string_view(buf_.get(), keep)) + "'");
+        return false;
+      }
+      size_t got = 0;
+      Status s = source_->Read(buf_.get() + end_, kChunkSize, &got);
+      if (!s.ok()) {
+        status_ = std::move(s);
+        return false;
+      }
+      if (got == 0) {
+        eof_ = true;
+        limit_ = end_;  // the kept bytes, if any, are the last token
+        return end_ > 0;
+      }
+      end_ += got;
+      size_t last = end_;
+      while (last > 0 && !IsSpace(buf_[last - 1])) --last;
+      limit_ = last;
+      if (limit_ > 0) return true;
+      // No whitespace yet: the whole buffer is one token; read more.
+    }
+  }
+
+  ByteSource* source_;
+  const std::string& name_;
+  std::unique_ptr<char[]> buf_;
+  size_t pos_ = 0;    // next byte to look at
+  size_t limit_ = 0;  // tokens starting before this are complete
+  size_t end_ = 0;    // end of the bytes read
+  bool eof_ = false;
+  Status status_;
+  int64_t line_ = 1;
+  int64_t token_line_ = 1;
+};
 
 // ---------------------------------------------------------------------------------------
 // The reader.
@@ -499,43 +547,41 @@ class BalReader {
                  t);
   }
 
+  // Error for observation i when its value number `values_read` (0-based) is missing
+  // (end of data) or sits on another line than the observation's first value.
+  Status ObservationShapeError(int64_t i, int values_read, bool at_end, int64_t first_line) {
+    if (at_end) {
+      std::string after = std::to_string(i);
+      if (values_read > 0) after += " (" + ObsLabel(i) + " is incomplete)";
+      return EndOfData(std::to_string(num_obs_) + " observations", after);
+    }
+    return Status::InvalidInput(name_ + ":" + std::to_string(first_line) +
+                                ": expected 4 values '<camera> <point> <x> <y>' on one line for " +
+                                ObsLabel(i) + ", found " + std::to_string(values_read));
+  }
+
   Status ReadObservations(Scene* scene) {
     std::string_view t;
     for (int64_t i = 0; i < num_obs_; ++i) {
-      int64_t values_on_line = 0;
-      int64_t line = 0;
-      auto next = [&]() -> Status {
-        if (!tok_.Next(&t)) {
-          std::string after = std::to_string(i);
-          if (values_on_line > 0) after += " (" + ObsLabel(i) + " is incomplete)";
-          return EndOfData(std::to_string(num_obs_) + " observations", after);
-        }
-        if (values_on_line == 0) {
-          line = tok_.line();
-        } else if (tok_.line() != line) {
-          return Status::InvalidInput(name_ + ":" + std::to_string(line) +
-                                      ": expected 4 values '<camera> <point> <x> <y>' on one "
-                                      "line for " +
-                                      ObsLabel(i) + ", found " +
-                                      std::to_string(values_on_line));
-        }
-        ++values_on_line;
-        return Status::Ok();
-      };
       int64_t cam, pt;
-      TIEPOINT_RETURN_IF_ERROR(next());
-      if (!ParseInt(t, &cam) || cam < 0 || cam >= num_cameras_) {
-        return BadIndex("camera", num_cameras_, i, t);
-      }
-      TIEPOINT_RETURN_IF_ERROR(next());
-      if (!ParseInt(t, &pt) || pt < 0 || pt >= num_points_) {
-        return BadIndex("point", num_points_, i, t);
-      }
+      bool ok;
+      if (!tok_.NextInt(&cam, &ok, &t)) return ObservationShapeError(i, 0, true, 0);
+      const int64_t line = tok_.line();
+      if (!ok || cam < 0 || cam >= num_cameras_) return BadIndex("camera", num_cameras_, i, t);
+
+      if (!tok_.NextInt(&pt, &ok, &t)) return ObservationShapeError(i, 1, true, line);
+      if (tok_.line() != line) return ObservationShapeError(i, 1, false, line);
+      if (!ok || pt < 0 || pt >= num_points_) return BadIndex("point", num_points_, i, t);
+
       double xy[2];
       for (int k = 0; k < 2; ++k) {
-        TIEPOINT_RETURN_IF_ERROR(next());
-        if (ParseDouble(t, &xy[k]) != NumberKind::kOk) {  // labels built only on error
-          return Value(t, &xy[k], std::string(k == 0 ? "x" : "y") + " of " + ObsLabel(i));
+        NumberKind kind;
+        if (!tok_.NextDouble(&xy[k], &kind, &t)) {
+          return ObservationShapeError(i, 2 + k, true, line);
+        }
+        if (tok_.line() != line) return ObservationShapeError(i, 2 + k, false, line);
+        if (kind != NumberKind::kOk) {  // labels are built only on error
+          return Value(t, kind, std::string(k == 0 ? "x" : "y") + " of " + ObsLabel(i));
         }
       }
       scene->obs_camera.push_back(static_cast<int32_t>(cam));
@@ -546,8 +592,8 @@ class BalReader {
     return Status::Ok();
   }
 
-  Status Value(std::string_view t, double* v, const std::string& what) {
-    switch (ParseDouble(t, v)) {
+  Status Value(std::string_view t, NumberKind kind, const std::string& what) {
+    switch (kind) {
       case NumberKind::kOk: return Status::Ok();
       case NumberKind::kNotNumber: return Found("number for " + what, t);
       case NumberKind::kNotFinite: return Found("finite number for " + what, t);
@@ -562,16 +608,17 @@ class BalReader {
     scene->cameras.reserve(static_cast<size_t>(std::min<int64_t>(total, kMaxReserve)));
     std::string_view t;
     for (int64_t k = 0; k < total; ++k) {
-      if (!tok_.Next(&t)) {
+      double v;
+      NumberKind kind;
+      if (!tok_.NextDouble(&v, &kind, &t)) {
         return EndOfData(std::to_string(kCameraParams) + "*" + std::to_string(num_cameras_) +
                              "=" + std::to_string(total) + " camera parameters",
                          std::to_string(k));
       }
-      double v;
-      if (ParseDouble(t, &v) != NumberKind::kOk) {
+      if (kind != NumberKind::kOk) {
         const int64_t cam = k / kCameraParams;
         const int p = static_cast<int>(k % kCameraParams);
-        return Value(t, &v,
+        return Value(t, kind,
                      "camera " + std::to_string(cam) + " parameter " + std::to_string(p + 1) +
                          " of " + std::to_string(kCameraParams) + " (" + kCameraParamNames[p] +
                          ")");
@@ -586,14 +633,15 @@ class BalReader {
     scene->points.reserve(static_cast<size_t>(std::min<int64_t>(total, kMaxReserve)));
     std::string_view t;
     for (int64_t k = 0; k < total; ++k) {
-      if (!tok_.Next(&t)) {
+      double v;
+      NumberKind kind;
+      if (!tok_.NextDouble(&v, &kind, &t)) {
         return EndOfData(std::to_string(kPointParams) + "*" + std::to_string(num_points_) +
                              "=" + std::to_string(total) + " point coordinates",
                          std::to_string(k));
       }
-      double v;
-      if (ParseDouble(t, &v) != NumberKind::kOk) {
-        return Value(t, &v,
+      if (kind != NumberKind::kOk) {
+        return Value(t, kind,
                      "point " + std::to_string(k / kPointParams) + " coordinate " +
                          kPointCoordNames[k % kPointParams]);
       }

@@ -5,12 +5,22 @@
 //   <camera_index> <point_index> <x> <y>            (num_observations lines)
 //   <camera parameter>                              (9 * num_cameras values)
 //   <point coordinate>                              (3 * num_points values)
-// Files ending in ".bz2" are stream-decompressed through libbz2 (no shell-out).
+// The header's three numbers and each observation's four values must share a line;
+// parameters may be laid out freely. Indices must be integers in range; every value must
+// be finite. A camera without observations is accepted (degenerate but legal).
+// Files ending in ".bz2" are stream-decompressed through libbz2 (no shell-out);
+// concatenated bzip2 streams are read one after the other.
 //
 // Errors name the file and the line and say what was expected: empty file,
 // malformed header, counts that disagree with the content, out-of-range indices,
 // NaN/Inf values, truncation, trailing garbage, absurd header sizes (rejected
 // before any allocation; storage grows with the data actually read), unreadable path.
+// Message shapes (the status code is kInvalidInput unless noted):
+//   "<name>:<line>: expected <what>, found '<token>'[ (hint)]"
+//   "<name>:<line>: expected <what>, file ends after <count>"   (line of the last token)
+//   "<name>: corrupt bzip2 data ..." / "<name>: not a bzip2 file ..." (no line)
+//   "<path>: cannot open for reading (<strerror>)"                (kIoError)
+// On failure *scene is left unchanged.
 #pragma once
 
 #include <istream>

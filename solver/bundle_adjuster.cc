@@ -5,6 +5,7 @@
 #include "solver/ceres_bundle_adjuster.h"
 #include "solver/cholmod_schur_solver.h"
 #include "solver/levenberg_marquardt.h"
+#include "solver/pcg_solver.h"
 
 namespace tiepoint {
 
@@ -13,20 +14,24 @@ const char* ToString(SolverType type) {
     case SolverType::kCholmod: return "cholmod";
     case SolverType::kCeresSparse: return "ceres-sparse";
     case SolverType::kCeresIterative: return "ceres-iterative";
+    case SolverType::kPcgSchur: return "pcg-schur";
+    case SolverType::kPcgHessian: return "pcg-hessian";
   }
   return "unknown";
 }
 
 Status SolverTypeFromString(const std::string& text, SolverType* type) {
   for (SolverType t : {SolverType::kCholmod, SolverType::kCeresSparse,
-                       SolverType::kCeresIterative}) {
+                       SolverType::kCeresIterative, SolverType::kPcgSchur,
+                       SolverType::kPcgHessian}) {
     if (text == ToString(t)) {
       *type = t;
       return Status::Ok();
     }
   }
   return Status::InvalidOptions("--solver '" + text +
-                                "': expected one of cholmod, ceres-sparse, ceres-iterative");
+                                "': expected one of pcg-schur, pcg-hessian, cholmod, "
+                                "ceres-sparse, ceres-iterative");
 }
 
 const char* ToString(TerminationType type) {
@@ -55,6 +60,11 @@ Status BundleAdjusterOptions::Check(int num_cameras) const {
   }
   if (!(min_relative_decrease > 0.0 && min_relative_decrease < 1.0)) {
     return bad("min_relative_decrease must lie in (0, 1)");
+  }
+  if (!(cg_eta > 0.0 && cg_eta < 1.0)) return bad("cg_eta must lie in (0, 1)");
+  if (cg_min_iterations < 0 || cg_max_iterations < 1 || cg_min_iterations > cg_max_iterations) {
+    return bad("CG iteration bounds must satisfy 0 <= min <= max, max >= 1 (got min " +
+               std::to_string(cg_min_iterations) + ", max " + std::to_string(cg_max_iterations) + ")");
   }
   if (loss.type != LossType::kNone && !(loss.scale > 0.0 && std::isfinite(loss.scale))) {
     return bad("the robust loss scale must be a positive number of pixels");
@@ -85,6 +95,18 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
     case SolverType::kCeresIterative:
       *adjuster = CreateCeresBundleAdjuster(options);
       return Status::Ok();
+    case SolverType::kPcgSchur:
+    case SolverType::kPcgHessian: {
+      PcgOptions pcg;
+      pcg.kind = options.solver == SolverType::kPcgSchur ? PcgKind::kSchur : PcgKind::kHessian;
+      pcg.precision = options.single_precision ? Precision::kFloat : Precision::kDouble;
+      pcg.eta = options.cg_eta;
+      pcg.min_iterations = options.cg_min_iterations;
+      pcg.max_iterations = options.cg_max_iterations;
+      pcg.num_threads = options.num_threads;
+      *adjuster = CreateLevenbergMarquardtBundleAdjuster(options, CreatePcgSolver(pcg));
+      return Status::Ok();
+    }
   }
   return Status::InvalidOptions("unknown solver type");
 }

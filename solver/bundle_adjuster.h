@@ -10,7 +10,9 @@
 //                   linear solver factored by CHOLMOD (double precision).
 //   kCeresSparse    the same problem handed to Ceres 2.1 (SPARSE_SCHUR).
 //   kCeresIterative the same problem handed to Ceres 2.1 (ITERATIVE_SCHUR, SCHUR_JACOBI).
-// The matrix-free PCG solvers plug into the LM driver through solver/linear_solver.h.
+//   kPcgSchur       tiepoint's LM with matrix-free PCG on the implicit Schur complement
+//                   (solver/pcg_solver.h), float (default) or double.
+//   kPcgHessian     tiepoint's LM with matrix-free PCG on J^T J + D.
 #pragma once
 
 #include <functional>
@@ -24,7 +26,7 @@
 
 namespace tiepoint {
 
-enum class SolverType { kCholmod, kCeresSparse, kCeresIterative };
+enum class SolverType { kCholmod, kCeresSparse, kCeresIterative, kPcgSchur, kPcgHessian };
 const char* ToString(SolverType type);
 Status SolverTypeFromString(const std::string& text, SolverType* type);
 
@@ -56,7 +58,13 @@ struct IterationSummary {
 
 struct BundleAdjusterOptions {
   // Which backend solves the problem.
-  SolverType solver = SolverType::kCholmod;
+  SolverType solver = SolverType::kPcgSchur;
+  // PCG solvers: arithmetic precision (true: float with Jacobi scaling; false: double).
+  bool single_precision = true;
+  // PCG solvers: forcing term eta (CG stops when |r| <= eta |r0|) and iteration bounds.
+  double cg_eta = 0.1;
+  int cg_min_iterations = 1;
+  int cg_max_iterations = 100;
   // Maximum number of LM iterations (Ceres's default).
   int max_iterations = 50;
   // Worker threads; 0 means all hardware threads.

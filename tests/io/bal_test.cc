@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace tiepoint {
@@ -34,13 +36,25 @@ std::string SharedDataDir() {
 
 std::string MalformedDir() { return std::string(TIEPOINT_TEST_DATA_DIR) + "/malformed"; }
 
-// A fresh, empty directory under the test temp dir.
-std::string FreshDir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("tiepoint_bal_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+// A fresh, empty directory under the test temp dir, removed again at scope exit.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name)
+      : path_((fs::path(::testing::TempDir()) / ("tiepoint_bal_test_" + name)).string()) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
@@ -198,7 +212,8 @@ TEST(BalRead, MissingFileIsIoErrorNamingPathAndReason) {
 
 TEST(BalRead, DirectoryIsIoError) {
   Scene scene;
-  const std::string dir = FreshDir("dir_read");
+  const ScratchDir scratch("dir_read");
+  const std::string& dir = scratch.path();
   Status s = ReadBal(dir, &scene);
   EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
   EXPECT_NE(s.message().find(dir), std::string::npos) << s.message();
@@ -228,6 +243,43 @@ TEST(BalRead, LineNumbersAcrossChunks) {
       << s.message();
 }
 
+// The reader works in 1 MiB chunks; the last token ending right at, just before or just
+// after a chunk boundary, with and without a final newline, must read the same.
+TEST(BalRead, LastTokenAtChunkBoundary) {
+  const Scene scene = RandomScene(10, 6000, 2, 12);  // just under 1 MiB of text
+  std::ostringstream out;
+  ASSERT_TRUE(WriteBal(out, scene).ok());
+  std::string text = out.str();
+  ASSERT_EQ(text.back(), '\n');
+  text.pop_back();
+  const size_t last_line = text.rfind('\n') + 1;
+  constexpr size_t kChunk = size_t{1} << 20;
+  ASSERT_LT(text.size() + 2, kChunk);
+  for (size_t total : {kChunk - 1, kChunk, kChunk + 1, 2 * kChunk}) {
+    for (bool final_newline : {false, true}) {
+      SCOPED_TRACE("size " + std::to_string(total) + (final_newline ? " +newline" : ""));
+      std::string padded = text;
+      const size_t want = total - (final_newline ? 1 : 0);
+      padded.insert(last_line, want - text.size(), ' ');
+      if (final_newline) padded += '\n';
+      ASSERT_EQ(padded.size(), total);
+      std::istringstream in(padded);
+      Scene back;
+      Status s = ReadBal(in, "boundary", &back);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ExpectBitwiseEqual(scene, back);
+      // And one stray byte at the very end is trailing garbage on the right line.
+      std::istringstream in2(padded + (final_newline ? "x" : " x"));
+      s = ReadBal(in2, "boundary", &back);
+      const std::string line =
+          std::to_string(1 + std::count(padded.begin(), padded.end(), '\n'));
+      EXPECT_NE(s.message().find("boundary:" + line + ": expected end of file"),
+                std::string::npos)
+          << s.message();
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 
 TEST(BalRoundTrip, StreamIsBitExact) {
@@ -243,7 +295,8 @@ TEST(BalRoundTrip, StreamIsBitExact) {
 }
 
 TEST(BalRoundTrip, TextAndBz2FilesAreBitExact) {
-  const std::string dir = FreshDir("roundtrip");
+  const ScratchDir scratch("roundtrip");
+  const std::string& dir = scratch.path();
   const Scene scene = RandomScene(7, 5000, 4, 2);
   for (const char* name : {"scene.txt", "scene.txt.bz2"}) {
     const std::string path = dir + "/" + name;
@@ -283,7 +336,8 @@ TEST(BalRoundTrip, WriterLayoutMatchesBal) {
 // Concatenated bzip2 streams (pbzip2, `cat a.bz2 b.bz2`) decode as one: proven here by the
 // second stream's content showing up as trailing data at the right line.
 TEST(BalRead, ConcatenatedBz2StreamsAreDecoded) {
-  const std::string dir = FreshDir("concat");
+  const ScratchDir scratch("concat");
+  const std::string& dir = scratch.path();
   Scene a;
   a.cameras.assign(9, 0.25);
   a.points = {1, 2, 3};
@@ -327,7 +381,8 @@ TEST(BalWrite, UnwritablePathFailsAndLeavesNothing) {
 }
 
 TEST(BalWrite, FailedWritesLeaveNoTemporaries) {
-  const std::string dir = FreshDir("failed_write");
+  const ScratchDir scratch("failed_write");
+  const std::string& dir = scratch.path();
   const Scene good = RandomScene(2, 10, 2, 4);
 
   // Renaming onto an existing directory fails after the temporary was fully written.
@@ -360,7 +415,8 @@ TEST(BalWrite, FailedWritesLeaveNoTemporaries) {
 }
 
 TEST(BalWrite, WritesOverExistingFile) {
-  const std::string dir = FreshDir("overwrite");
+  const ScratchDir scratch("overwrite");
+  const std::string& dir = scratch.path();
   const std::string path = dir + "/p.txt";
   { std::ofstream(path) << "old"; }
   const Scene scene = RandomScene(2, 5, 1, 5);
@@ -427,7 +483,8 @@ TEST(BalRead, RealFiles) {
 
   // A real file survives write -> read bit-exactly, also through bzip2.
   ASSERT_TRUE(ReadBal(root + "/bal/problem-16-22106-pre.txt.bz2", &scene).ok());
-  const std::string dir = FreshDir("real");
+  const ScratchDir scratch("real");
+  const std::string& dir = scratch.path();
   ASSERT_TRUE(WriteBal(dir + "/p16.txt.bz2", scene).ok());
   Scene back;
   ASSERT_TRUE(ReadBal(dir + "/p16.txt.bz2", &back).ok());

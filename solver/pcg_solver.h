@@ -1,0 +1,41 @@
+// Matrix-free preconditioned conjugate gradients for the LM step (Wu, Agarwal, Curless,
+// Seitz, "Multicore Bundle Adjustment", CVPR 2011).
+//
+//   kHessian: CG on (J^T J + D) dx = -g, applied as J^T (J p) + D p without forming
+//             J^T J; preconditioner: block Jacobi with the 9x9 camera blocks
+//             U_i = J_ci^T J_ci + D_i and the 3x3 point blocks V_p = J_p^T J_p + D_p.
+//   kSchur:   CG on the reduced camera system S dc = b_c - W V^-1 b_p with
+//             S p = U p - W (V^-1 (W^T p)) applied implicitly: per observation
+//             y = J_c p, per point z = V^-1 sum J_p^T y, per observation e = y - J_p z,
+//             per camera (S p)_i = D_i p_i + sum J_c^T e. Preconditioner: the camera blocks
+//             U_i inverted. Then dp = V^-1 (b_p - W^T dc).
+// Inexact Newton: CG stops when |r| <= eta |r_0| (after at least min_iterations), or at
+// max_iterations. Arithmetic in T (float or double) on Jacobian blocks copied from the
+// evaluator and scaled column-wise by 1 / sqrt(diag(J^T J + D)) (Jacobi scaling, which
+// keeps single precision safe); dot products accumulate in double. Work is split per
+// observation, per point (point-major blocks) and per camera (camera-major index), so no
+// two threads write the same block; OpenMP with `num_threads`, no globals.
+#pragma once
+
+#include <memory>
+
+#include "solver/linear_solver.h"
+
+namespace tiepoint {
+
+enum class PcgKind { kHessian, kSchur };
+enum class Precision { kFloat, kDouble };
+
+struct PcgOptions {
+  PcgKind kind = PcgKind::kSchur;
+  Precision precision = Precision::kFloat;
+  // Forcing term: stop when |r| <= eta |r_0|.
+  double eta = 0.1;
+  int min_iterations = 1;
+  int max_iterations = 100;
+  int num_threads = 0;
+};
+
+std::unique_ptr<LinearSolver> CreatePcgSolver(const PcgOptions& options);
+
+}  // namespace tiepoint
