@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   const Runner run_ba = RegisterBa(*ba);
   CLI::App* synth = app.add_subcommand("synth", "Generate a synthetic BAL problem and its truth");
   const Runner run_synth = RegisterSynth(*synth);
+  CLI::App* bench = app.add_subcommand("bench", "Compare solvers side by side on BAL problems");
+  const Runner run_bench = RegisterBench(*bench);
   CLI::App* version = app.add_subcommand("version", "Print version, commit, build flags and GPUs");
 
   try {
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   }
   if (ba->parsed()) return run_ba();
   if (synth->parsed()) return run_synth();
+  if (bench->parsed()) return run_bench();
   if (version->parsed()) return RunVersion();
   return 2;
 }

@@ -15,7 +15,11 @@ cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIEPOINT_WITH_CU
   -DTIEPOINT_ASAN=ON >/dev/null
 cmake --build "$asan" -j "${JOBS:-$(nproc)}" --target bal_test ply_test tiepoint -- --no-print-directory \
   >/dev/null 2>"$asan/build.log" || { cat "$asan/build.log"; exit 1; }
-(cd "$asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -R '^(Bal|Ply|cli\.malformed|cli\.unreadable)' )
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+"$asan/tests/bal_test" --gtest_brief=1
+"$asan/tests/ply_test" --gtest_brief=1
+(cd "$asan" && ctest --output-on-failure -j 2 -R '^cli\.(malformed|unreadable)')
+unset ASAN_OPTIONS UBSAN_OPTIONS
 
 cd "$root/build"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}" -LE slow

@@ -89,7 +89,7 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
   switch (options.solver) {
     case SolverType::kCholmod:
       *adjuster = CreateLevenbergMarquardtBundleAdjuster(
-          options, CreateCholmodSchurSolver(options.num_threads));
+          options, CreateCholmodSchurSolver(options.num_threads), /*normalize=*/false);
       return Status::Ok();
     case SolverType::kCeresSparse:
     case SolverType::kCeresIterative:
@@ -104,7 +104,8 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       pcg.min_iterations = options.cg_min_iterations;
       pcg.max_iterations = options.cg_max_iterations;
       pcg.num_threads = options.num_threads;
-      *adjuster = CreateLevenbergMarquardtBundleAdjuster(options, CreatePcgSolver(pcg));
+      *adjuster = CreateLevenbergMarquardtBundleAdjuster(options, CreatePcgSolver(pcg),
+                                                         /*normalize=*/true);
       return Status::Ok();
     }
   }

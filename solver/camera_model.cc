@@ -16,9 +16,10 @@ Mat3 Skew(const Vec3& v) {
 
 }  // namespace
 
-// The derivative of R(w) X with respect to w uses the closed form of Gallego and Yezzi,
-// "A compact formula for the derivative of a 3-D rotation in exponential coordinates"
-// (JMIV 2015):  d(R X)/dw = -R [X]x (w w^T + (R^T - I) [w]x) / |w|^2.
+// The derivative of R(w) X with respect to w is -R [X]x J_r(w), with the right Jacobian of
+// SO(3)  J_r(w) = I - a [w]x + b [w]x^2,  a = (1 - cos t) / t^2,  b = (t - sin t) / t^3,
+// t = |w|. a and b come from their Taylor series for small t, so there is no
+// cancellation (the equivalent form with (R^T - I)/t^2 loses ~eps/t^2 of accuracy).
 // Below the small-angle threshold the model is X + w x X (as in AngleAxisRotatePoint),
 // whose derivative is -[X]x, so the Jacobian matches the function it differentiates.
 void BalResidualAndJacobian(const double* camera, const double* point, const double* observed,
@@ -33,8 +34,16 @@ void BalResidualAndJacobian(const double* camera, const double* point, const dou
     const Vec3 u = w / theta;
     const double c = std::cos(theta), s = std::sin(theta);
     R = c * Mat3::Identity() + s * Skew(u) + (1.0 - c) * u * u.transpose();
-    dRX_dw = -R * Skew(X) * (w * w.transpose() + (R.transpose() - Mat3::Identity()) * Skew(w)) /
-             theta2;
+    double a, b;
+    if (theta2 < 1e-4) {
+      a = 0.5 - theta2 / 24.0 + theta2 * theta2 / 720.0;
+      b = 1.0 / 6.0 - theta2 / 120.0 + theta2 * theta2 / 5040.0;
+    } else {
+      a = (1.0 - c) / theta2;
+      b = (theta - s) / (theta2 * theta);
+    }
+    const Mat3 W = Skew(w);
+    dRX_dw = -R * Skew(X) * (Mat3::Identity() - a * W + b * W * W);
   } else {
     R = Mat3::Identity() + Skew(w);
     dRX_dw = -Skew(X);

@@ -12,6 +12,7 @@
 #include "solver/ba_problem.h"
 #include "solver/camera_model.h"
 #include "solver/evaluator.h"
+#include "solver/normalization.h"
 
 namespace tiepoint {
 namespace {
@@ -53,14 +54,15 @@ std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const d
 class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
  public:
   LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options,
-                                   std::unique_ptr<LinearSolver> linear_solver)
-      : options_(options), linear_solver_(std::move(linear_solver)) {}
+                                   std::unique_ptr<LinearSolver> linear_solver, bool normalize)
+      : options_(options), linear_solver_(std::move(linear_solver)), normalize_(normalize) {}
 
   Status Solve(Scene* scene, BundleAdjusterSummary* summary) override;
 
  private:
   BundleAdjusterOptions options_;
   std::unique_ptr<LinearSolver> linear_solver_;
+  bool normalize_;
 };
 
 Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSummary* summary) {
@@ -81,10 +83,21 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   TIEPOINT_RETURN_IF_ERROR(
       BAProblem::Build(*scene, o.fixed_cameras, o.fix_intrinsics, threads, &problem));
   TIEPOINT_RETURN_IF_ERROR(linear_solver_->Initialize(problem));
-  const Evaluator evaluator(problem, o.loss, threads);
 
   const int nc = 9 * problem.num_cameras, np = 3 * problem.num_points;
   std::vector<double> xc = scene->cameras, xp = scene->points;
+  // Work in normalized units (median depth 1, median focal length 1) when asked; costs
+  // are reported in the original pixel units.
+  Normalization normalization;
+  LossFunction loss = o.loss;
+  if (normalize_) {
+    normalization = ComputeNormalization(problem, xc.data(), xp.data());
+    NormalizeParameters(normalization, problem.num_cameras, problem.num_points, xc.data(), xp.data());
+    NormalizeObservations(normalization, &problem);
+    loss.scale /= normalization.pixel_scale;
+  }
+  const double cost_scale = normalization.CostScale();
+  const Evaluator evaluator(problem, loss, threads);
   std::vector<double> trial_c(nc), trial_p(np);
   std::vector<double> gc(nc), gp(np), rhs_c(nc), rhs_p(np), dc(nc), dp(np), dxc(nc), dxp(np);
   std::vector<double> jdx(2 * problem.num_observations);
@@ -93,7 +106,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   Timer eval_timer;
   double cost = evaluator.Evaluate(xc.data(), xp.data(), &jac);
   s.evaluation_time_s += eval_timer.Seconds();
-  s.initial_cost = s.final_cost = cost;
+  s.initial_cost = s.final_cost = cost * cost_scale;
   if (!std::isfinite(cost)) {
     s.termination = TerminationType::kFailure;
     s.message = "initial cost is not finite: " + DescribeNonFinite(problem, xc.data(), xp.data());
@@ -105,7 +118,9 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 
   double radius = o.initial_trust_region_radius;
   double decrease_factor = 2.0;
-  auto record = [&](const IterationSummary& it) {
+  auto record = [&](IterationSummary it) {
+    it.cost *= cost_scale;
+    it.cost_change *= cost_scale;
     s.trace.push_back(it);
     if (o.callback) o.callback(it);
   };
@@ -123,7 +138,11 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   auto finish = [&](TerminationType t, const std::string& message) {
     s.termination = t;
     s.message = message;
-    s.final_cost = cost;
+    s.final_cost = cost * cost_scale;
+    if (normalize_) {
+      DenormalizeParameters(normalization, problem.num_cameras, problem.num_points, xc.data(),
+                            xp.data());
+    }
     scene->cameras = xc;
     scene->points = xp;
     s.total_time_s = total.Seconds();
@@ -247,8 +266,10 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 }  // namespace
 
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver) {
-  return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(linear_solver));
+    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver,
+    bool normalize) {
+  return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(linear_solver),
+                                                            normalize);
 }
 
 }  // namespace tiepoint

@@ -21,7 +21,10 @@
 namespace tiepoint {
 
 // The LM BundleAdjuster over a given linear solver (the factory picks the solver).
+// `normalize`: solve in normalized units (solver/normalization.h), as the
+// single-precision solvers need; results and costs come back in the original units.
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver);
+    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver,
+    bool normalize);
 
 }  // namespace tiepoint

@@ -28,3 +28,9 @@ add_test(NAME cli.synth_bad_options
 add_test(NAME cli.help COMMAND ${_tp} ba --help)
 add_test(NAME cli.version COMMAND ${_tp} version)
 add_test(NAME cli.roundtrip COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/roundtrip.sh ${_tp} ${_out}/roundtrip)
+add_test(NAME cli.bench_unknown_solver
+         COMMAND ${_expect} 2 "magic" ${_out}/bench.json -- ${_tp} bench ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --solvers cholmod,magic --out ${_out}/bench.json)
+add_test(NAME cli.bench_missing_problem
+         COMMAND ${_expect} 2 "no-such-problem.bal" ${_out}/bench2.json -- ${_tp} bench ${_out}/no-such-problem.bal --solvers cholmod --out ${_out}/bench2.json)
+add_test(NAME cli.bench_malformed_problem
+         COMMAND ${_expect} 1 "1 of 1 runs failed" -- ${_tp} bench ${CMAKE_CURRENT_SOURCE_DIR}/data/malformed/truncated_points.txt --solvers cholmod)

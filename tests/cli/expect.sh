@@ -14,7 +14,7 @@ err=$(mktemp)
 got=$?
 fail=0
 if [ "$got" != "$want" ]; then echo "exit code $got, expected $want"; fail=1; fi
-if [ -n "$regex" ] && ! grep -Eq "$regex" "$err"; then echo "stderr does not match /$regex/"; fail=1; fi
+if [ -n "$regex" ] && ! grep -Eq -- "$regex" "$err"; then echo "stderr does not match /$regex/"; fail=1; fi
 for f in "${files[@]}"; do
   if [ -e "$f" ]; then echo "output file $f exists but must not"; fail=1; fi
   if ls "$f".tmp-* >/dev/null 2>&1; then echo "temporary $f.tmp-* left behind"; fail=1; fi

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace tiepoint {
@@ -18,6 +19,20 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kVertexBytes = 15;  // float x y z, uchar r g b
+
+// A fresh, empty directory under the test temp dir, removed again at scope exit.
+struct ScratchDir {
+  explicit ScratchDir(const std::string& name)
+      : path(fs::path(::testing::TempDir()) / ("tiepoint_ply_test_" + name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  const fs::path path;
+};
 
 struct PlyFile {
   std::vector<std::string> header;  // lines up to and including "end_header"
@@ -81,9 +96,8 @@ Scene TinyScene() {
 }
 
 TEST(Ply, HeaderCountsSizeAndCameraCentres) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "tiepoint_ply_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const ScratchDir scratch("scene");
+  const fs::path& dir = scratch.path;
   const std::string path = (dir / "scene.ply").string();
   const Scene scene = TinyScene();
   const Status s = WritePly(path, scene);
@@ -147,9 +161,8 @@ TEST(Ply, GeneralRotationMatchesRodrigues) {
   const double a = 0.7;
   Scene scene;
   scene.cameras = {0, 0, a, 3, -1, 2, 500, 0, 0};
-  const fs::path dir = fs::path(::testing::TempDir()) / "tiepoint_ply_test_general";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const ScratchDir scratch("general");
+  const fs::path& dir = scratch.path;
   const std::string path = (dir / "cam.ply").string();
   ASSERT_TRUE(WritePly(path, scene).ok());
   const PlyFile ply = ReadPlyFile(path);

@@ -1,0 +1,73 @@
+#include "solver/normalization.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "solver/ba_problem.h"
+#include "solver/camera_model.h"
+
+namespace tiepoint {
+namespace {
+
+double Median(std::vector<double>& v) {
+  if (v.empty()) return 1.0;
+  auto mid = v.begin() + v.size() / 2;
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+}  // namespace
+
+Normalization ComputeNormalization(const BAProblem& problem, const double* cameras,
+                                   const double* points) {
+  Normalization n;
+  // The median of an evenly strided sample of at most 100k observations is plenty.
+  const int64_t total = problem.num_observations;
+  const int64_t stride = std::max<int64_t>(1, total / 100000);
+  std::vector<double> depths;
+  depths.reserve(static_cast<size_t>(total / stride + 1));
+  for (int64_t i = 0; i < total; i += stride) {
+    double P[3];
+    const double* c = cameras + 9 * problem.obs_camera[i];
+    AngleAxisRotatePoint(c, points + 3 * problem.obs_point[i], P);
+    const double depth = std::abs(P[2] + c[5]);
+    if (std::isfinite(depth) && depth > 0) depths.push_back(depth);
+  }
+  const double depth = Median(depths);
+  std::vector<double> focals;
+  for (int c = 0; c < problem.num_cameras; ++c) {
+    const double f = std::abs(cameras[9 * c + 6]);
+    if (std::isfinite(f) && f > 0) focals.push_back(f);
+  }
+  const double focal = Median(focals);
+  n.length_scale = depth > 0 && std::isfinite(depth) ? depth : 1.0;
+  n.pixel_scale = focal > 0 && std::isfinite(focal) ? focal : 1.0;
+  return n;
+}
+
+void NormalizeParameters(const Normalization& n, int num_cameras, int num_points,
+                         double* cameras, double* points) {
+  for (int c = 0; c < num_cameras; ++c) {
+    double* cam = cameras + 9 * c;
+    for (int k = 3; k < 6; ++k) cam[k] /= n.length_scale;
+    cam[6] /= n.pixel_scale;
+  }
+  for (int64_t k = 0; k < 3LL * num_points; ++k) points[k] /= n.length_scale;
+}
+
+void DenormalizeParameters(const Normalization& n, int num_cameras, int num_points,
+                           double* cameras, double* points) {
+  for (int c = 0; c < num_cameras; ++c) {
+    double* cam = cameras + 9 * c;
+    for (int k = 3; k < 6; ++k) cam[k] *= n.length_scale;
+    cam[6] *= n.pixel_scale;
+  }
+  for (int64_t k = 0; k < 3LL * num_points; ++k) points[k] *= n.length_scale;
+}
+
+void NormalizeObservations(const Normalization& n, BAProblem* problem) {
+  for (double& v : problem->obs_xy) v /= n.pixel_scale;
+}
+
+}  // namespace tiepoint
