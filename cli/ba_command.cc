@@ -21,6 +21,7 @@ struct BaArgs {
   std::string input;
   std::string solver = "pcg-schur";
   std::string precision = "float";
+  std::string jacobian = "stored";
   int cg_max_iterations = 100;
   double cg_eta = 0.1;
   int max_iterations = 50;
@@ -101,6 +102,11 @@ int RunBa(const BaArgs& a) {
                                                    "': expected float or double"));
   }
   options.single_precision = a.precision == "float";
+  if (a.jacobian != "stored" && a.jacobian != "recompute") {
+    return ReportError(cmd, Status::InvalidOptions("--jacobian '" + a.jacobian +
+                                                   "': expected stored or recompute"));
+  }
+  options.recompute_jacobian = a.jacobian == "recompute";
   options.cg_max_iterations = a.cg_max_iterations;
   options.cg_eta = a.cg_eta;
   options.num_threads = a.threads;
@@ -197,6 +203,9 @@ Runner RegisterBa(CLI::App& app) {
                  "pcg-schur | pcg-hessian | cholmod | ceres-sparse | ceres-iterative")
       ->capture_default_str();
   app.add_option("--precision", a->precision, "PCG arithmetic: float | double")
+      ->capture_default_str();
+  app.add_option("--jacobian", a->jacobian,
+                 "PCG: stored | recompute (re-evaluate J in every product, for memory)")
       ->capture_default_str();
   app.add_option("--cg-max-iterations", a->cg_max_iterations, "PCG: maximum CG iterations per LM step")
       ->capture_default_str();

@@ -1,6 +1,8 @@
 #include "solver/ba_problem.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <numeric>
 
 namespace tiepoint {
@@ -14,26 +16,30 @@ Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_camera
   p.num_points = scene.num_points();
   p.num_observations = scene.num_observations();
   const int64_t n = p.num_observations;
+  if (n > INT32_MAX) {
+    return Status::InvalidInput("more than 2^31-1 observations: not supported");
+  }
 
   // Counting sort by point, stable in camera order: sort each point's slice by camera
   // afterwards (slices are short, a few to a few hundred observations).
   p.point_ptr.assign(p.num_points + 1, 0);
   for (int64_t i = 0; i < n; ++i) ++p.point_ptr[scene.obs_point[i] + 1];
   std::partial_sum(p.point_ptr.begin(), p.point_ptr.end(), p.point_ptr.begin());
-  p.scene_index.resize(n);
+  // Scene position of each sorted observation (a temporary: freed after the copy).
+  std::vector<int32_t> scene_index(n);
   {
     std::vector<int64_t> next(p.point_ptr.begin(), p.point_ptr.end() - 1);
-    for (int64_t i = 0; i < n; ++i) p.scene_index[next[scene.obs_point[i]]++] = i;
+    for (int64_t i = 0; i < n; ++i) scene_index[next[scene.obs_point[i]]++] = static_cast<int32_t>(i);
   }
   for (int j = 0; j < p.num_points; ++j) {
-    std::sort(p.scene_index.begin() + p.point_ptr[j], p.scene_index.begin() + p.point_ptr[j + 1],
-              [&](int64_t a, int64_t b) { return scene.obs_camera[a] < scene.obs_camera[b]; });
+    std::sort(scene_index.begin() + p.point_ptr[j], scene_index.begin() + p.point_ptr[j + 1],
+              [&](int32_t a, int32_t b) { return scene.obs_camera[a] < scene.obs_camera[b]; });
   }
   p.obs_camera.resize(n);
   p.obs_point.resize(n);
   p.obs_xy.resize(2 * n);
   for (int64_t k = 0; k < n; ++k) {
-    const int64_t i = p.scene_index[k];
+    const int64_t i = scene_index[k];
     p.obs_camera[k] = scene.obs_camera[i];
     p.obs_point[k] = scene.obs_point[i];
     p.obs_xy[2 * k] = scene.obs_xy[2 * i];
@@ -47,7 +53,7 @@ Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_camera
   p.camera_obs.resize(n);
   {
     std::vector<int64_t> next(p.camera_ptr.begin(), p.camera_ptr.end() - 1);
-    for (int64_t k = 0; k < n; ++k) p.camera_obs[next[p.obs_camera[k]]++] = k;
+    for (int64_t k = 0; k < n; ++k) p.camera_obs[next[p.obs_camera[k]]++] = static_cast<int32_t>(k);
   }
 
   p.camera_param_fixed.assign(static_cast<size_t>(kCameraParams) * p.num_cameras, 0);

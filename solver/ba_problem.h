@@ -25,11 +25,10 @@ struct BAProblem {
   std::vector<int32_t> obs_camera;
   std::vector<int32_t> obs_point;
   std::vector<double> obs_xy;           // 2 per observation
-  std::vector<int64_t> scene_index;     // position of each observation in the Scene
 
   std::vector<int64_t> point_ptr;       // num_points + 1
   std::vector<int64_t> camera_ptr;      // num_cameras + 1
-  std::vector<int64_t> camera_obs;      // observation ids ordered by (camera, point)
+  std::vector<int32_t> camera_obs;      // observation ids ordered by (camera, point)
 
   // Parameter masks: 1 where the parameter is held constant. 9 per camera.
   std::vector<uint8_t> camera_param_fixed;

@@ -88,9 +88,19 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
                               std::unique_ptr<BundleAdjuster>* adjuster) {
   switch (options.solver) {
     case SolverType::kCholmod:
+    {
+      const int threads = options.num_threads;
       *adjuster = CreateLevenbergMarquardtBundleAdjuster(
-          options, CreateCholmodSchurSolver(options.num_threads), /*normalize=*/false);
+          options,
+          [threads](const BAProblem& problem, const LossFunction& loss, LinearSystem* system) {
+            auto lin = std::make_unique<DoubleBlockLinearization>(problem, loss, threads);
+            TIEPOINT_RETURN_IF_ERROR(CreateCholmodSchurSolver(*lin, threads, &system->solver));
+            system->linearization = std::move(lin);
+            return Status::Ok();
+          },
+          /*normalize=*/false);
       return Status::Ok();
+    }
     case SolverType::kCeresSparse:
     case SolverType::kCeresIterative:
       *adjuster = CreateCeresBundleAdjuster(options);
@@ -104,8 +114,13 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       pcg.min_iterations = options.cg_min_iterations;
       pcg.max_iterations = options.cg_max_iterations;
       pcg.num_threads = options.num_threads;
-      *adjuster = CreateLevenbergMarquardtBundleAdjuster(options, CreatePcgSolver(pcg),
-                                                         /*normalize=*/true);
+      pcg.recompute_jacobian = options.recompute_jacobian;
+      *adjuster = CreateLevenbergMarquardtBundleAdjuster(
+          options,
+          [pcg](const BAProblem& problem, const LossFunction& loss, LinearSystem* system) {
+            return CreatePcgLinearSystem(pcg, problem, loss, system);
+          },
+          /*normalize=*/true);
       return Status::Ok();
     }
   }

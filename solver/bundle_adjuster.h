@@ -65,6 +65,8 @@ struct BundleAdjusterOptions {
   double cg_eta = 0.1;
   int cg_min_iterations = 1;
   int cg_max_iterations = 100;
+  // PCG solvers: recompute Jacobian blocks in every product instead of storing them.
+  bool recompute_jacobian = false;
   // Maximum number of LM iterations (Ceres's default).
   int max_iterations = 50;
   // Worker threads; 0 means all hardware threads.

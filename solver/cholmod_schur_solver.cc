@@ -22,7 +22,8 @@ using Vec3 = Eigen::Vector3d;
 // Owns the cholmod_common and every CHOLMOD object; the only place CHOLMOD is touched.
 class CholmodSchurSolver : public LinearSolver {
  public:
-  explicit CholmodSchurSolver(int num_threads) : num_threads_(num_threads) {
+  CholmodSchurSolver(const DoubleBlockLinearization& linearization, int num_threads)
+      : linearization_(linearization), num_threads_(num_threads) {
     cholmod_l_start(&common_);
     common_.supernodal = CHOLMOD_SUPERNODAL;
     common_.print = 0;
@@ -34,14 +35,15 @@ class CholmodSchurSolver : public LinearSolver {
     cholmod_l_finish(&common_);
   }
 
-  Status Initialize(const BAProblem& problem) override;
-  Status Solve(const BAProblem& problem, const JacobianBlocks& jac, const double* d_cameras,
-               const double* d_points, const double* rhs_cameras, const double* rhs_points,
-               double* dx_cameras, double* dx_points, LinearSolverSummary* summary) override;
+  Status Initialize(const BAProblem& problem);
+  Status Solve(const double* d_cameras, const double* d_points, const double* rhs_cameras,
+               const double* rhs_points, double* dx_cameras, double* dx_points,
+               LinearSolverSummary* summary) override;
 
  private:
   int threads() const { return num_threads_ > 0 ? num_threads_ : omp_get_max_threads(); }
 
+  const DoubleBlockLinearization& linearization_;
   int num_threads_;
   cholmod_common common_;
   cholmod_sparse* matrix_ = nullptr;
@@ -142,11 +144,12 @@ Status CholmodSchurSolver::Initialize(const BAProblem& p) {
   return Status::Ok();
 }
 
-Status CholmodSchurSolver::Solve(const BAProblem& p, const JacobianBlocks& jac,
-                                 const double* d_cameras, const double* d_points,
+Status CholmodSchurSolver::Solve(const double* d_cameras, const double* d_points,
                                  const double* rhs_cameras, const double* rhs_points,
                                  double* dx_cameras, double* dx_points,
                                  LinearSolverSummary* summary) {
+  const BAProblem& p = linearization_.problem();
+  const JacobianBlocks& jac = linearization_.jacobian();
   const int nt = threads();
   const int nc = p.num_cameras;
   summary->iterations = 1;
@@ -254,8 +257,12 @@ Status CholmodSchurSolver::Solve(const BAProblem& p, const JacobianBlocks& jac,
 
 }  // namespace
 
-std::unique_ptr<LinearSolver> CreateCholmodSchurSolver(int num_threads) {
-  return std::make_unique<CholmodSchurSolver>(num_threads);
+Status CreateCholmodSchurSolver(const DoubleBlockLinearization& linearization, int num_threads,
+                                std::unique_ptr<LinearSolver>* solver) {
+  auto s = std::make_unique<CholmodSchurSolver>(linearization, num_threads);
+  TIEPOINT_RETURN_IF_ERROR(s->Initialize(linearization.problem()));
+  *solver = std::move(s);
+  return Status::Ok();
 }
 
 }  // namespace tiepoint

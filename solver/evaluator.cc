@@ -133,3 +133,16 @@ void Evaluator::JacobianTimes(const JacobianBlocks& jac, const double* x_cameras
 }
 
 }  // namespace tiepoint
+
+namespace tiepoint {
+
+double DoubleBlockLinearization::JacobianNormSquared(const double* x_cameras,
+                                                     const double* x_points) {
+  jx_.resize(2 * problem_.num_observations);
+  evaluator_.JacobianTimes(jac_, x_cameras, x_points, jx_.data());
+  double s = 0.0;
+  for (double v : jx_) s += v * v;
+  return s;
+}
+
+}  // namespace tiepoint

@@ -11,7 +11,7 @@
 #include "io/base/timer.h"
 #include "solver/ba_problem.h"
 #include "solver/camera_model.h"
-#include "solver/evaluator.h"
+#include "solver/linearization.h"
 #include "solver/normalization.h"
 
 namespace tiepoint {
@@ -54,14 +54,14 @@ std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const d
 class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
  public:
   LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options,
-                                   std::unique_ptr<LinearSolver> linear_solver, bool normalize)
-      : options_(options), linear_solver_(std::move(linear_solver)), normalize_(normalize) {}
+                                   LinearSystemFactory factory, bool normalize)
+      : options_(options), factory_(std::move(factory)), normalize_(normalize) {}
 
   Status Solve(Scene* scene, BundleAdjusterSummary* summary) override;
 
  private:
   BundleAdjusterOptions options_;
-  std::unique_ptr<LinearSolver> linear_solver_;
+  LinearSystemFactory factory_;
   bool normalize_;
 };
 
@@ -82,8 +82,6 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   BAProblem problem;
   TIEPOINT_RETURN_IF_ERROR(
       BAProblem::Build(*scene, o.fixed_cameras, o.fix_intrinsics, threads, &problem));
-  TIEPOINT_RETURN_IF_ERROR(linear_solver_->Initialize(problem));
-
   const int nc = 9 * problem.num_cameras, np = 3 * problem.num_points;
   std::vector<double> xc = scene->cameras, xp = scene->points;
   // Work in normalized units (median depth 1, median focal length 1) when asked; costs
@@ -97,14 +95,15 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     loss.scale /= normalization.pixel_scale;
   }
   const double cost_scale = normalization.CostScale();
-  const Evaluator evaluator(problem, loss, threads);
+  LinearSystem system;
+  TIEPOINT_RETURN_IF_ERROR(factory_(problem, loss, &system));
+  Linearization& lin = *system.linearization;
+  LinearSolver& linear_solver = *system.solver;
   std::vector<double> trial_c(nc), trial_p(np);
   std::vector<double> gc(nc), gp(np), rhs_c(nc), rhs_p(np), dc(nc), dp(np), dxc(nc), dxp(np);
-  std::vector<double> jdx(2 * problem.num_observations);
-  JacobianBlocks jac;
 
   Timer eval_timer;
-  double cost = evaluator.Evaluate(xc.data(), xp.data(), &jac);
+  double cost = lin.Linearize(xc.data(), xp.data());
   s.evaluation_time_s += eval_timer.Seconds();
   s.initial_cost = s.final_cost = cost * cost_scale;
   if (!std::isfinite(cost)) {
@@ -113,7 +112,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     s.total_time_s = total.Seconds();
     return Status::Ok();
   }
-  evaluator.Gradient(jac, gc.data(), gp.data());
+  lin.Gradient(gc.data(), gp.data());
   double gradient_max_norm = std::max(MaxAbs(gc), MaxAbs(gp));
 
   double radius = o.initial_trust_region_radius;
@@ -161,7 +160,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     it.lambda = 1.0 / radius;
 
     // Damping: D = clamp(diag(J^T J)) / radius; constant parameters get D = 1, g = 0.
-    evaluator.JtJDiagonal(jac, dc.data(), dp.data());
+    lin.JtJDiagonal(dc.data(), dp.data());
     for (int k = 0; k < nc; ++k) {
       dc[k] = problem.camera_param_fixed[k] ? 1.0
                                             : std::clamp(dc[k], kMinDiagonal, kMaxDiagonal) / radius;
@@ -172,9 +171,8 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 
     const Timer linear_timer;
     LinearSolverSummary ls;
-    TIEPOINT_RETURN_IF_ERROR(linear_solver_->Solve(problem, jac, dc.data(), dp.data(),
-                                                   rhs_c.data(), rhs_p.data(), dxc.data(),
-                                                   dxp.data(), &ls));
+    TIEPOINT_RETURN_IF_ERROR(linear_solver.Solve(dc.data(), dp.data(), rhs_c.data(),
+                                                 rhs_p.data(), dxc.data(), dxp.data(), &ls));
     s.linear_solver_time_s += linear_timer.Seconds();
     it.linear_iterations = ls.iterations;
 
@@ -182,8 +180,8 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     double model_decrease = 0.0;
     if (valid) {
       // Model decrease of the undamped linearization: -(g.dx + 1/2 |J dx|^2).
-      evaluator.JacobianTimes(jac, dxc.data(), dxp.data(), jdx.data());
-      model_decrease = -(Dot(gc, dxc) + Dot(gp, dxp) + 0.5 * Dot(jdx, jdx));
+      model_decrease =
+          -(Dot(gc, dxc) + Dot(gp, dxp) + 0.5 * lin.JacobianNormSquared(dxc.data(), dxp.data()));
       valid = std::isfinite(model_decrease) && model_decrease > 0.0;
     }
 
@@ -203,7 +201,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
       for (int k = 0; k < nc; ++k) trial_c[k] = xc[k] + dxc[k];
       for (int k = 0; k < np; ++k) trial_p[k] = xp[k] + dxp[k];
       eval_timer.Reset();
-      new_cost = evaluator.Cost(trial_c.data(), trial_p.data());
+      new_cost = lin.Cost(trial_c.data(), trial_p.data());
       s.evaluation_time_s += eval_timer.Seconds();
     }
 
@@ -217,9 +215,9 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
       xc.swap(trial_c);
       xp.swap(trial_p);
       eval_timer.Reset();
-      cost = evaluator.Evaluate(xc.data(), xp.data(), &jac);
+      cost = lin.Linearize(xc.data(), xp.data());
       s.evaluation_time_s += eval_timer.Seconds();
-      evaluator.Gradient(jac, gc.data(), gp.data());
+      lin.Gradient(gc.data(), gp.data());
       gradient_max_norm = std::max(MaxAbs(gc), MaxAbs(gp));
       ++s.successful_iterations;
       radius = std::min(o.max_trust_region_radius,
@@ -266,9 +264,8 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 }  // namespace
 
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver,
-    bool normalize) {
-  return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(linear_solver),
+    const BundleAdjusterOptions& options, LinearSystemFactory factory, bool normalize) {
+  return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(factory),
                                                             normalize);
 }
 

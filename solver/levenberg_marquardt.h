@@ -20,11 +20,10 @@
 
 namespace tiepoint {
 
-// The LM BundleAdjuster over a given linear solver (the factory picks the solver).
+// The LM BundleAdjuster over the linear system `factory` makes for each problem.
 // `normalize`: solve in normalized units (solver/normalization.h), as the
 // single-precision solvers need; results and costs come back in the original units.
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, std::unique_ptr<LinearSolver> linear_solver,
-    bool normalize);
+    const BundleAdjusterOptions& options, LinearSystemFactory factory, bool normalize);
 
 }  // namespace tiepoint

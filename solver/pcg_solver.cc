@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "solver/pcg_operators.h"
+#include "solver/pcg_linearization.h"
 
 namespace tiepoint {
 namespace {
@@ -37,14 +37,15 @@ int ConjugateGradients(const PcgOptions& o, int threads, const std::vector<T>& b
     const double pq = Dot(dir, q, threads);
     if (!(pq > 0.0) || !std::isfinite(pq)) break;  // lost positive definiteness (rounding)
     const T alpha = static_cast<T>(rz / pq);
-#pragma omp parallel for num_threads(threads) schedule(static)
+    double rr = 0.0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : rr)
     for (int64_t i = 0; i < n; ++i) {
       x[i] += alpha * dir[i];
       r[i] -= alpha * q[i];
+      rr += static_cast<double>(r[i]) * r[i];
     }
     ++it;
-    const double rn = std::sqrt(Dot(r, r, threads));
-    if (it >= o.min_iterations && rn <= o.eta * r0) break;
+    if (it >= o.min_iterations && std::sqrt(rr) <= o.eta * r0) break;
     precondition(r, z);
     const double rz_new = Dot(r, z, threads);
     const T beta = static_cast<T>(rz_new / rz);
@@ -58,22 +59,18 @@ int ConjugateGradients(const PcgOptions& o, int threads, const std::vector<T>& b
 template <typename T>
 class PcgSolver : public LinearSolver {
  public:
-  explicit PcgSolver(const PcgOptions& o) : options_(o) {}
+  PcgSolver(const PcgOptions& o, const BAProblem& problem, PcgLinearization<T>& lin)
+      : options_(o), p_(problem), lin_(lin) {}
 
-  Status Initialize(const BAProblem& problem) override {
-    ops_ = std::make_unique<BlockOperators<T>>(problem, options_.num_threads);
-    return Status::Ok();
-  }
-
-  Status Solve(const BAProblem& p, const JacobianBlocks& jac, const double* d_cameras,
-               const double* d_points, const double* rhs_cameras, const double* rhs_points,
-               double* dx_cameras, double* dx_points, LinearSolverSummary* summary) override {
-    BlockOperators<T>& ops = *ops_;
-    ops.Prepare(jac, d_cameras, d_points);
+  Status Solve(const double* d_cameras, const double* d_points, const double* rhs_cameras,
+               const double* rhs_points, double* dx_cameras, double* dx_points,
+               LinearSolverSummary* summary) override {
+    PcgLinearization<T>& ops = lin_;
+    ops.PrepareDamping(d_cameras, d_points);
     const int nt = ops.num_threads();
-    const int64_t nc9 = 9LL * p.num_cameras, np3 = 3LL * p.num_points;
-    const std::vector<T>& cs = ops.camera_scale();
-    const std::vector<T>& ps = ops.point_scale();
+    const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
+    const std::vector<double>& cs = ops.camera_scale();
+    const std::vector<double>& ps = ops.point_scale();
     // Scaled system: (S J^T J S + S D S) x' = S b, dx = S x'.
     std::vector<T> bc(nc9), bp(np3), xc(nc9), xp(np3);
     for (int64_t k = 0; k < nc9; ++k) bc[k] = static_cast<T>(rhs_cameras[k] * cs[k]);
@@ -105,11 +102,11 @@ class PcgSolver : public LinearSolver {
     }
     bool finite = true;
     for (int64_t k = 0; k < nc9; ++k) {
-      dx_cameras[k] = static_cast<double>(xc[k]) * static_cast<double>(cs[k]);
+      dx_cameras[k] = static_cast<double>(xc[k]) * cs[k];
       finite &= std::isfinite(dx_cameras[k]);
     }
     for (int64_t k = 0; k < np3; ++k) {
-      dx_points[k] = static_cast<double>(xp[k]) * static_cast<double>(ps[k]);
+      dx_points[k] = static_cast<double>(xp[k]) * ps[k];
       finite &= std::isfinite(dx_points[k]);
     }
     summary->success = finite;
@@ -119,14 +116,32 @@ class PcgSolver : public LinearSolver {
 
  private:
   PcgOptions options_;
-  std::unique_ptr<BlockOperators<T>> ops_;
+  const BAProblem& p_;
+  PcgLinearization<T>& lin_;
 };
+
+template <typename T>
+Status Create(const PcgOptions& options, const BAProblem& problem, const LossFunction& loss,
+              LinearSystem* system) {
+  auto lin = std::make_unique<PcgLinearization<T>>(problem, loss, options.num_threads,
+                                                   options.recompute_jacobian);
+  system->solver = std::make_unique<PcgSolver<T>>(options, problem, *lin);
+  system->linearization = std::move(lin);
+  return Status::Ok();
+}
 
 }  // namespace
 
-std::unique_ptr<LinearSolver> CreatePcgSolver(const PcgOptions& options) {
-  if (options.precision == Precision::kFloat) return std::make_unique<PcgSolver<float>>(options);
-  return std::make_unique<PcgSolver<double>>(options);
+Status CreatePcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
+                             const LossFunction& loss, LinearSystem* system) {
+  try {
+    if (options.precision == Precision::kFloat) return Create<float>(options, problem, loss, system);
+    return Create<double>(options, problem, loss, system);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("not enough memory for the PCG solver's Jacobian blocks (" +
+                               std::to_string(problem.num_observations) +
+                               " observations); try --jacobian recompute");
+  }
 }
 
 }  // namespace tiepoint

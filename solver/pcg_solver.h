@@ -10,11 +10,9 @@
 //             per camera (S p)_i = D_i p_i + sum J_c^T e. Preconditioner: the camera blocks
 //             U_i inverted. Then dp = V^-1 (b_p - W^T dc).
 // Inexact Newton: CG stops when |r| <= eta |r_0| (after at least min_iterations), or at
-// max_iterations. Arithmetic in T (float or double) on Jacobian blocks copied from the
-// evaluator and scaled column-wise by 1 / sqrt(diag(J^T J + D)) (Jacobi scaling, which
-// keeps single precision safe); dot products accumulate in double. Work is split per
-// observation, per point (point-major blocks) and per camera (camera-major index), so no
-// two threads write the same block; OpenMP with `num_threads`, no globals.
+// max_iterations. Arithmetic in T (float or double) on the scaled Jacobian blocks of
+// PcgLinearization<T> (solver/pcg_linearization.h), stored or recomputed per product;
+// dot products accumulate in double. OpenMP with `num_threads`, no globals.
 #pragma once
 
 #include <memory>
@@ -34,8 +32,12 @@ struct PcgOptions {
   int min_iterations = 1;
   int max_iterations = 100;
   int num_threads = 0;
+  // Recompute Jacobian blocks in every product instead of storing them (memory for time).
+  bool recompute_jacobian = false;
 };
 
-std::unique_ptr<LinearSolver> CreatePcgSolver(const PcgOptions& options);
+// The PcgLinearization<T> and the PCG solver reading it, for one problem.
+Status CreatePcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
+                             const LossFunction& loss, LinearSystem* system);
 
 }  // namespace tiepoint

@@ -31,10 +31,12 @@ Scene Synthetic(int cameras, int points, double k, double noise, uint64_t seed) 
   return s;
 }
 
-BundleAdjusterSummary Solve(SolverType type, Scene* scene, bool single = true) {
+BundleAdjusterSummary Solve(SolverType type, Scene* scene, bool single = true,
+                            bool recompute = false) {
   BundleAdjusterOptions options;
   options.solver = type;
   options.single_precision = single;
+  options.recompute_jacobian = recompute;
   std::unique_ptr<BundleAdjuster> adjuster;
   EXPECT_TRUE(BundleAdjuster::Create(options, &adjuster).ok());
   BundleAdjusterSummary summary;
@@ -82,25 +84,30 @@ TEST(PcgSolver, StepMatchesDenseSolve) {
 
   for (PcgKind kind : {PcgKind::kSchur, PcgKind::kHessian}) {
     for (Precision precision : {Precision::kDouble, Precision::kFloat}) {
-      PcgOptions o;
-      o.kind = kind;
-      o.precision = precision;
-      o.eta = precision == Precision::kDouble ? 1e-12 : 1e-6;
-      o.max_iterations = 2000;
-      auto solver = CreatePcgSolver(o);
-      ASSERT_TRUE(solver->Initialize(problem).ok());
-      std::vector<double> xc(nc), xp(np);
-      LinearSolverSummary summary;
-      ASSERT_TRUE(solver->Solve(problem, jac, dc.data(), dp.data(), rc.data(), rp.data(), xc.data(),
-                                xp.data(), &summary).ok());
-      EXPECT_TRUE(summary.success);
-      Eigen::VectorXd x(nc + np);
-      x << Eigen::Map<Eigen::VectorXd>(xc.data(), nc), Eigen::Map<Eigen::VectorXd>(xp.data(), np);
-      const double err = (x - expected).norm() / expected.norm();
-      EXPECT_LT(err, precision == Precision::kDouble ? 1e-8 : 2e-3)
-          << (kind == PcgKind::kSchur ? "schur" : "hessian") << " "
-          << (precision == Precision::kDouble ? "double" : "float") << " after "
-          << summary.iterations << " CG iterations";
+      for (bool recompute : {false, true}) {
+        PcgOptions o;
+        o.kind = kind;
+        o.precision = precision;
+        o.recompute_jacobian = recompute;
+        o.eta = precision == Precision::kDouble ? 1e-12 : 1e-6;
+        o.max_iterations = 2000;
+        LinearSystem system;
+        ASSERT_TRUE(CreatePcgLinearSystem(o, problem, LossFunction(), &system).ok());
+        system.linearization->Linearize(scene.cameras.data(), scene.points.data());
+        std::vector<double> xc(nc), xp(np);
+        LinearSolverSummary summary;
+        ASSERT_TRUE(system.solver->Solve(dc.data(), dp.data(), rc.data(), rp.data(), xc.data(),
+                                         xp.data(), &summary).ok());
+        EXPECT_TRUE(summary.success);
+        Eigen::VectorXd x(nc + np);
+        x << Eigen::Map<Eigen::VectorXd>(xc.data(), nc), Eigen::Map<Eigen::VectorXd>(xp.data(), np);
+        const double err = (x - expected).norm() / expected.norm();
+        EXPECT_LT(err, precision == Precision::kDouble ? 1e-8 : 2e-3)
+            << (kind == PcgKind::kSchur ? "schur" : "hessian") << " "
+            << (precision == Precision::kDouble ? "double" : "float")
+            << (recompute ? " recompute" : " stored") << " after " << summary.iterations
+            << " CG iterations";
+      }
     }
   }
 }
@@ -111,11 +118,14 @@ TEST(PcgSolver, FinalCostMatchesCholmodOnSynthetic) {
   const double cholmod = Solve(SolverType::kCholmod, &reference).final_cost;
   for (SolverType type : {SolverType::kPcgSchur, SolverType::kPcgHessian}) {
     for (bool single : {true, false}) {
-      Scene scene = initial;
-      const BundleAdjusterSummary s = Solve(type, &scene, single);
-      EXPECT_TRUE(s.IsSolutionUsable());
-      EXPECT_NEAR(s.final_cost, cholmod, 1e-3 * cholmod) << ToString(type) << (single ? " float" : " double");
-      EXPECT_TRUE(AllFinite(scene));
+      for (bool recompute : {false, true}) {
+        Scene scene = initial;
+        const BundleAdjusterSummary s = Solve(type, &scene, single, recompute);
+        EXPECT_TRUE(s.IsSolutionUsable());
+        EXPECT_NEAR(s.final_cost, cholmod, 1e-3 * cholmod)
+            << ToString(type) << (single ? " float" : " double") << (recompute ? " recompute" : "");
+        EXPECT_TRUE(AllFinite(scene));
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
-// Each matrix-free PCG operator against a dense double-precision reference built from
-// the same Jacobian blocks, on random small problems, in float and in double.
+// Each matrix-free PCG operator, and the Linearization's gradient, diagonal and |J x|^2,
+// against a dense double-precision reference built from the double evaluator's Jacobian,
+// on random small problems, in float and in double, with stored and recomputed blocks.
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
@@ -7,7 +8,7 @@
 
 #include "solver/ba_problem.h"
 #include "solver/evaluator.h"
-#include "solver/pcg_operators.h"
+#include "solver/pcg_linearization.h"
 #include "solver/synthetic.h"
 
 namespace tiepoint {
@@ -53,7 +54,9 @@ class PcgOperatorsTest : public ::testing::Test {
     }
     VecX d(nc + np);
     d << Eigen::Map<VecX>(dc_.data(), nc), Eigen::Map<VecX>(dp_.data(), np);
-    const VecX s = ((J.transpose() * J).diagonal() + d).cwiseSqrt().cwiseInverse();
+    const VecX s = (J.transpose() * J).diagonal().cwiseSqrt().cwiseInverse();
+    J_ = J;
+    r_ = Eigen::Map<VecX>(jac_.residuals.data(), jac_.residuals.size());
     dense_.nc = nc;
     dense_.np = np;
     dense_.J = J * s.asDiagonal();
@@ -64,10 +67,27 @@ class PcgOperatorsTest : public ::testing::Test {
   }
 
   template <typename T>
-  void CheckAll(double tol) {
-    BlockOperators<T> ops(problem_, 2);
-    ops.Prepare(jac_, dc_.data(), dp_.data());
+  void CheckAll(double tol, bool recompute) {
+    PcgLinearization<T> ops(problem_, LossFunction(), 2, recompute);
+    const double cost = ops.Linearize(scene_.cameras.data(), scene_.points.data());
+    EXPECT_NEAR(cost, 0.5 * r_.squaredNorm(), 1e-12 * cost) << "cost";
+    ops.PrepareDamping(dc_.data(), dp_.data());
     const int nc = dense_.nc, np = dense_.np;
+    auto rel0 = [](const VecX& a, const VecX& b) { return (a - b).norm() / b.norm(); };
+    {
+      // Linearization interface, unscaled, in double whatever T is.
+      VecX g(nc + np), d(nc + np);
+      ops.Gradient(g.data(), g.data() + nc);
+      ops.JtJDiagonal(d.data(), d.data() + nc);
+      EXPECT_LT(rel0(g, J_.transpose() * r_), 1e-12) << "gradient";
+      EXPECT_LT(rel0(d, (J_.transpose() * J_).diagonal()), 1e-12) << "diag(J^T J)";
+      std::mt19937_64 g2(5);
+      std::normal_distribution<double> n2;
+      VecX x(nc + np);
+      for (int k = 0; k < nc + np; ++k) x[k] = n2(g2);
+      const double jx = ops.JacobianNormSquared(x.data(), x.data() + nc);
+      EXPECT_NEAR(jx, (J_ * x).squaredNorm(), (recompute ? 1e-12 : tol) * jx) << "|J x|^2";
+    }
     const int64_t nobs = 2 * problem_.num_observations;
     std::mt19937_64 rng(99);
     std::normal_distribution<double> n01;
@@ -78,8 +98,9 @@ class PcgOperatorsTest : public ::testing::Test {
 
     // Scaling matches the dense reference.
     VecX s(nc + np);
-    s << to_d(ops.camera_scale()), to_d(ops.point_scale());
-    EXPECT_LT(rel(s, scale_), tol) << "column scaling";
+    s << Eigen::Map<const VecX>(ops.camera_scale().data(), nc),
+        Eigen::Map<const VecX>(ops.point_scale().data(), np);
+    EXPECT_LT(rel(s, scale_), 1e-12) << "column scaling";
 
     const VecX xc = random(nc), xp = random(np), y = random(nobs);
     VecX x(nc + np);
@@ -134,19 +155,29 @@ class PcgOperatorsTest : public ::testing::Test {
   std::vector<double> dc_, dp_;
   Dense dense_;
   VecX scale_;
+  MatX J_;
+  VecX r_;
 };
 
 TEST_F(PcgOperatorsTest, DoubleMatchesDenseReference) {
   for (uint64_t seed : {1, 2, 3}) {
     Build(seed);
-    CheckAll<double>(1e-10);
+    CheckAll<double>(1e-10, false);
   }
 }
 
 TEST_F(PcgOperatorsTest, FloatMatchesDenseReference) {
   for (uint64_t seed : {1, 2, 3}) {
     Build(seed);
-    CheckAll<float>(1e-5);
+    CheckAll<float>(1e-5, false);
+  }
+}
+
+TEST_F(PcgOperatorsTest, RecomputedBlocksMatchDenseReference) {
+  for (uint64_t seed : {4, 5}) {
+    Build(seed);
+    CheckAll<double>(1e-10, true);
+    CheckAll<float>(1e-5, true);
   }
 }
 

@@ -1,0 +1,111 @@
+// SIFT keypoints and descriptors (Lowe, "Distinctive Image Features from Scale-Invariant
+// Keypoints", IJCV 60(2), 2004), behind a FeatureExtractor interface with a CPU reference
+// implementation; the CUDA implementation will plug into the same factory.
+//
+// What the CPU extractor computes, in the coordinates of io/image.h (pixel (0,0) is the
+// centre of the top-left pixel, x right, y down):
+//  1. Scale space. The input is assumed to carry a blur of 0.5 px. With `upsample`, the
+//     first octave is the image upsampled 2x by bilinear interpolation, sized (2w-1) x
+//     (2h-1) so that upsampled pixel 2i lies exactly on original pixel i (its blur is
+//     then 1.0 of its pixels). The octave base is blurred to `sigma`; each octave holds
+//     S+3 Gaussian images L_i of blur sigma_i = sigma 2^(i/S) (S = octave_layers),
+//     made incrementally by separable Gaussian blurs of sqrt(sigma_i^2 - sigma_{i-1}^2)
+//     (kernel radius ceil(4 sigma), mirrored borders). The next octave's base is L_S
+//     subsampled at even pixels, so octave pixel (i, j) sits on pixel (2i, 2j) of the
+//     octave before. Octaves are added while both sides stay >= kSiftMinOctaveSide.
+//  2. D_i = L_{i+1} - L_i (S+2 per octave). Candidates are strict extrema of their 26
+//     neighbours in D_1..D_S with |D| > 0.5 contrast_threshold / S, at least
+//     kSiftBorder pixels from the octave's edge.
+//  3. Refinement: a quadratic (second-order Taylor) fit of D in (x, y, layer) with
+//     finite differences, offset = -H^-1 g; while any |offset| component > 0.5 the
+//     sample moves to the neighbour (at most 5 moves, staying inside the border and
+//     layers 1..S), else the candidate is dropped. Rejected when the interpolated
+//     |D(offset)| < contrast_threshold / S (images in [0, 1]) or when the spatial
+//     Hessian has tr^2 / det >= (r+1)^2 / r with r = edge_threshold (or det <= 0).
+//     Candidates refined onto the same sample are kept once.
+//  4. Orientation: on L at the refined layer, gradients by central differences,
+//     magnitudes weighted by a Gaussian of 1.5 sigma_L (window radius 3 x 1.5 sigma_L,
+//     circular) vote with linear interpolation into 36 bins; the histogram is smoothed
+//     with [1 4 6 4 1]/16 (circular); every local peak >= 80% of the highest gives a
+//     keypoint, its angle refined by a parabola through the peak and its neighbours.
+//  5. Descriptor: 4 x 4 spatial bins of 3 sigma_L pixels each, 8 orientation bins,
+//     over the window rotated to the keypoint's orientation; each gradient (angle
+//     relative to the keypoint's) is weighted by a Gaussian of sigma = half the window
+//     width (2 bins) and spread by trilinear interpolation over the neighbouring
+//     (row, column, orientation) bins. Element index (row * 4 + column) * 8 + bin, rows
+//     along the keypoint's "down" axis (its direction turned +90 degrees), columns along
+//     its direction. The vector is L2-normalised, clipped at 0.2, renormalised; with
+//     root_sift it is then L1-normalised and square-rooted (Arandjelovic & Zisserman
+//     2012). Quantised as min(255, round(512 v)).
+// sigma_L = sigma 2^((layer + layer_offset) / S) in octave pixels is Lowe's scale: the
+// blur of the lower Gaussian of the DoG. The reported Keypoint::scale is the blob's
+// characteristic scale instead, sigma_L 2^(1/(2S)) (x 1.122 for S = 3): for a Gaussian
+// blob of sigma b the DoG response peaks at sigma_L = b / 2^(1/(2S)), so scale == b.
+// Octave o reports x_image = x_octave 2^o / (upsample ? 2 : 1), and the same for y and
+// scale. Orientation: radians in [0, 2 pi), atan2(dy, dx) with y down.
+//
+// With max_features > 0 only the max_features keypoints with the largest interpolated
+// |D| are kept (ties: the earlier in output order), before descriptors are computed.
+// Output order: octave, then DoG layer, then the extremum's integer row and column,
+// then orientation in histogram-peak order. The output is identical for every thread
+// count (OpenMP over image rows and over keypoints, results written to fixed slots).
+#pragma once
+
+#include <memory>
+
+#include "io/base/device.h"
+#include "io/base/status.h"
+#include "io/features.h"
+#include "io/image.h"
+
+namespace tiepoint {
+
+// Octaves stop when a side would drop below this many pixels.
+constexpr int kSiftMinOctaveSide = 16;
+// Extrema closer than this to an octave's edge are not considered (as Lowe's code).
+constexpr int kSiftBorder = 5;
+
+struct SiftOptions {
+  // Keep at most this many keypoints, the strongest by interpolated |DoG|; 0 keeps all.
+  int max_features = 0;
+  // Start the first octave from the image upsampled 2x (finds ~4x more small features,
+  // costs ~4x more time).
+  bool upsample = false;
+  // Root-SIFT descriptors (L1 normalise, square root) instead of Lowe's.
+  bool root_sift = false;
+  // DoG layers searched per octave (S); the octave holds S + 3 Gaussian images.
+  int octave_layers = 3;
+  // Blur of each octave's base image, in that octave's pixels.
+  double sigma = 1.6;
+  // Minimum |DoG| at the refined extremum, times S (for images in [0, 1]): candidates
+  // with |D| < contrast_threshold / S are dropped.
+  double contrast_threshold = 0.04;
+  // Maximum ratio r of the principal curvatures of D (edge rejection): keypoints with
+  // tr(H)^2 / det(H) >= (r + 1)^2 / r are dropped.
+  double edge_threshold = 10.0;
+  // OpenMP threads; 0 uses omp_get_max_threads(). Never changes the output.
+  int num_threads = 0;
+
+  // Explains the first option out of range, naming the field.
+  Status Check() const;
+};
+
+// Detects keypoints and computes their descriptors for one image.
+// Thread safety: an extractor may be used from one thread at a time; it parallelises
+// internally with num_threads.
+class FeatureExtractor {
+ public:
+  virtual ~FeatureExtractor() = default;
+
+  // Replaces *features with the keypoints and descriptors of `image` (kSiftDescriptorDim
+  // bytes per keypoint). kInvalidInput when the image's pixel count disagrees with its
+  // size. An image too small for one octave gives no features (not an error).
+  virtual Status Extract(const GrayImage& image, Features* features) = 0;
+
+  // The one place a backend is chosen: kCpu is the reference implementation; kCuda is
+  // kUnavailable until the CUDA extractor is written. Checks the options first.
+  static Status Create(const SiftOptions& options, Device device,
+                       std::unique_ptr<FeatureExtractor>* extractor);
+};
+
+}  // namespace tiepoint

@@ -1,0 +1,528 @@
+// Image decoding: PNG through libpng, JPEG through libjpeg, PGM/PPM by hand.
+//
+// libpng and libjpeg report fatal errors by calling a hook that must not return. Both
+// hooks here longjmp back into a small "protected" function that holds every piece of
+// state in a context struct owned by the caller: nothing with a destructor lives in the
+// frames a longjmp skips, and no local of the setjmp frame is modified after setjmp
+// (the rules that keep setjmp/longjmp defined in C++).
+#include "io/image.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csetjmp>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <png.h>
+// jpeglib.h needs size_t and FILE declared before it.
+#include <jpeglib.h>
+#include <jerror.h>
+
+#include "io/base/atomic_file.h"
+
+namespace tiepoint {
+namespace {
+
+// ITU-R BT.601 luma weights.
+constexpr float kLumaR = 0.299f;
+constexpr float kLumaG = 0.587f;
+constexpr float kLumaB = 0.114f;
+
+float Luma(float r, float g, float b) {
+  return std::min(1.0f, kLumaR * r + kLumaG * g + kLumaB * b);
+}
+
+std::string Dimensions(long long w, long long h) {
+  return std::to_string(w) + " x " + std::to_string(h);
+}
+
+// Rejects zero-sized and absurd dimensions before anything is allocated.
+Status CheckDimensions(const std::string& name, const char* format, long long w,
+                       long long h) {
+  if (w <= 0 || h <= 0) {
+    return Status::InvalidInput(name + ": " + format + " header gives a zero-sized image (" +
+                                Dimensions(w, h) + " pixels)");
+  }
+  if (w > kMaxImageSide || h > kMaxImageSide || w * h > kMaxImagePixels) {
+    return Status::InvalidInput(
+        name + ": " + format + " header gives absurd dimensions " + Dimensions(w, h) +
+        " (at most " + std::to_string(kMaxImageSide) + " pixels a side and " +
+        std::to_string(kMaxImagePixels) + " pixels in all are accepted); corrupt header?");
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// PGM / PPM
+
+class PnmParser {
+ public:
+  PnmParser(const unsigned char* data, size_t size, const std::string& name)
+      : data_(data), size_(size), name_(name) {}
+
+  // Skips whitespace and '#' comments (to end of line), then reads an unsigned decimal.
+  Status ReadInt(const char* what, long long* value) {
+    while (pos_ < size_) {
+      const unsigned char c = data_[pos_];
+      if (c == '#') {
+        while (pos_ < size_ && data_[pos_] != '\n' && data_[pos_] != '\r') ++pos_;
+      } else if (IsSpace(c)) {
+        ++pos_;
+      } else {
+        break;
+      }
+    }
+    if (pos_ >= size_) {
+      return Status::InvalidInput(name_ + ": truncated " + format_ + ": file ends before the " +
+                                  what);
+    }
+    const size_t start = pos_;
+    long long v = 0;
+    while (pos_ < size_ && data_[pos_] >= '0' && data_[pos_] <= '9') {
+      if (v < 1000000000000LL) v = v * 10 + (data_[pos_] - '0');
+      ++pos_;
+    }
+    if (pos_ == start || (pos_ < size_ && !IsSpace(data_[pos_]) && data_[pos_] != '#')) {
+      const size_t end = std::min(size_, start + 12);
+      return Status::InvalidInput(name_ + ": corrupt " + format_ + ": expected the " + what +
+                                  " (a non-negative integer), found '" +
+                                  Printable(start, end) + "'");
+    }
+    *value = v;
+    return Status::Ok();
+  }
+
+  Status Decode(GrayImage* out) {
+    const char kind = static_cast<char>(data_[1]);
+    const bool ascii = kind == '2' || kind == '3';
+    const int channels = (kind == '3' || kind == '6') ? 3 : 1;
+    format_ = channels == 3 ? "PPM" : "PGM";
+    format_ += ascii ? " (ASCII)" : " (binary)";
+    pos_ = 2;
+    long long w = 0, h = 0, maxval = 0;
+    TIEPOINT_RETURN_IF_ERROR(ReadInt("width", &w));
+    TIEPOINT_RETURN_IF_ERROR(ReadInt("height", &h));
+    TIEPOINT_RETURN_IF_ERROR(CheckDimensions(name_, format_.c_str(), w, h));
+    TIEPOINT_RETURN_IF_ERROR(ReadInt("maximum value", &maxval));
+    if (maxval < 1 || maxval > 65535) {
+      return Status::InvalidInput(name_ + ": corrupt " + format_ + ": maximum value " +
+                                  std::to_string(maxval) + " is outside 1..65535");
+    }
+    const size_t num_pixels = static_cast<size_t>(w) * static_cast<size_t>(h);
+    const size_t num_samples = num_pixels * channels;
+    std::vector<float> samples(num_samples);
+    const float scale = 1.0f / static_cast<float>(maxval);
+    if (ascii) {
+      for (size_t i = 0; i < num_samples; ++i) {
+        long long v = 0;
+        const Status s = ReadInt("sample", &v);
+        if (!s.ok()) {
+          if (pos_ >= size_) {
+            return Status::InvalidInput(name_ + ": truncated " + format_ + ": " +
+                                        std::to_string(num_samples) + " samples expected (" +
+                                        Dimensions(w, h) + "), file ends after " +
+                                        std::to_string(i));
+          }
+          return s;
+        }
+        if (v > maxval) return SampleAboveMax(i, v, maxval);
+        samples[i] = static_cast<float>(v) * scale;
+      }
+    } else {
+      // Exactly one whitespace byte separates the maximum value from the raster.
+      if (pos_ >= size_ || !IsSpace(data_[pos_])) {
+        return Status::InvalidInput(name_ + ": truncated " + format_ +
+                                    ": file ends after the header");
+      }
+      ++pos_;
+      const size_t bytes_per_sample = maxval > 255 ? 2 : 1;
+      const size_t needed = num_samples * bytes_per_sample;
+      if (size_ - pos_ < needed) {
+        return Status::InvalidInput(name_ + ": truncated " + format_ + ": " + Dimensions(w, h) +
+                                    " needs " + std::to_string(needed) +
+                                    " bytes of pixel data, the file has " +
+                                    std::to_string(size_ - pos_));
+      }
+      const unsigned char* p = data_ + pos_;
+      for (size_t i = 0; i < num_samples; ++i) {
+        const long long v = bytes_per_sample == 2 ? (p[2 * i] << 8) | p[2 * i + 1] : p[i];
+        if (v > maxval) return SampleAboveMax(i, v, maxval);
+        samples[i] = static_cast<float>(v) * scale;
+      }
+    }
+    out->width = static_cast<int>(w);
+    out->height = static_cast<int>(h);
+    if (channels == 1) {
+      out->pixels = std::move(samples);
+    } else {
+      out->pixels.resize(num_pixels);
+      for (size_t i = 0; i < num_pixels; ++i) {
+        out->pixels[i] = Luma(samples[3 * i], samples[3 * i + 1], samples[3 * i + 2]);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static bool IsSpace(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  }
+
+  std::string Printable(size_t begin, size_t end) const {
+    std::string s;
+    for (size_t i = begin; i < end; ++i) {
+      const unsigned char c = data_[i];
+      s += (c >= 32 && c < 127) ? static_cast<char>(c) : '?';
+    }
+    return s;
+  }
+
+  Status SampleAboveMax(size_t index, long long v, long long maxval) const {
+    return Status::InvalidInput(name_ + ": corrupt " + format_ + ": sample " +
+                                std::to_string(index) + " is " + std::to_string(v) +
+                                ", above the maximum value " + std::to_string(maxval));
+  }
+
+  const unsigned char* data_;
+  size_t size_;
+  const std::string& name_;
+  std::string format_ = "PNM";
+  size_t pos_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// PNG
+
+struct PngContext {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  size_t pos = 0;
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  char error[256] = {0};
+  // Filled by the protected decode.
+  png_uint_32 width = 0, height = 0;
+  int channels = 0;
+  int bit_depth = 0;
+  size_t row_bytes = 0;
+  bool dimensions_rejected = false;
+  std::vector<unsigned char> buffer;
+  std::vector<png_bytep> rows;
+};
+
+void PngErrorHook(png_structp png, png_const_charp message) {
+  auto* ctx = static_cast<PngContext*>(png_get_error_ptr(png));
+  std::snprintf(ctx->error, sizeof(ctx->error), "%s", message);
+  png_longjmp(png, 1);
+}
+
+// Warnings (e.g. "iCCP: known incorrect sRGB profile") do not affect the pixels.
+void PngWarningHook(png_structp, png_const_charp) {}
+
+void PngReadHook(png_structp png, png_bytep out, png_size_t n) {
+  auto* ctx = static_cast<PngContext*>(png_get_io_ptr(png));
+  if (ctx->size - ctx->pos < n) png_error(png, "file ends early (truncated)");
+  std::memcpy(out, ctx->data + ctx->pos, n);
+  ctx->pos += n;
+}
+
+// Returns false after a libpng error (message in ctx->error) or rejected dimensions.
+bool DecodePngProtected(PngContext* ctx) {
+  if (setjmp(png_jmpbuf(ctx->png))) return false;
+  png_set_read_fn(ctx->png, ctx, PngReadHook);
+  png_read_info(ctx->png, ctx->info);
+  int color_type = 0, interlace = 0;
+  png_get_IHDR(ctx->png, ctx->info, &ctx->width, &ctx->height, &ctx->bit_depth, &color_type,
+               &interlace, nullptr, nullptr);
+  if (ctx->width == 0 || ctx->height == 0 || ctx->width > kMaxImageSide ||
+      ctx->height > kMaxImageSide ||
+      static_cast<long long>(ctx->width) * ctx->height > kMaxImagePixels) {
+    ctx->dimensions_rejected = true;
+    return false;
+  }
+  if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(ctx->png);
+  if (color_type == PNG_COLOR_TYPE_GRAY && ctx->bit_depth < 8) {
+    png_set_expand_gray_1_2_4_to_8(ctx->png);
+  }
+  if (color_type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(ctx->png);
+  png_set_interlace_handling(ctx->png);
+  png_read_update_info(ctx->png, ctx->info);
+  ctx->channels = png_get_channels(ctx->png, ctx->info);
+  ctx->bit_depth = png_get_bit_depth(ctx->png, ctx->info);
+  ctx->row_bytes = png_get_rowbytes(ctx->png, ctx->info);
+  if ((ctx->channels != 1 && ctx->channels != 3) ||
+      (ctx->bit_depth != 8 && ctx->bit_depth != 16)) {
+    png_error(ctx->png, "unexpected pixel layout after expansion");
+  }
+  ctx->buffer.resize(ctx->row_bytes * ctx->height);
+  ctx->rows.resize(ctx->height);
+  for (png_uint_32 y = 0; y < ctx->height; ++y) ctx->rows[y] = &ctx->buffer[y * ctx->row_bytes];
+  png_read_image(ctx->png, ctx->rows.data());
+  png_read_end(ctx->png, nullptr);
+  return true;
+}
+
+Status DecodePng(const unsigned char* data, size_t size, const std::string& name,
+                 GrayImage* out) {
+  PngContext ctx;
+  ctx.data = data;
+  ctx.size = size;
+  ctx.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &ctx, PngErrorHook, PngWarningHook);
+  if (ctx.png == nullptr) return Status::OutOfMemory(name + ": cannot create a PNG decoder");
+  ctx.info = png_create_info_struct(ctx.png);
+  if (ctx.info == nullptr) {
+    png_destroy_read_struct(&ctx.png, nullptr, nullptr);
+    return Status::OutOfMemory(name + ": cannot create a PNG decoder");
+  }
+  const bool ok = DecodePngProtected(&ctx);
+  png_destroy_read_struct(&ctx.png, &ctx.info, nullptr);
+  if (ctx.dimensions_rejected) return CheckDimensions(name, "PNG", ctx.width, ctx.height);
+  if (!ok) return Status::InvalidInput(name + ": corrupt or truncated PNG: " + ctx.error);
+
+  const size_t n = static_cast<size_t>(ctx.width) * ctx.height;
+  std::vector<float> pixels(n);
+  const int c = ctx.channels;
+  for (png_uint_32 y = 0; y < ctx.height; ++y) {
+    const unsigned char* row = ctx.rows[y];
+    float* dst = &pixels[static_cast<size_t>(y) * ctx.width];
+    for (png_uint_32 x = 0; x < ctx.width; ++x) {
+      float v[3];
+      for (int k = 0; k < c; ++k) {
+        const size_t i = static_cast<size_t>(x) * c + k;
+        v[k] = ctx.bit_depth == 16 ? ((row[2 * i] << 8) | row[2 * i + 1]) / 65535.0f
+                                   : row[i] / 255.0f;
+      }
+      dst[x] = c == 1 ? v[0] : Luma(v[0], v[1], v[2]);
+    }
+  }
+  out->width = static_cast<int>(ctx.width);
+  out->height = static_cast<int>(ctx.height);
+  out->pixels = std::move(pixels);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------
+// JPEG
+
+struct JpegErrorManager {
+  jpeg_error_mgr pub;  // first member: libjpeg hands back a pointer to it
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void JpegErrorExitHook(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// Level -1 is a warning about corrupt data, after which libjpeg would go on with made-up
+// pixels; we stop instead. Extraneous bytes before a marker are common and harmless.
+void JpegEmitMessageHook(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  if (cinfo->err->msg_code == JWRN_EXTRANEOUS_DATA) return;
+  JpegErrorExitHook(cinfo);
+}
+
+struct JpegContext {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  jpeg_decompress_struct cinfo;
+  JpegErrorManager err;
+  bool created = false;
+  // Filled by the protected decode.
+  long long width = 0, height = 0;
+  bool dimensions_rejected = false;
+  const char* unsupported = nullptr;
+  int components = 0;
+  std::vector<unsigned char> buffer;
+};
+
+// Returns false after a libjpeg error (message in ctx->err.message), rejected dimensions
+// or an unsupported colour space.
+bool DecodeJpegProtected(JpegContext* ctx) {
+  ctx->cinfo.err = jpeg_std_error(&ctx->err.pub);
+  ctx->err.pub.error_exit = JpegErrorExitHook;
+  ctx->err.pub.emit_message = JpegEmitMessageHook;
+  ctx->err.message[0] = '\0';
+  if (setjmp(ctx->err.jump)) return false;
+  jpeg_create_decompress(&ctx->cinfo);
+  ctx->created = true;
+  jpeg_mem_src(&ctx->cinfo, ctx->data, static_cast<unsigned long>(ctx->size));
+  if (jpeg_read_header(&ctx->cinfo, TRUE) != JPEG_HEADER_OK) {
+    std::snprintf(ctx->err.message, sizeof(ctx->err.message), "no image in the stream");
+    return false;
+  }
+  ctx->width = ctx->cinfo.image_width;
+  ctx->height = ctx->cinfo.image_height;
+  if (ctx->width == 0 || ctx->height == 0 || ctx->width > kMaxImageSide ||
+      ctx->height > kMaxImageSide || ctx->width * ctx->height > kMaxImagePixels) {
+    ctx->dimensions_rejected = true;
+    return false;
+  }
+  switch (ctx->cinfo.jpeg_color_space) {
+    case JCS_GRAYSCALE:
+    case JCS_YCbCr:
+      // The Y channel of JPEG's YCbCr is the BT.601 luma: no need to decode chroma.
+      ctx->cinfo.out_color_space = JCS_GRAYSCALE;
+      break;
+    case JCS_RGB:
+      ctx->cinfo.out_color_space = JCS_RGB;
+      break;
+    default:
+      ctx->unsupported = "CMYK/YCCK or unknown JPEG colour space (only grey, YCbCr and RGB)";
+      return false;
+  }
+  jpeg_start_decompress(&ctx->cinfo);
+  ctx->components = ctx->cinfo.output_components;
+  const size_t row_bytes = static_cast<size_t>(ctx->cinfo.output_width) * ctx->components;
+  ctx->buffer.resize(row_bytes * ctx->cinfo.output_height);
+  while (ctx->cinfo.output_scanline < ctx->cinfo.output_height) {
+    JSAMPROW row = &ctx->buffer[ctx->cinfo.output_scanline * row_bytes];
+    jpeg_read_scanlines(&ctx->cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&ctx->cinfo);
+  return true;
+}
+
+Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& name,
+                  GrayImage* out) {
+  JpegContext ctx;
+  ctx.data = data;
+  ctx.size = size;
+  const bool ok = DecodeJpegProtected(&ctx);
+  if (ctx.created) jpeg_destroy_decompress(&ctx.cinfo);
+  if (ctx.dimensions_rejected) return CheckDimensions(name, "JPEG", ctx.width, ctx.height);
+  if (ctx.unsupported != nullptr) {
+    return Status::InvalidInput(name + ": unsupported JPEG: " + ctx.unsupported);
+  }
+  if (!ok) {
+    return Status::InvalidInput(name + ": corrupt or truncated JPEG: " +
+                                std::string(ctx.err.message));
+  }
+  const size_t n = static_cast<size_t>(ctx.width) * ctx.height;
+  std::vector<float> pixels(n);
+  if (ctx.components == 1) {
+    for (size_t i = 0; i < n; ++i) pixels[i] = ctx.buffer[i] / 255.0f;
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      pixels[i] = Luma(ctx.buffer[3 * i] / 255.0f, ctx.buffer[3 * i + 1] / 255.0f,
+                       ctx.buffer[3 * i + 2] / 255.0f);
+    }
+  }
+  out->width = static_cast<int>(ctx.width);
+  out->height = static_cast<int>(ctx.height);
+  out->pixels = std::move(pixels);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------
+
+std::string FirstBytes(const unsigned char* data, size_t size) {
+  char hex[8];
+  std::string text, printable;
+  for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) {
+    std::snprintf(hex, sizeof(hex), "%s%02x", i ? " " : "", data[i]);
+    text += hex;
+    printable += (data[i] >= 32 && data[i] < 127) ? static_cast<char>(data[i]) : '.';
+  }
+  return text + " \"" + printable + "\"";
+}
+
+std::string ExtensionHint(const std::string& name) {
+  const size_t dot = name.find_last_of('.');
+  if (dot == std::string::npos || name.find('/', dot) != std::string::npos) return "";
+  return " despite its '" + name.substr(dot) + "' extension";
+}
+
+}  // namespace
+
+Status DecodeImageGray(const unsigned char* data, size_t size, const std::string& name,
+                       GrayImage* out) {
+  if (size == 0) return Status::InvalidInput(name + ": empty file (0 bytes), not an image");
+  static const unsigned char kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size >= 8 && std::memcmp(data, kPngMagic, 8) == 0) return DecodePng(data, size, name, out);
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
+    return DecodeJpeg(data, size, name, out);
+  }
+  if (size >= 2 && data[0] == 'P') {
+    switch (data[1]) {
+      case '2': case '3': case '5': case '6': {
+        PnmParser parser(data, size, name);
+        return parser.Decode(out);
+      }
+      case '1': case '4':
+        return Status::InvalidInput(name + ": PBM bitmaps (P1/P4) are not supported; "
+                                    "convert to PGM or PNG");
+      case '7':
+        return Status::InvalidInput(name + ": PAM (P7) is not supported; "
+                                    "convert to PGM, PPM or PNG");
+      default:
+        break;
+    }
+  }
+  return Status::InvalidInput(name + ": not a PNG, JPEG, PGM or PPM image" + ExtensionHint(name) +
+                              " (the file starts with " + FirstBytes(data, size) + ")");
+}
+
+Status ReadImageGray(const std::string& path, GrayImage* out) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  }
+  if (S_ISDIR(st.st_mode)) return Status::IoError(path + ": is a directory, not an image");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  }
+  std::vector<unsigned char> bytes;
+  unsigned char chunk[1 << 16];
+  size_t got = 0;
+  while ((got = std::fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    bytes.insert(bytes.end(), chunk, chunk + got);
+  }
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) return Status::IoError(path + ": read error (" + std::strerror(err) + ")");
+  return DecodeImageGray(bytes.data(), bytes.size(), path, out);
+}
+
+Status WritePgm(const std::string& path, const GrayImage& image, int max_value) {
+  if (max_value < 1 || max_value > 65535) {
+    return Status::InvalidOptions("WritePgm " + path + ": max_value " +
+                                  std::to_string(max_value) + " is outside 1..65535");
+  }
+  if (image.pixels.size() != static_cast<size_t>(image.width) * image.height) {
+    return Status::InvalidInput("WritePgm " + path + ": image has " +
+                                std::to_string(image.pixels.size()) + " pixels, expected " +
+                                Dimensions(image.width, image.height));
+  }
+  AtomicFile file(path);
+  TIEPOINT_RETURN_IF_ERROR(file.Open());
+  std::ofstream& out = file.stream();
+  out << "P5\n" << image.width << ' ' << image.height << '\n' << max_value << '\n';
+  const bool wide = max_value > 255;
+  std::vector<char> row(static_cast<size_t>(image.width) * (wide ? 2 : 1));
+  for (int y = 0; y < image.height; ++y) {
+    for (int x = 0; x < image.width; ++x) {
+      const float v = std::min(1.0f, std::max(0.0f, image.at(x, y)));
+      const auto q = static_cast<unsigned>(v * max_value + 0.5f);
+      if (wide) {
+        row[2 * x] = static_cast<char>(q >> 8);
+        row[2 * x + 1] = static_cast<char>(q & 0xff);
+      } else {
+        row[x] = static_cast<char>(q);
+      }
+    }
+    out.write(row.data(), static_cast<std::streamsize>(row.size()));
+  }
+  return file.Commit();
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,69 @@
+// Reading images as single-channel float for feature extraction.
+//
+// Pixel convention (the project's, see DESIGN.md): pixel (0,0) is the *centre* of the
+// top-left pixel; x grows to the right (column), y grows downwards (row). A feature at
+// (x, y) = (2.0, 3.0) sits exactly on the centre of the pixel in column 2, row 3; the
+// image covers [-0.5, width - 0.5] x [-0.5, height - 0.5].
+//
+// Formats, detected from the first bytes (never from the file name):
+//   PNG   (libpng)  grey, grey+alpha, RGB, RGBA, palette; 1/2/4/8/16 bit; interlaced.
+//   JPEG  (libjpeg) baseline and progressive, greyscale, YCbCr and RGB. CMYK/YCCK is
+//                   rejected with a message. Corrupt or truncated entropy-coded data is
+//                   an error (libjpeg only warns and pads with grey); the one warning
+//                   tolerated is "extraneous bytes before marker", common in camera files.
+//   PGM/PPM P2 (ASCII grey), P5 (binary grey), P3 (ASCII RGB), P6 (binary RGB); maxval
+//                   1..65535 (above 255: two bytes per sample, big-endian, as Netpbm).
+// Colour is converted to grey with the ITU-R BT.601 luma weights applied to the stored
+// (gamma-encoded) values: Y = 0.299 R + 0.587 G + 0.114 B. For YCbCr JPEGs this is the
+// decoded Y channel itself. Alpha is ignored. Values are scaled to [0, 1] by the
+// format's maximum (255, 65535 or the PNM maxval); no gamma or ICC conversion is done.
+//
+// Errors (code kInvalidInput unless noted) name the file and say what is wrong:
+// missing/unreadable path (kIoError), empty file, unknown format (with the first bytes
+// shown), zero width or height, absurd dimensions (either side above kMaxImageSide or
+// more than kMaxImagePixels pixels: checked from the header before any allocation),
+// truncated or corrupt data (libpng's and libjpeg's own message is quoted). The
+// libraries' errors are caught through their error hooks (setjmp/longjmp); nothing
+// here aborts or throws. On failure *out is left unchanged.
+//
+// Thread safety: ReadImageGray is reentrant (no shared state); call it from any thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "io/base/status.h"
+
+namespace tiepoint {
+
+// Largest accepted width or height, and largest accepted pixel count (2^28 = 268 M
+// pixels = 1 GiB as float). Anything bigger is treated as a corrupt header.
+constexpr int kMaxImageSide = 65535;
+constexpr long long kMaxImagePixels = 1LL << 28;
+
+// A single-channel image, row-major: the value of pixel (x, y) is pixels[y * width + x],
+// in [0, 1] for decoded images. See the pixel convention above.
+struct GrayImage {
+  int width = 0;
+  int height = 0;
+  std::vector<float> pixels;
+
+  float at(int x, int y) const { return pixels[static_cast<size_t>(y) * width + x]; }
+  float& at(int x, int y) { return pixels[static_cast<size_t>(y) * width + x]; }
+  bool empty() const { return width == 0 || height == 0; }
+};
+
+// Decodes a PNG, JPEG, PGM or PPM file (detected by magic bytes) to grey in [0, 1].
+Status ReadImageGray(const std::string& path, GrayImage* out);
+
+// Decodes an image held in memory; `name` stands in for the path in error messages.
+Status DecodeImageGray(const unsigned char* data, size_t size, const std::string& name,
+                       GrayImage* out);
+
+// Writes a binary PGM (P5, 8-bit when max_value <= 255, else 16-bit big-endian) of
+// `image` scaled by max_value and rounded, through a temporary file renamed into place.
+// For tests, debugging and `tiepoint` outputs; values outside [0, 1] are clamped.
+Status WritePgm(const std::string& path, const GrayImage& image, int max_value = 255);
+
+}  // namespace tiepoint
