@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
   const Runner run_synth = RegisterSynth(*synth);
   CLI::App* bench = app.add_subcommand("bench", "Compare solvers side by side on BAL problems");
   const Runner run_bench = RegisterBench(*bench);
+  CLI::App* extract = app.add_subcommand("extract", "Detect and describe features (SIFT) in images");
+  const Runner run_extract = RegisterExtract(*extract);
   CLI::App* version = app.add_subcommand("version", "Print version, commit, build flags and GPUs");
 
   try {
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
   if (ba->parsed()) return run_ba();
   if (synth->parsed()) return run_synth();
   if (bench->parsed()) return run_bench();
+  if (extract->parsed()) return run_extract();
   if (version->parsed()) return RunVersion();
   return 2;
 }

@@ -235,6 +235,7 @@ void PngReadHook(png_structp png, png_bytep out, png_size_t n) {
 bool DecodePngProtected(PngContext* ctx) {
   if (setjmp(png_jmpbuf(ctx->png))) return false;
   png_set_read_fn(ctx->png, ctx, PngReadHook);
+  png_set_user_limits(ctx->png, kMaxImageSide, kMaxImageSide);
   png_read_info(ctx->png, ctx->info);
   int color_type = 0, interlace = 0;
   png_get_IHDR(ctx->png, ctx->info, &ctx->width, &ctx->height, &ctx->bit_depth, &color_type,
@@ -269,6 +270,15 @@ bool DecodePngProtected(PngContext* ctx) {
 
 Status DecodePng(const unsigned char* data, size_t size, const std::string& name,
                  GrayImage* out) {
+  // IHDR must be the first chunk: check its dimensions before libpng reads further (it
+  // would otherwise stop at whatever follows a corrupt header, with a vaguer message).
+  if (size >= 24 && std::memcmp(data + 12, "IHDR", 4) == 0) {
+    auto be32 = [&](size_t at) {
+      return (static_cast<long long>(data[at]) << 24) | (data[at + 1] << 16) |
+             (data[at + 2] << 8) | data[at + 3];
+    };
+    TIEPOINT_RETURN_IF_ERROR(CheckDimensions(name, "PNG", be32(16), be32(20)));
+  }
   PngContext ctx;
   ctx.data = data;
   ctx.size = size;

@@ -109,13 +109,11 @@ double PcgLinearization<T>::Linearize(const double* cameras, const double* point
   cameras_.assign(cameras, cameras + 9LL * nc);
   points_.assign(points, points + 3LL * np);
   blocks_valid_ = false;
-  // Two passes on the first call: the column scaling needs diag(J^T J) before any block
-  // is stored. Later calls store blocks with the fixed scaling in the single pass.
-  const int passes = (!scaled_ && !recompute_) ? 2 : 1;
+  // The first call stores unscaled blocks (the scales start at 1), fixes the column
+  // scaling from diag(J^T J), then rescales the stored blocks in place: one evaluation.
   double cost = 0.0;
-  for (int pass = 0; pass < passes; ++pass) {
-    const bool store = !recompute_ && (pass == passes - 1);
-    cost = 0.0;
+  {
+    const bool store = !recompute_;
     std::fill(gc_.begin(), gc_.end(), 0.0);
     std::fill(diag_c_.begin(), diag_c_.end(), 0.0);
 #pragma omp parallel num_threads(threads_) reduction(+ : cost)
@@ -161,11 +159,20 @@ double PcgLinearization<T>::Linearize(const double* cameras, const double* point
         }
       }
     }
-    if (!scaled_) {
-      auto scale = [](double d) { return d > 0.0 && std::isfinite(d) ? 1.0 / std::sqrt(d) : 1.0; };
-      for (size_t k = 0; k < cam_scale_.size(); ++k) cam_scale_[k] = scale(diag_c_[k]);
-      for (size_t k = 0; k < pt_scale_.size(); ++k) pt_scale_[k] = scale(diag_p_[k]);
-      scaled_ = true;
+  }
+  if (!scaled_) {
+    auto scale = [](double d) { return d > 0.0 && std::isfinite(d) ? 1.0 / std::sqrt(d) : 1.0; };
+    for (size_t k = 0; k < cam_scale_.size(); ++k) cam_scale_[k] = scale(diag_c_[k]);
+    for (size_t k = 0; k < pt_scale_.size(); ++k) pt_scale_[k] = scale(diag_p_[k]);
+    scaled_ = true;
+    if (!recompute_) {
+#pragma omp parallel for num_threads(threads_) schedule(static)
+      for (int64_t i = 0; i < p_.num_observations; ++i) {
+        const double* cs = &cam_scale_[9 * p_.obs_camera[i]];
+        const double* ps = &pt_scale_[3 * p_.obs_point[i]];
+        for (int k = 0; k < 18; ++k) jc_[18 * i + k] = static_cast<T>(jc_[18 * i + k] * cs[k % 9]);
+        for (int k = 0; k < 6; ++k) jp_[6 * i + k] = static_cast<T>(jp_[6 * i + k] * ps[k % 3]);
+      }
     }
   }
   return std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity();

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Side-by-side CPU benchmark of every solver on the shared BAL problems and a synthetic
+# problem of about 10^6 observations; writes bench/results/cpu-solvers-<date>.{json,svg}.
+#   bench/cpu_solvers.sh [THREADS]     (default: all hardware threads)
+# Needs a Release build in build/ (scripts/demo.sh makes one) and ../shared/data.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tp=$root/build/tiepoint
+threads=${1:-0}
+data=${TIEPOINT_SHARED_DATA:-$root/../shared/data}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$tp" synth --cameras 500 --points 200000 --observations-per-point 5 --noise 0.5 --seed 1 \
+  -o "$work/synthetic-500-200000.bal" --quiet
+stamp=$(date -u +%Y%m%d)
+"$tp" bench "$data/bal/problem-49-7776-pre.txt" "$data/bal/problem-21-11315-pre.txt" \
+  "$data/bal/problem-16-22106-pre.txt.bz2" "$work/synthetic-500-200000.bal" \
+  --solvers pcg-schur,pcg-hessian,cholmod,ceres-sparse,ceres-iterative --threads "$threads" \
+  --out "$root/bench/results/cpu-solvers-$stamp.json" --plot "$root/bench/results/cpu-solvers-$stamp.svg"

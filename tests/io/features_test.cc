@@ -1,0 +1,204 @@
+#include "io/features.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace tiepoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name)
+      : path_((fs::path(::testing::TempDir()) / ("tiepoint_features_test_" + name)).string()) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  std::vector<std::string> List() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
+    return names;
+  }
+
+ private:
+  std::string path_;
+};
+
+Features RandomFeatures(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> pos(-0.5f, 4000.0f), scale(0.8f, 60.0f),
+      angle(0.0f, 6.2831853f);
+  Features f;
+  for (size_t i = 0; i < n; ++i) f.keypoints.push_back({pos(rng), pos(rng), scale(rng), angle(rng)});
+  for (size_t i = 0; i < n * kSiftDescriptorDim; ++i) f.descriptors.push_back(rng() & 0xff);
+  return f;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteText(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+uint32_t FloatBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof(b));
+  return b;
+}
+
+TEST(FeaturesTest, BinaryRoundTripIsBitExact) {
+  ScratchDir dir("roundtrip");
+  for (size_t n : {0, 1, 1000}) {
+    const Features f = RandomFeatures(n, 11 + static_cast<uint32_t>(n));
+    const std::string path = dir.File("f" + std::to_string(n) + ".tpfeat");
+    ASSERT_TRUE(WriteFeatures(path, f).ok());
+    EXPECT_EQ(fs::file_size(path), 24 + n * (16 + kSiftDescriptorDim));
+    Features back;
+    const Status s = ReadFeatures(path, &back);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(back.keypoints.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(FloatBits(back.keypoints[i].x), FloatBits(f.keypoints[i].x));
+      EXPECT_EQ(FloatBits(back.keypoints[i].y), FloatBits(f.keypoints[i].y));
+      EXPECT_EQ(FloatBits(back.keypoints[i].scale), FloatBits(f.keypoints[i].scale));
+      EXPECT_EQ(FloatBits(back.keypoints[i].orientation), FloatBits(f.keypoints[i].orientation));
+    }
+    EXPECT_EQ(back.descriptors, f.descriptors);
+  }
+  // No temporaries left behind.
+  for (const std::string& name : dir.List()) EXPECT_EQ(name.find(".tmp-"), std::string::npos);
+}
+
+TEST(FeaturesTest, LayoutIsLittleEndianAsDocumented) {
+  ScratchDir dir("layout");
+  Features f;
+  f.keypoints.push_back({1.5f, -0.5f, 2.0f, 3.0f});
+  f.descriptors.assign(kSiftDescriptorDim, 0);
+  f.descriptors[0] = 7;
+  f.descriptors[127] = 255;
+  ASSERT_TRUE(WriteFeatures(dir.File("one.tpfeat"), f).ok());
+  const std::string b = ReadText(dir.File("one.tpfeat"));
+  ASSERT_EQ(b.size(), 24u + 16u + 128u);
+  EXPECT_EQ(b.substr(0, 8), "TPFEAT01");
+  EXPECT_EQ(std::string(b.data() + 8, 4), std::string("\x01\x00\x00\x00", 4));      // version
+  EXPECT_EQ(std::string(b.data() + 12, 4), std::string("\x80\x00\x00\x00", 4));     // 128
+  EXPECT_EQ(std::string(b.data() + 16, 8), std::string("\x01\0\0\0\0\0\0\0", 8));  // N
+  EXPECT_EQ(std::string(b.data() + 24, 4), std::string("\x00\x00\xc0\x3f", 4));     // 1.5f
+  EXPECT_EQ(static_cast<unsigned char>(b[40]), 7);
+  EXPECT_EQ(static_cast<unsigned char>(b[167]), 255);
+}
+
+TEST(FeaturesTest, ReaderRejectsBadFilesNamingThem) {
+  ScratchDir dir("bad");
+  const std::string good_path = dir.File("good.tpfeat");
+  ASSERT_TRUE(WriteFeatures(good_path, RandomFeatures(3, 5)).ok());
+  const std::string good = ReadText(good_path);
+
+  auto with = [&](size_t offset, const std::string& bytes) {
+    std::string b = good;
+    b.replace(offset, bytes.size(), bytes);
+    return b;
+  };
+  struct Case {
+    std::string name, bytes, fragment;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::string nan_bytes(4, '\0');
+  std::memcpy(&nan_bytes[0], &nan, 4);
+  const std::vector<Case> cases = {
+      {"empty", "", "truncated feature file: 0 bytes"},
+      {"short_header", good.substr(0, 20), "truncated feature file: 20 bytes"},
+      {"magic", with(0, "TPFEAT02"), "no TPFEAT01 magic"},
+      {"text", "hello, this is not a feature file at all", "no TPFEAT01 magic"},
+      {"version", with(8, std::string("\x02\0\0\0", 4)), "version 2 is not supported"},
+      {"dimension", with(12, std::string("\x40\0\0\0", 4)), "descriptor dimension 64"},
+      {"truncated", good.substr(0, good.size() - 1), "truncated feature file"},
+      {"trailing", good + "x", "trailing bytes"},
+      {"absurd_count", with(16, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8)),
+       "truncated feature file: the header says 9223372036854775807 keypoints"},
+      {"nan_x", with(24 + 16, nan_bytes), "keypoint 1 has a non-finite coordinate"},
+      {"zero_scale", with(24 + 32 + 8, std::string(4, '\0')), "keypoint 2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.File(c.name + ".tpfeat");
+    WriteText(path, c.bytes);
+    Features f = RandomFeatures(2, 1);
+    const Features before = f;
+    const Status s = ReadFeatures(path, &f);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+    EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(c.fragment), std::string::npos) << s.message();
+    EXPECT_EQ(f.descriptors, before.descriptors) << "output must be untouched on failure";
+  }
+  Features f;
+  const Status s = ReadFeatures(dir.File("missing.tpfeat"), &f);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find("missing.tpfeat"), std::string::npos);
+}
+
+TEST(FeaturesTest, WritersRefuseInconsistentFeaturesAndBadPaths) {
+  ScratchDir dir("inconsistent");
+  Features f = RandomFeatures(2, 3);
+  f.descriptors.pop_back();
+  EXPECT_EQ(WriteFeatures(dir.File("x.tpfeat"), f).code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(WriteFeaturesText(dir.File("x.txt"), f).code(), StatusCode::kInvalidInput);
+  EXPECT_TRUE(dir.List().empty());
+  const Status s = WriteFeatures(dir.File("no/such/dir/x.tpfeat"), RandomFeatures(1, 1));
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find("no/such/dir/x.tpfeat"), std::string::npos);
+}
+
+TEST(FeaturesTest, TextFormat) {
+  ScratchDir dir("text");
+  const Features f = RandomFeatures(4, 9);
+  ASSERT_TRUE(WriteFeaturesText(dir.File("f.txt"), f).ok());
+  std::istringstream in(ReadText(dir.File("f.txt")));
+  size_t n = 0;
+  int dim = 0;
+  in >> n >> dim;
+  ASSERT_EQ(n, 4u);
+  ASSERT_EQ(dim, 128);
+  for (size_t i = 0; i < n; ++i) {
+    float x, y, s, o;
+    in >> x >> y >> s >> o;
+    EXPECT_EQ(FloatBits(x), FloatBits(f.keypoints[i].x)) << "floats must round-trip";
+    EXPECT_EQ(FloatBits(y), FloatBits(f.keypoints[i].y));
+    EXPECT_EQ(FloatBits(s), FloatBits(f.keypoints[i].scale));
+    EXPECT_EQ(FloatBits(o), FloatBits(f.keypoints[i].orientation));
+    for (int j = 0; j < dim; ++j) {
+      int d = -1;
+      in >> d;
+      ASSERT_EQ(d, f.descriptors[i * 128 + j]);
+    }
+  }
+  std::string rest;
+  in >> rest;
+  EXPECT_TRUE(rest.empty()) << "unexpected trailing text '" << rest << "'";
+}
+
+}  // namespace
+}  // namespace tiepoint

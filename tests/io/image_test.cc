@@ -1,0 +1,349 @@
+#include "io/image.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "tests/common/image_encoders.h"
+
+namespace tiepoint {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Bytes;
+using testing::EncodeJpeg;
+using testing::EncodePng;
+using testing::EncodePnm;
+
+// A fresh, empty directory under the test temp dir, removed again at scope exit.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name)
+      : path_((fs::path(::testing::TempDir()) / ("tiepoint_image_test_" + name)).string()) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A test pattern that tells x from y and rows from columns: distinct in every pixel.
+uint16_t Pattern(int x, int y, int c, int maxval) {
+  return static_cast<uint16_t>((x * 37 + y * 11 + c * 101) % (maxval + 1));
+}
+
+std::vector<uint16_t> PatternSamples(int w, int h, int channels, int maxval) {
+  std::vector<uint16_t> s(static_cast<size_t>(w) * h * channels);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < channels; ++c) s[(y * w + x) * channels + c] = Pattern(x, y, c, maxval);
+    }
+  }
+  return s;
+}
+
+float ExpectedGrey(int x, int y, int channels, int maxval) {
+  const float m = static_cast<float>(maxval);
+  if (channels == 1) return Pattern(x, y, 0, maxval) / m;
+  return 0.299f * Pattern(x, y, 0, maxval) / m + 0.587f * Pattern(x, y, 1, maxval) / m +
+         0.114f * Pattern(x, y, 2, maxval) / m;
+}
+
+void ExpectImage(const GrayImage& img, int w, int h, int channels, int maxval, float tol) {
+  ASSERT_EQ(img.width, w);
+  ASSERT_EQ(img.height, h);
+  ASSERT_EQ(img.pixels.size(), static_cast<size_t>(w) * h);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      ASSERT_NEAR(img.at(x, y), ExpectedGrey(x, y, channels, maxval), tol)
+          << "pixel (" << x << ", " << y << ")";
+    }
+  }
+}
+
+Status Decode(const Bytes& bytes, GrayImage* img, const std::string& name = "mem") {
+  return DecodeImageGray(bytes.data(), bytes.size(), name, img);
+}
+
+TEST(ImageTest, PgmBinary8BitIsRowMajorWithYDown) {
+  const int w = 7, h = 5;
+  GrayImage img;
+  ASSERT_TRUE(Decode(EncodePnm(w, h, 1, 255, PatternSamples(w, h, 1, 255)), &img).ok());
+  ExpectImage(img, w, h, 1, 255, 1e-7f);
+  // The first sample of the file is pixel (0, 0), the second (1, 0): x runs along rows.
+  EXPECT_FLOAT_EQ(img.at(1, 0), Pattern(1, 0, 0, 255) / 255.0f);
+  EXPECT_FLOAT_EQ(img.at(0, 1), Pattern(0, 1, 0, 255) / 255.0f);
+}
+
+TEST(ImageTest, PgmBinary16BitAndOddMaxval) {
+  for (int maxval : {65535, 1000, 256}) {
+    const int w = 9, h = 4;
+    GrayImage img;
+    ASSERT_TRUE(Decode(EncodePnm(w, h, 1, maxval, PatternSamples(w, h, 1, maxval)), &img).ok());
+    ExpectImage(img, w, h, 1, maxval, 1e-6f);
+  }
+}
+
+TEST(ImageTest, PnmAsciiAndColour) {
+  const int w = 6, h = 4;
+  GrayImage img;
+  ASSERT_TRUE(Decode(EncodePnm(w, h, 1, 255, PatternSamples(w, h, 1, 255), true), &img).ok());
+  ExpectImage(img, w, h, 1, 255, 1e-7f);
+  ASSERT_TRUE(Decode(EncodePnm(w, h, 3, 255, PatternSamples(w, h, 3, 255), true), &img).ok());
+  ExpectImage(img, w, h, 3, 255, 1e-6f);
+  ASSERT_TRUE(Decode(EncodePnm(w, h, 3, 255, PatternSamples(w, h, 3, 255)), &img).ok());
+  ExpectImage(img, w, h, 3, 255, 1e-6f);
+  ASSERT_TRUE(Decode(EncodePnm(w, h, 3, 4095, PatternSamples(w, h, 3, 4095)), &img).ok());
+  ExpectImage(img, w, h, 3, 4095, 1e-6f);
+}
+
+TEST(ImageTest, PgmCommentsAnywhereInHeader) {
+  const std::string text = "P2 # grey\n# size follows\n3 # width\n2\n# max\n10\n0 1 2\n3 4 10\n";
+  GrayImage img;
+  ASSERT_TRUE(Decode(Bytes(text.begin(), text.end()), &img).ok());
+  ASSERT_EQ(img.width, 3);
+  ASSERT_EQ(img.height, 2);
+  EXPECT_FLOAT_EQ(img.at(2, 0), 0.2f);
+  EXPECT_FLOAT_EQ(img.at(2, 1), 1.0f);
+}
+
+TEST(ImageTest, PngAllLayouts) {
+  const int w = 13, h = 6;
+  struct Case {
+    int color_type, bit_depth, channels;
+    bool interlaced;
+  };
+  for (const Case& c : {Case{PNG_COLOR_TYPE_GRAY, 8, 1, false},
+                        Case{PNG_COLOR_TYPE_GRAY, 16, 1, false},
+                        Case{PNG_COLOR_TYPE_GRAY, 8, 1, true},
+                        Case{PNG_COLOR_TYPE_RGB, 8, 3, false},
+                        Case{PNG_COLOR_TYPE_RGB, 16, 3, true}}) {
+    SCOPED_TRACE("colour type " + std::to_string(c.color_type) + ", " +
+                 std::to_string(c.bit_depth) + " bit" + (c.interlaced ? ", interlaced" : ""));
+    const int maxval = (1 << c.bit_depth) - 1;
+    const Bytes png = EncodePng(w, h, c.color_type, c.bit_depth,
+                                PatternSamples(w, h, c.channels, maxval), c.interlaced);
+    ASSERT_FALSE(png.empty());
+    GrayImage img;
+    const Status s = Decode(png, &img);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ExpectImage(img, w, h, c.channels, maxval, 1e-6f);
+  }
+}
+
+TEST(ImageTest, PngAlphaIsIgnored) {
+  const int w = 5, h = 3;
+  std::vector<uint16_t> rgba, ga;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < 3; ++c) rgba.push_back(Pattern(x, y, c, 255));
+      rgba.push_back(static_cast<uint16_t>(x * 50));  // alpha
+      ga.push_back(Pattern(x, y, 0, 255));
+      ga.push_back(17);
+    }
+  }
+  GrayImage img;
+  ASSERT_TRUE(Decode(EncodePng(w, h, PNG_COLOR_TYPE_RGB_ALPHA, 8, rgba), &img).ok());
+  ExpectImage(img, w, h, 3, 255, 1e-6f);
+  ASSERT_TRUE(Decode(EncodePng(w, h, PNG_COLOR_TYPE_GRAY_ALPHA, 8, ga), &img).ok());
+  ExpectImage(img, w, h, 1, 255, 1e-6f);
+}
+
+TEST(ImageTest, PngPaletteAndLowBitDepth) {
+  const int w = 10, h = 3;
+  std::vector<png_color> palette = {{0, 0, 0}, {255, 0, 0}, {0, 255, 0}, {10, 20, 30}};
+  std::vector<uint16_t> idx;
+  for (int i = 0; i < w * h; ++i) idx.push_back(static_cast<uint16_t>(i % 4));
+  GrayImage img;
+  const Status s = Decode(EncodePng(w, h, PNG_COLOR_TYPE_PALETTE, 8, idx, false, palette), &img);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (int i = 0; i < w * h; ++i) {
+    const png_color& c = palette[i % 4];
+    EXPECT_NEAR(img.pixels[i], (0.299f * c.red + 0.587f * c.green + 0.114f * c.blue) / 255.0f,
+                1e-6f);
+  }
+  std::vector<uint16_t> bits;
+  for (int i = 0; i < w * h; ++i) bits.push_back(static_cast<uint16_t>((i / 3) % 2));
+  ASSERT_TRUE(Decode(EncodePng(w, h, PNG_COLOR_TYPE_GRAY, 1, bits), &img).ok());
+  for (int i = 0; i < w * h; ++i) EXPECT_FLOAT_EQ(img.pixels[i], static_cast<float>(bits[i]));
+}
+
+// A smooth image, so that JPEG's loss stays small and the comparison can be tight.
+std::vector<uint8_t> SmoothSamples(int w, int h, int channels) {
+  std::vector<uint8_t> s;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < channels; ++c) {
+        s.push_back(static_cast<uint8_t>(
+            127.5 + 100 * std::sin(0.07 * x + 0.05 * y + c) * std::cos(0.04 * y - 0.5 * c)));
+      }
+    }
+  }
+  return s;
+}
+
+TEST(ImageTest, JpegGreyAndColour) {
+  const int w = 48, h = 40;
+  for (int channels : {1, 3}) {
+    for (bool keep_rgb : {false, true}) {
+      if (channels == 1 && keep_rgb) continue;
+      SCOPED_TRACE(std::to_string(channels) + " channels" + (keep_rgb ? ", RGB stored" : ""));
+      const std::vector<uint8_t> s = SmoothSamples(w, h, channels);
+      GrayImage img;
+      const Status st = Decode(EncodeJpeg(w, h, channels, s, 100, keep_rgb), &img);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(img.width, w);
+      ASSERT_EQ(img.height, h);
+      double max_err = 0;
+      for (int i = 0; i < w * h; ++i) {
+        const float expected =
+            channels == 1 ? s[i] / 255.0f
+                          : (0.299f * s[3 * i] + 0.587f * s[3 * i + 1] + 0.114f * s[3 * i + 2]) /
+                                255.0f;
+        max_err = std::max(max_err, std::abs(static_cast<double>(img.pixels[i] - expected)));
+      }
+      EXPECT_LT(max_err, 4.0 / 255) << "quality-100 JPEG should be within a few grey levels";
+    }
+  }
+}
+
+std::string BadImagesDir() { return std::string(TIEPOINT_TEST_DATA_DIR) + "/bad_images"; }
+
+TEST(ImageTest, BadImageCorpusGivesClearErrors) {
+  // File -> fragment the message must contain (besides the file's path).
+  const std::map<std::string, std::string> expected = {
+      {"truncated.png", "truncated PNG: file ends early"},
+      {"bad_crc.png", "CRC error"},
+      {"absurd_dimensions.png", "absurd dimensions 70000 x 70000"},
+      {"not_an_image.png", "not a PNG, JPEG, PGM or PPM image despite its '.png' extension"},
+      {"truncated.jpg", "Premature end of JPEG file"},
+      {"corrupt.jpg", "Bogus Huffman table"},
+      {"corrupt_data.jpg", "Corrupt JPEG data"},
+      {"empty.pgm", "empty file"},
+      {"zero_size.pgm", "zero-sized image (0 x 0 pixels)"},
+      {"absurd_dimensions.pgm", "absurd dimensions 100000 x 100000"},
+      {"truncated.pgm", "truncated PGM (binary): 64 x 48 needs 3072 bytes"},
+      {"bad_maxval.pgm", "maximum value 70000 is outside 1..65535"},
+  };
+  std::set<std::string> seen;
+  for (const auto& entry : fs::directory_iterator(BadImagesDir())) {
+    const std::string name = entry.path().filename().string();
+    if (name == "README.md") continue;
+    seen.insert(name);
+    SCOPED_TRACE(name);
+    const auto it = expected.find(name);
+    ASSERT_NE(it, expected.end()) << "add a row for " << name << " to this table";
+    GrayImage img;
+    img.width = 3;  // must survive a failed read
+    const Status s = ReadImageGray(entry.path().string(), &img);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+    EXPECT_NE(s.message().find(entry.path().string()), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(it->second), std::string::npos) << s.message();
+    EXPECT_EQ(img.width, 3);
+    EXPECT_TRUE(img.pixels.empty());
+  }
+  EXPECT_EQ(seen.size(), expected.size()) << "a file of the table is missing from the corpus";
+}
+
+TEST(ImageTest, MissingFileAndDirectoryAreIoErrors) {
+  ScratchDir dir("missing");
+  GrayImage img;
+  Status s = ReadImageGray(dir.File("nope.png"), &img);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find("nope.png"), std::string::npos);
+  EXPECT_NE(s.message().find("No such file"), std::string::npos);
+  s = ReadImageGray(dir.File(""), &img);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find("directory"), std::string::npos);
+}
+
+TEST(ImageTest, EveryTruncationIsAnError) {
+  const int w = 24, h = 16;
+  const std::vector<uint8_t> s8 = SmoothSamples(w, h, 3);
+  const std::vector<uint16_t> s16(s8.begin(), s8.end());
+  const std::map<std::string, Bytes> files = {
+      {"png", EncodePng(w, h, PNG_COLOR_TYPE_RGB, 8, s16)},
+      {"png-interlaced", EncodePng(w, h, PNG_COLOR_TYPE_RGB, 8, s16, true)},
+      {"jpeg", EncodeJpeg(w, h, 3, s8, 90)},
+      {"ppm", EncodePnm(w, h, 3, 255, s16)},
+      {"ppm-ascii", EncodePnm(w, h, 3, 255, s16, true)}};
+  for (const auto& [kind, full] : files) {
+    GrayImage img;
+    ASSERT_TRUE(Decode(full, &img).ok()) << kind;
+    for (size_t len = 0; len < full.size(); ++len) {
+      const Bytes cut(full.begin(), full.begin() + len);
+      const Status s = Decode(cut, &img, "cut.img");
+      // An ASCII PNM cut inside its last number still parses (a shorter last value).
+      if (kind == "ppm-ascii" && len + 4 > full.size()) continue;
+      ASSERT_FALSE(s.ok()) << kind << " cut to " << len << " of " << full.size() << " bytes";
+      ASSERT_NE(s.message().find("cut.img"), std::string::npos) << s.message();
+    }
+  }
+}
+
+TEST(ImageTest, RandomCorruptionNeverCrashes) {
+  const int w = 32, h = 24;
+  const std::vector<uint8_t> s8 = SmoothSamples(w, h, 1);
+  const std::vector<uint16_t> s16(s8.begin(), s8.end());
+  const std::vector<Bytes> files = {EncodePng(w, h, PNG_COLOR_TYPE_GRAY, 8, s16),
+                                    EncodeJpeg(w, h, 1, s8, 90),
+                                    EncodeJpeg(w, h, 1, s8, 60),
+                                    EncodePnm(w, h, 1, 255, s16)};
+  std::mt19937 rng(7);
+  int failures = 0, successes = 0;
+  for (const Bytes& full : files) {
+    for (int trial = 0; trial < 300; ++trial) {
+      Bytes b = full;
+      const int flips = 1 + trial % 8;
+      for (int f = 0; f < flips; ++f) b[rng() % b.size()] = static_cast<unsigned char>(rng());
+      GrayImage img;
+      const Status s = Decode(b, &img);
+      if (s.ok()) {
+        ++successes;
+        ASSERT_EQ(img.pixels.size(), static_cast<size_t>(img.width) * img.height);
+        for (float v : img.pixels) ASSERT_TRUE(v >= 0.0f && v <= 1.0f);
+      } else {
+        ++failures;
+      }
+    }
+  }
+  // Both outcomes occur (bit errors in pixel data can go unnoticed); none crashes.
+  EXPECT_GT(failures, 0);
+  EXPECT_GT(successes, 0);
+}
+
+TEST(ImageTest, WritePgmRoundTrip) {
+  ScratchDir dir("write");
+  GrayImage img;
+  img.width = 11;
+  img.height = 3;
+  for (int i = 0; i < 33; ++i) img.pixels.push_back(i / 32.0f);
+  for (int maxval : {255, 65535}) {
+    const std::string path = dir.File("out" + std::to_string(maxval) + ".pgm");
+    ASSERT_TRUE(WritePgm(path, img, maxval).ok());
+    GrayImage back;
+    ASSERT_TRUE(ReadImageGray(path, &back).ok());
+    ASSERT_EQ(back.width, 11);
+    ASSERT_EQ(back.height, 3);
+    for (int i = 0; i < 33; ++i) EXPECT_NEAR(back.pixels[i], img.pixels[i], 0.5 / maxval + 1e-7);
+  }
+  EXPECT_FALSE(WritePgm(dir.File("nodir/x.pgm"), img).ok());
+}
+
+}  // namespace
+}  // namespace tiepoint
