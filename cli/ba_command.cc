@@ -24,6 +24,7 @@ struct BaArgs {
   std::string jacobian = "stored";
   int cg_max_iterations = 100;
   double cg_eta = 0.1;
+  std::string cg_stop = "quadratic";
   int max_iterations = 50;
   int threads = 0;
   std::string output;
@@ -109,6 +110,11 @@ int RunBa(const BaArgs& a) {
   options.recompute_jacobian = a.jacobian == "recompute";
   options.cg_max_iterations = a.cg_max_iterations;
   options.cg_eta = a.cg_eta;
+  if (a.cg_stop != "residual" && a.cg_stop != "quadratic") {
+    return ReportError(cmd, Status::InvalidOptions("--cg-stop '" + a.cg_stop +
+                                                   "': expected residual or quadratic"));
+  }
+  options.cg_quadratic_termination = a.cg_stop == "quadratic";
   options.num_threads = a.threads;
   options.function_tolerance = a.function_tolerance;
   options.fix_intrinsics = a.fix_intrinsics;
@@ -210,6 +216,9 @@ Runner RegisterBa(CLI::App& app) {
   app.add_option("--cg-max-iterations", a->cg_max_iterations, "PCG: maximum CG iterations per LM step")
       ->capture_default_str();
   app.add_option("--cg-eta", a->cg_eta, "PCG: forcing term, CG stops at |r| <= eta |r0|")
+      ->capture_default_str();
+  app.add_option("--cg-stop", a->cg_stop,
+                 "PCG: residual (|r| <= eta |r0|) | quadratic (Nash-Sofer model decrease)")
       ->capture_default_str();
   app.add_option("--max-iterations", a->max_iterations, "Maximum LM iterations")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

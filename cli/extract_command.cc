@@ -148,7 +148,8 @@ Runner RegisterExtract(CLI::App& app) {
   app.add_option("-o,--output", a->output_dir,
                  "Output directory (created if missing): <image file name>.tpfeat per image")
       ->required();
-  app.add_flag("--txt", a->txt, "Also write <image file name>.txt (x y scale orientation d0..d127)");
+  app.add_flag("--txt", a->txt,
+               "Also write <image file name>.txt (x y scale orientation d0..d127)");
   app.add_flag("--quiet", a->quiet, "No progress on the terminal");
   return [a] { return RunExtract(*a); };
 }

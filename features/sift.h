@@ -13,9 +13,11 @@
 //     (kernel radius ceil(4 sigma), mirrored borders). The next octave's base is L_S
 //     subsampled at even pixels, so octave pixel (i, j) sits on pixel (2i, 2j) of the
 //     octave before. Octaves are added while both sides stay >= kSiftMinOctaveSide.
-//  2. D_i = L_{i+1} - L_i (S+2 per octave). Candidates are strict extrema of their 26
+//  2. D_i = L_{i+1} - L_i (S+2 per octave). Candidates are extrema of their 26
 //     neighbours in D_1..D_S with |D| > 0.5 contrast_threshold / S, at least
-//     kSiftBorder pixels from the octave's edge.
+//     kSiftBorder pixels from the octave's edge; a tie is broken in (layer, y, x) order
+//     (strictly beyond earlier neighbours, at least equal to later ones), so of two
+//     equal samples exactly one is a candidate.
 //  3. Refinement: a quadratic (second-order Taylor) fit of D in (x, y, layer) with
 //     finite differences, offset = -H^-1 g; while any |offset| component > 0.5 the
 //     sample moves to the neighbour (at most 5 moves, staying inside the border and

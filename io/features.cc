@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <vector>
 
 #include "io/base/atomic_file.h"
@@ -133,15 +134,16 @@ Status ReadFeatures(const std::string& path, Features* features) {
   const uint64_t n = GetU64(&bytes[16]);
   const size_t per_keypoint = kKeypointBytes + dim;
   const size_t payload = bytes.size() - kHeaderBytes;
-  // Compare through division first so that an absurd n cannot overflow.
-  if (n > payload / per_keypoint || payload != n * per_keypoint) {
-    const bool short_file = n > payload / per_keypoint || payload < n * per_keypoint;
+  // An absurd n must neither overflow nor allocate: compare sizes before anything else.
+  const bool overflow = n > std::numeric_limits<uint64_t>::max() / per_keypoint;
+  const std::string needed =
+      overflow ? std::string("more than 2^64") : std::to_string(n * per_keypoint);
+  if (overflow || n * per_keypoint != payload) {
+    const bool short_file = overflow || n * per_keypoint > payload;
     return Status::InvalidInput(
         where + (short_file ? "truncated feature file: " : "trailing bytes in feature file: ") +
-        "the header says " + std::to_string(n) + " keypoints, which take " +
-        (n > payload / per_keypoint ? std::string("more than the file's")
-                                    : std::to_string(n * per_keypoint)) +
-        " bytes after the header, but the file has " + std::to_string(payload));
+        "the header says " + std::to_string(n) + " keypoints, which take " + needed +
+        " bytes after the 24-byte header, but the file has " + std::to_string(payload));
   }
   Features result;
   result.keypoints.resize(n);

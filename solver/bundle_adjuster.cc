@@ -111,6 +111,8 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       pcg.kind = options.solver == SolverType::kPcgSchur ? PcgKind::kSchur : PcgKind::kHessian;
       pcg.precision = options.single_precision ? Precision::kFloat : Precision::kDouble;
       pcg.eta = options.cg_eta;
+      pcg.termination = options.cg_quadratic_termination ? CgTermination::kQuadratic
+                                                         : CgTermination::kResidual;
       pcg.min_iterations = options.cg_min_iterations;
       pcg.max_iterations = options.cg_max_iterations;
       pcg.num_threads = options.num_threads;

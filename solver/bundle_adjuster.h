@@ -63,6 +63,9 @@ struct BundleAdjusterOptions {
   bool single_precision = true;
   // PCG solvers: forcing term eta (CG stops when |r| <= eta |r0|) and iteration bounds.
   double cg_eta = 0.1;
+  // PCG solvers: stop CG on the relative residual (false) or on the quadratic model's
+  // relative decrease (true, Nash and Sofer's rule).
+  bool cg_quadratic_termination = true;
   int cg_min_iterations = 1;
   int cg_max_iterations = 100;
   // PCG solvers: recompute Jacobian blocks in every product instead of storing them.

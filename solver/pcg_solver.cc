@@ -31,21 +31,34 @@ int ConjugateGradients(const PcgOptions& o, int threads, const std::vector<T>& b
   precondition(r, z);
   dir = z;
   double rz = Dot(r, z, threads);
+  double q_prev = 0.0;
   int it = 0;
   while (it < o.max_iterations) {
     apply(dir, q);
     const double pq = Dot(dir, q, threads);
     if (!(pq > 0.0) || !std::isfinite(pq)) break;  // lost positive definiteness (rounding)
     const T alpha = static_cast<T>(rz / pq);
-    double rr = 0.0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : rr)
+    double rr = 0.0, xb = 0.0, xr = 0.0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : rr, xb, xr)
     for (int64_t i = 0; i < n; ++i) {
       x[i] += alpha * dir[i];
       r[i] -= alpha * q[i];
       rr += static_cast<double>(r[i]) * r[i];
+      xb += static_cast<double>(x[i]) * b[i];
+      xr += static_cast<double>(x[i]) * r[i];
     }
     ++it;
-    if (it >= o.min_iterations && std::sqrt(rr) <= o.eta * r0) break;
+    if (it >= o.min_iterations) {
+      if (o.termination == CgTermination::kResidual) {
+        if (std::sqrt(rr) <= o.eta * r0) break;
+      } else {
+        // Nash & Sofer (1990): the quadratic model Q(x) = 1/2 x'Ax - b'x = -1/2 (b'x + r'x)
+        // has stopped decreasing: it (Q_it - Q_it-1) / Q_it < eta.
+        const double q_now = -0.5 * (xb + xr);
+        if (it > 1 && q_now < 0.0 && it * (q_now - q_prev) / q_now < o.eta) break;
+        q_prev = q_now;
+      }
+    }
     precondition(r, z);
     const double rz_new = Dot(r, z, threads);
     const T beta = static_cast<T>(rz_new / rz);

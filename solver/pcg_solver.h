@@ -9,8 +9,9 @@
 //             y = J_c p, per point z = V^-1 sum J_p^T y, per observation e = y - J_p z,
 //             per camera (S p)_i = D_i p_i + sum J_c^T e. Preconditioner: the camera blocks
 //             U_i inverted. Then dp = V^-1 (b_p - W^T dc).
-// Inexact Newton: CG stops when |r| <= eta |r_0| (after at least min_iterations), or at
-// max_iterations. Arithmetic in T (float or double) on the scaled Jacobian blocks of
+// Inexact Newton: CG stops by the quadratic-model rule (default; measured on the shared
+// BAL files it reaches the cost tolerances in fewer LM iterations) or when
+// |r| <= eta |r_0|, after at least min_iterations and at most max_iterations. Arithmetic in T (float or double) on the scaled Jacobian blocks of
 // PcgLinearization<T> (solver/pcg_linearization.h), stored or recomputed per product;
 // dot products accumulate in double. OpenMP with `num_threads`, no globals.
 #pragma once
@@ -22,6 +23,10 @@
 namespace tiepoint {
 
 enum class PcgKind { kHessian, kSchur };
+// When CG stops: kResidual: |r| <= eta |r_0| (a forcing term on the relative residual);
+// kQuadratic: the quadratic model's relative decrease per iteration falls below eta/it
+// (Nash and Sofer 1990, as Ceres's ITERATIVE_SCHUR does).
+enum class CgTermination { kResidual, kQuadratic };
 enum class Precision { kFloat, kDouble };
 
 struct PcgOptions {
@@ -29,6 +34,7 @@ struct PcgOptions {
   Precision precision = Precision::kFloat;
   // Forcing term: stop when |r| <= eta |r_0|.
   double eta = 0.1;
+  CgTermination termination = CgTermination::kQuadratic;
   int min_iterations = 1;
   int max_iterations = 100;
   int num_threads = 0;

@@ -47,7 +47,9 @@ Features RandomFeatures(size_t n, uint32_t seed) {
   std::uniform_real_distribution<float> pos(-0.5f, 4000.0f), scale(0.8f, 60.0f),
       angle(0.0f, 6.2831853f);
   Features f;
-  for (size_t i = 0; i < n; ++i) f.keypoints.push_back({pos(rng), pos(rng), scale(rng), angle(rng)});
+  for (size_t i = 0; i < n; ++i) {
+    f.keypoints.push_back({pos(rng), pos(rng), scale(rng), angle(rng)});
+  }
   for (size_t i = 0; i < n * kSiftDescriptorDim; ++i) f.descriptors.push_back(rng() & 0xff);
   return f;
 }

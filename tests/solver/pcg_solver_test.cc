@@ -89,6 +89,7 @@ TEST(PcgSolver, StepMatchesDenseSolve) {
         o.kind = kind;
         o.precision = precision;
         o.recompute_jacobian = recompute;
+        o.termination = CgTermination::kResidual;
         o.eta = precision == Precision::kDouble ? 1e-12 : 1e-6;
         o.max_iterations = 2000;
         LinearSystem system;

@@ -1,0 +1,38 @@
+# `tiepoint extract`: per-image outputs, a batch that goes on past bad images (exit 2),
+# messages naming the file, no partial output, unavailable detector and device.
+set(_tp $<TARGET_FILE:tiepoint>)
+set(_expect ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh)
+set(_xout ${CMAKE_CURRENT_BINARY_DIR}/cli_extract_out)
+set(_good ${CMAKE_CURRENT_SOURCE_DIR}/data/images/blobs.pgm)
+file(MAKE_DIRECTORY ${_xout})
+
+file(GLOB _bad_images ${CMAKE_CURRENT_SOURCE_DIR}/data/bad_images/*.png
+                      ${CMAKE_CURRENT_SOURCE_DIR}/data/bad_images/*.jpg
+                      ${CMAKE_CURRENT_SOURCE_DIR}/data/bad_images/*.pgm)
+foreach(_file ${_bad_images})
+  get_filename_component(_name ${_file} NAME)
+  add_test(NAME cli.extract.bad.${_name}
+           COMMAND ${_expect} 2 "${_name}: .*(corrupt|truncated|absurd|zero-sized|empty|not a PNG)"
+                   ${_xout}/bad/${_name}.tpfeat ${_xout}/bad/${_name}.txt --
+                   ${_tp} extract ${_file} -o ${_xout}/bad --txt)
+endforeach()
+
+add_test(NAME cli.extract.batch
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/extract_batch.sh ${_tp} ${_xout}/batch ${_good}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/data/bad_images/truncated.png)
+add_test(NAME cli.extract.missing_image
+         COMMAND ${_expect} 2 "no-such-image.png.*No such file" ${_xout}/missing/no-such-image.png.tpfeat --
+                 ${_tp} extract ${_xout}/no-such-image.png -o ${_xout}/missing)
+add_test(NAME cli.extract.fast_not_available
+         COMMAND ${_expect} 2 "--detector fast: not available yet" ${_xout}/fast/blobs.pgm.tpfeat --
+                 ${_tp} extract ${_good} --detector fast -o ${_xout}/fast)
+add_test(NAME cli.extract.unknown_detector
+         COMMAND ${_expect} 2 "--detector 'orb'" -- ${_tp} extract ${_good} --detector orb -o ${_xout}/orb)
+add_test(NAME cli.extract.bad_device
+         COMMAND ${_expect} 2 "--device 'gpu'" -- ${_tp} extract ${_good} --device gpu -o ${_xout}/gpu)
+add_test(NAME cli.extract.cuda_unavailable
+         COMMAND ${_expect} 3 "CUDA SIFT extractor is not built yet; use --device cpu"
+                 ${_xout}/cuda/blobs.pgm.tpfeat -- ${_tp} extract ${_good} --device cuda -o ${_xout}/cuda)
+add_test(NAME cli.extract.unwritable_output
+         COMMAND ${_expect} 2 "/proc/tiepoint-out" -- ${_tp} extract ${_good} -o /proc/tiepoint-out)
+add_test(NAME cli.extract.help COMMAND ${_tp} extract --help)
