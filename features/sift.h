@@ -20,9 +20,13 @@
 //     equal samples exactly one is a candidate.
 //  3. Refinement: a quadratic (second-order Taylor) fit of D in (x, y, layer) with
 //     finite differences, offset = -H^-1 g; while any |offset| component > 0.5 the
-//     sample moves to the neighbour (at most 5 moves, staying inside the border and
-//     layers 1..S), else the candidate is dropped. Rejected when the interpolated
-//     |D(offset)| < contrast_threshold / S (images in [0, 1]) or when the spatial
+//     sample moves to the neighbour (at most 5 moves, staying inside the border), else
+//     the candidate is dropped. Two departures from Lowe, both accepting a fit whose
+//     offsets stay below 1 where his rule drops the candidate: a move past layer 1 or
+//     S is not taken (this closes gaps in scale coverage at octave boundaries), and a
+//     move straight back to the previous sample ends the search (an extremum half-way
+//     between two samples, where the fit overshoots 0.5 from both). Rejected when the
+//     interpolated |D(offset)| < contrast_threshold / S (images in [0, 1]) or when the spatial
 //     Hessian has tr^2 / det >= (r+1)^2 / r with r = edge_threshold (or det <= 0).
 //     Candidates refined onto the same sample are kept once.
 //  4. Orientation: on L at the refined layer, gradients by central differences,
@@ -51,6 +55,10 @@
 // Output order: octave, then DoG layer, then the extremum's integer row and column,
 // then orientation in histogram-peak order. The output is identical for every thread
 // count (OpenMP over image rows and over keypoints, results written to fixed slots).
+//
+// Memory: the gradients (magnitude, angle) of layers 1..S of every octave are kept until
+// the descriptors are done, 2 S x 4/3 floats per pixel of the first octave (32 bytes for
+// S = 3), plus the S+3 Gaussian and S+2 DoG images of the octave being built.
 #pragma once
 
 #include <memory>
@@ -64,7 +72,8 @@ namespace tiepoint {
 
 // Octaves stop when a side would drop below this many pixels.
 constexpr int kSiftMinOctaveSide = 16;
-// Extrema closer than this to an octave's edge are not considered (as Lowe's code).
+// Extrema closer than this to an octave's edge are not considered: room for the 3x3x3
+// neighbourhood and the refinement's moves.
 constexpr int kSiftBorder = 5;
 
 struct SiftOptions {

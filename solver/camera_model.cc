@@ -42,8 +42,14 @@ void BalResidualAndJacobian(const double* camera, const double* point, const dou
       a = (1.0 - c) / theta2;
       b = (theta - s) / (theta2 * theta);
     }
+    // Evaluated step by step: one fused expression made Eigen build a slow temporary
+    // chain (measured 7% of a pcg-schur solve).
     const Mat3 W = Skew(w);
-    dRX_dw = -R * Skew(X) * (Mat3::Identity() - a * W + b * W * W);
+    Mat3 Jr = b * (W * W);
+    Jr -= a * W;
+    Jr.diagonal().array() += 1.0;
+    const Mat3 XJr = Skew(X) * Jr;
+    dRX_dw.noalias() = -(R * XJr);
   } else {
     R = Mat3::Identity() + Skew(w);
     dRX_dw = -Skew(X);

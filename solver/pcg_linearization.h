@@ -85,6 +85,7 @@ class PcgLinearization : public Linearization {
   std::vector<T> dc_, dp_;      // scaled damping
   std::vector<T> cam_precond_;  // 81 per camera: U_i^-1
   std::vector<T> pt_precond_;   // 9 per point: V_p^-1
+  std::vector<double> scaled_x_;  // JacobianNormSquared workspace: x / s
 };
 
 extern template class PcgLinearization<float>;
