@@ -7,7 +7,8 @@
 // operator works on J' = J diag(s). Blocks are stored point-major (the BAProblem order),
 // 2x9 for the camera and 2x3 for the point of each observation, so J' x and J'^T y read
 // contiguous memory; J'^T y for cameras gathers through the camera-major index, so no two
-// threads write the same block. With `recompute`, nothing per observation is stored: each
+// threads write the same block, except in SchurTimes (the CG hot loop), which streams the
+// point-major blocks once and sums camera results in per-thread accumulators. With `recompute`, nothing per observation is stored: each
 // product re-evaluates the blocks from the parameters (memory for time).
 //
 // Operators, in the scaled space, with D' = diag(s) D diag(s) set by PrepareDamping():
@@ -86,6 +87,7 @@ class PcgLinearization : public Linearization {
   std::vector<T> cam_precond_;  // 81 per camera: U_i^-1
   std::vector<T> pt_precond_;   // 9 per point: V_p^-1
   std::vector<double> scaled_x_;  // JacobianNormSquared workspace: x / s
+  std::vector<double> cam_acc_;   // SchurTimes: 9 per camera per thread
 };
 
 extern template class PcgLinearization<float>;
