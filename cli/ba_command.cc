@@ -22,6 +22,7 @@ struct BaArgs {
   std::string solver = "pcg-schur";
   std::string precision = "float";
   std::string jacobian = "stored";
+  std::string device = "cpu";
   int cg_max_iterations = 100;
   double cg_eta = 0.1;
   std::string cg_stop = "quadratic";
@@ -98,6 +99,7 @@ int RunBa(const BaArgs& a) {
   Status s = SolverTypeFromString(a.solver, &options.solver);
   if (!s.ok()) return ReportError(cmd, s);
   options.max_iterations = a.max_iterations;
+  if (!(s = DeviceFromString(a.device, &options.device)).ok()) return ReportError(cmd, s);
   if (a.precision != "float" && a.precision != "double") {
     return ReportError(cmd, Status::InvalidOptions("--precision '" + a.precision +
                                                    "': expected float or double"));
@@ -207,6 +209,8 @@ Runner RegisterBa(CLI::App& app) {
   app.add_option("input", a->input, "BAL problem file (.txt or .txt.bz2)")->required();
   app.add_option("--solver", a->solver,
                  "pcg-schur | pcg-hessian | cholmod | ceres-sparse | ceres-iterative")
+      ->capture_default_str();
+  app.add_option("--device", a->device, "cpu | cuda (pcg-schur on an NVIDIA GPU)")
       ->capture_default_str();
   app.add_option("--precision", a->precision, "PCG arithmetic: float | double")
       ->capture_default_str();

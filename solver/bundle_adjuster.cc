@@ -5,6 +5,7 @@
 #include "solver/ceres_bundle_adjuster.h"
 #include "solver/cholmod_schur_solver.h"
 #include "solver/levenberg_marquardt.h"
+#include "solver/pcg_cuda.h"
 #include "solver/pcg_solver.h"
 
 namespace tiepoint {
@@ -86,6 +87,10 @@ double BundleAdjusterSummary::RmsReprojectionError(double cost) const {
 
 Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
                               std::unique_ptr<BundleAdjuster>* adjuster) {
+  if (options.device == Device::kCuda && options.solver != SolverType::kPcgSchur) {
+    return Status::InvalidOptions(std::string("--device cuda runs --solver pcg-schur; ") +
+                                  ToString(options.solver) + " runs on the CPU only");
+  }
   switch (options.solver) {
     case SolverType::kCholmod:
     {
@@ -119,7 +124,9 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       pcg.recompute_jacobian = options.recompute_jacobian;
       *adjuster = CreateLevenbergMarquardtBundleAdjuster(
           options,
-          [pcg](const BAProblem& problem, const LossFunction& loss, LinearSystem* system) {
+          [pcg, device = options.device](const BAProblem& problem, const LossFunction& loss,
+                                         LinearSystem* system) {
+            if (device == Device::kCuda) return CreateCudaPcgLinearSystem(pcg, problem, loss, system);
             return CreatePcgLinearSystem(pcg, problem, loss, system);
           },
           /*normalize=*/true);

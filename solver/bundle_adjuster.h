@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "io/base/device.h"
 #include "io/base/status.h"
 #include "io/scene.h"
 #include "solver/loss.h"
@@ -59,6 +60,8 @@ struct IterationSummary {
 struct BundleAdjusterOptions {
   // Which backend solves the problem.
   SolverType solver = SolverType::kPcgSchur;
+  // Where the PCG solvers run: the CPU, or a CUDA GPU (pcg-schur, float, stored J).
+  Device device = Device::kCpu;
   // PCG solvers: arithmetic precision (true: float with Jacobi scaling; false: double).
   bool single_precision = true;
   // PCG solvers: forcing term eta (CG stops when |r| <= eta |r0|) and iteration bounds.

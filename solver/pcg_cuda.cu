@@ -1,0 +1,807 @@
+#include <cub/cub.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "io/base/cuda_check.h"
+#include "solver/pcg_cuda.h"
+
+namespace tiepoint {
+namespace {
+
+constexpr int kThreads = 256;             // threads per block for per-item kernels
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+int WarpBlocks(int64_t n) { return static_cast<int>((n + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+// Device memory owned RAII-style; Allocate reports failures as a Status.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  ~DeviceArray() { if (ptr_) cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  Status Allocate(size_t n) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = n;
+    if (n == 0) return Status::Ok();
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, n * sizeof(T)));
+    return Status::Ok();
+  }
+  Status Upload(const T* host, size_t n) {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(ptr_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+  Status Download(T* host, size_t n) const {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, ptr_, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return Status::Ok();
+  }
+  T* get() const { return ptr_; }
+  size_t size() const { return size_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Status assignment whose result is discarded (nvcc warns on the [[nodiscard]] type).
+inline void Set(Status& dst, Status src) { static_cast<void>(dst = std::move(src)); }
+
+struct DeviceLoss {
+  int type;      // 0 none, 1 huber, 2 cauchy (LossType order)
+  double scale;
+};
+
+__device__ void LossEval(const DeviceLoss& loss, double s, double* rho, double* drho) {
+  if (loss.type == 1) {
+    const double b = loss.scale * loss.scale;
+    if (s <= b) { *rho = s; *drho = 1.0; }
+    else { const double r = sqrt(s); *rho = 2.0 * loss.scale * r - b; *drho = loss.scale / r; }
+  } else if (loss.type == 2) {
+    const double b = loss.scale * loss.scale;
+    *rho = b * log1p(s / b);
+    *drho = 1.0 / (1.0 + s / b);
+  } else {
+    *rho = s;
+    *drho = 1.0;
+  }
+}
+
+// The BAL residual and its analytic Jacobian (the same mathematics as
+// BalResidualAndJacobian in solver/camera_model.cc, in plain arrays for the device).
+__device__ void BalEvaluate(const double* cam, const double* X, const double* obs, double* r,
+                            double* jc, double* jp) {
+  const double w0 = cam[0], w1 = cam[1], w2 = cam[2];
+  const double t2 = w0 * w0 + w1 * w1 + w2 * w2;
+  double R[9], a, b;
+  if (t2 > 2.220446049250313e-16) {
+    const double t = sqrt(t2), c = cos(t), s = sin(t);
+    const double u0 = w0 / t, u1 = w1 / t, u2 = w2 / t, k = 1.0 - c;
+    R[0] = c + k * u0 * u0;      R[1] = k * u0 * u1 - s * u2; R[2] = k * u0 * u2 + s * u1;
+    R[3] = k * u1 * u0 + s * u2; R[4] = c + k * u1 * u1;      R[5] = k * u1 * u2 - s * u0;
+    R[6] = k * u2 * u0 - s * u1; R[7] = k * u2 * u1 + s * u0; R[8] = c + k * u2 * u2;
+    if (t2 < 1e-4) {
+      a = 0.5 - t2 / 24.0 + t2 * t2 / 720.0;
+      b = 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0;
+    } else {
+      a = (1.0 - c) / t2;
+      b = (t - s) / (t2 * t);
+    }
+  } else {
+    R[0] = 1;   R[1] = -w2; R[2] = w1;
+    R[3] = w2;  R[4] = 1;   R[5] = -w0;
+    R[6] = -w1; R[7] = w0;  R[8] = 1;
+    a = -1.0;  // marks the first-order branch: d(RX)/dw = -[X]x
+    b = 0.0;
+  }
+  const double P0 = R[0] * X[0] + R[1] * X[1] + R[2] * X[2] + cam[3];
+  const double P1 = R[3] * X[0] + R[4] * X[1] + R[5] * X[2] + cam[4];
+  const double P2 = R[6] * X[0] + R[7] * X[1] + R[8] * X[2] + cam[5];
+  const double iz = 1.0 / P2;
+  const double px = -P0 * iz, py = -P1 * iz;
+  const double f = cam[6], k1 = cam[7], k2 = cam[8];
+  const double r2 = px * px + py * py;
+  const double d = 1.0 + r2 * (k1 + k2 * r2);
+  r[0] = f * d * px - obs[0];
+  r[1] = f * d * py - obs[1];
+  if (!jc) return;
+  const double dd = 2.0 * (k1 + 2.0 * k2 * r2);
+  const double A00 = f * (d + dd * px * px), A01 = f * dd * px * py, A11 = f * (d + dd * py * py);
+  // dpred/dP = A * dp/dP, dp/dP = [[-iz, 0, P0 iz^2], [0, -iz, P1 iz^2]].
+  const double B[6] = {-A00 * iz, -A01 * iz, (A00 * P0 + A01 * P1) * iz * iz,
+                       -A01 * iz, -A11 * iz, (A01 * P0 + A11 * P1) * iz * iz};
+  // dRX/dw = -R [X]x J_r, J_r = I - a W + b W^2 (or -[X]x on the first-order branch).
+  double M[9];
+  const double SX[9] = {0, -X[2], X[1], X[2], 0, -X[0], -X[1], X[0], 0};
+  if (a < 0.0) {
+    for (int i = 0; i < 9; ++i) M[i] = -SX[i];
+  } else {
+    const double W[9] = {0, -w2, w1, w2, 0, -w0, -w1, w0, 0};
+    double Jr[9];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        double w2ij = 0;
+        for (int k = 0; k < 3; ++k) w2ij += W[3 * i + k] * W[3 * k + j];
+        Jr[3 * i + j] = (i == j ? 1.0 : 0.0) - a * W[3 * i + j] + b * w2ij;
+      }
+    double XJ[9];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        double v = 0;
+        for (int k = 0; k < 3; ++k) v += SX[3 * i + k] * Jr[3 * k + j];
+        XJ[3 * i + j] = v;
+      }
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        double v = 0;
+        for (int k = 0; k < 3; ++k) v += R[3 * i + k] * XJ[3 * k + j];
+        M[3 * i + j] = -v;
+      }
+  }
+  for (int row = 0; row < 2; ++row) {
+    const double* Br = B + 3 * row;
+    for (int j = 0; j < 3; ++j) {
+      jc[9 * row + j] = Br[0] * M[j] + Br[1] * M[3 + j] + Br[2] * M[6 + j];
+      jc[9 * row + 3 + j] = Br[j];
+      jp[3 * row + j] = Br[0] * R[j] + Br[1] * R[3 + j] + Br[2] * R[6 + j];
+    }
+  }
+  jc[6] = d * px;            jc[15] = d * py;
+  jc[7] = f * r2 * px;       jc[16] = f * r2 * py;
+  jc[8] = f * r2 * r2 * px;  jc[17] = f * r2 * r2 * py;
+}
+
+struct ProblemView {
+  int64_t n;
+  int nc, np;
+  const int* obs_camera;
+  const int* obs_point;
+  const double* obs_xy;
+  const int* point_ptr;
+  const int* camera_ptr;
+  const int* camera_obs;
+  const unsigned char* fixed;  // 9 per camera, or null
+};
+
+// Per observation: cost (rho), and with `jc`: weighted residual and scaled Jacobian blocks.
+__global__ void EvaluateKernel(ProblemView p, DeviceLoss loss, const double* cams,
+                               const double* pts, const double* cam_scale,
+                               const double* pt_scale, float* jc_out, float* jp_out,
+                               float* r_out, double* cost_out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= p.n) return;
+  const int c = p.obs_camera[i], j = p.obs_point[i];
+  double r[2], jc[18], jp[6];
+  BalEvaluate(cams + 9 * c, pts + 3 * j, p.obs_xy + 2 * i, r, jc_out ? jc : nullptr, jp);
+  double rho, drho;
+  LossEval(loss, r[0] * r[0] + r[1] * r[1], &rho, &drho);
+  cost_out[i] = 0.5 * rho;
+  if (!jc_out) return;
+  const double w = sqrt(drho);
+  const unsigned char* f = p.fixed ? p.fixed + 9 * c : nullptr;
+  for (int row = 0; row < 2; ++row) {
+    for (int a = 0; a < 9; ++a) {
+      const double v = (f && f[a]) ? 0.0 : jc[9 * row + a] * w * cam_scale[9 * c + a];
+      jc_out[18 * i + 9 * row + a] = static_cast<float>(v);
+    }
+    for (int a = 0; a < 3; ++a) jp_out[6 * i + 3 * row + a] = static_cast<float>(jp[3 * row + a] * w * pt_scale[3 * j + a]);
+    r_out[2 * i + row] = static_cast<float>(r[row] * w);
+  }
+}
+
+// Per point: unscaled gradient and diag(J^T J) from the scaled blocks (thread per point).
+__global__ void PointGradientKernel(ProblemView p, const float* jp, const float* r,
+                                    const double* pt_scale, double* g, double* diag) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= p.np) return;
+  double gs[3] = {0, 0, 0}, ds[3] = {0, 0, 0};
+  for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
+    const float* J = jp + 6 * static_cast<int64_t>(i);
+    const double r0 = r[2 * static_cast<int64_t>(i)], r1 = r[2 * static_cast<int64_t>(i) + 1];
+    for (int a = 0; a < 3; ++a) {
+      gs[a] += J[a] * r0 + J[3 + a] * r1;
+      ds[a] += static_cast<double>(J[a]) * J[a] + static_cast<double>(J[3 + a]) * J[3 + a];
+    }
+  }
+  for (int a = 0; a < 3; ++a) {
+    const double s = pt_scale[3 * j + a];
+    g[3 * j + a] = gs[a] / s;
+    diag[3 * j + a] = ds[a] / (s * s);
+  }
+}
+
+__device__ double WarpSum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Per camera, a warp over its observations: unscaled gradient and diagonal.
+__global__ void CameraGradientKernel(ProblemView p, const float* jc, const float* r,
+                                     const double* cam_scale, double* g, double* diag) {
+  const int c = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (c >= p.nc) return;
+  double gs[9] = {0}, ds[9] = {0};
+  for (int k = p.camera_ptr[c] + lane; k < p.camera_ptr[c + 1]; k += 32) {
+    const int64_t i = p.camera_obs[k];
+    const float* J = jc + 18 * i;
+    const double r0 = r[2 * i], r1 = r[2 * i + 1];
+    for (int a = 0; a < 9; ++a) {
+      gs[a] += J[a] * r0 + J[9 + a] * r1;
+      ds[a] += static_cast<double>(J[a]) * J[a] + static_cast<double>(J[9 + a]) * J[9 + a];
+    }
+  }
+  for (int a = 0; a < 9; ++a) {
+    const double gsum = WarpSum(gs[a]), dsum = WarpSum(ds[a]);
+    if (lane == 0) {
+      const double s = cam_scale[9 * c + a];
+      g[9 * c + a] = gsum / s;
+      diag[9 * c + a] = dsum / (s * s);
+    }
+  }
+}
+
+__global__ void RescaleKernel(ProblemView p, const double* cam_scale, const double* pt_scale,
+                              float* jc, float* jp) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= p.n) return;
+  const int c = p.obs_camera[i], j = p.obs_point[i];
+  for (int k = 0; k < 18; ++k) jc[18 * i + k] = static_cast<float>(jc[18 * i + k] * cam_scale[9 * c + k % 9]);
+  for (int k = 0; k < 6; ++k) jp[6 * i + k] = static_cast<float>(jp[6 * i + k] * pt_scale[3 * j + k % 3]);
+}
+
+// Point blocks V_p = J'_p^T J'_p + D'_p, inverted (3x3, adjugate in double).
+__global__ void PointPreconditionerKernel(ProblemView p, const float* jp, const double* d,
+                                          const double* pt_scale, float* dp, float* vinv) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= p.np) return;
+  double V[9] = {0};
+  for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
+    const float* J = jp + 6 * static_cast<int64_t>(i);
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b) V[3 * a + b] += static_cast<double>(J[a]) * J[b] + static_cast<double>(J[3 + a]) * J[3 + b];
+  }
+  for (int a = 0; a < 3; ++a) {
+    const double s = pt_scale[3 * j + a];
+    const double da = d[3 * j + a] * s * s;
+    dp[3 * j + a] = static_cast<float>(da);
+    V[4 * a] += da;
+  }
+  const double c00 = V[4] * V[8] - V[5] * V[7], c01 = V[5] * V[6] - V[3] * V[8], c02 = V[3] * V[7] - V[4] * V[6];
+  const double det = V[0] * c00 + V[1] * c01 + V[2] * c02;
+  const double id = 1.0 / det;
+  float* out = vinv + 9 * static_cast<int64_t>(j);
+  out[0] = c00 * id; out[1] = (V[2] * V[7] - V[1] * V[8]) * id; out[2] = (V[1] * V[5] - V[2] * V[4]) * id;
+  out[3] = c01 * id; out[4] = (V[0] * V[8] - V[2] * V[6]) * id; out[5] = (V[2] * V[3] - V[0] * V[5]) * id;
+  out[6] = c02 * id; out[7] = (V[1] * V[6] - V[0] * V[7]) * id; out[8] = (V[0] * V[4] - V[1] * V[3]) * id;
+}
+
+// Camera blocks U_i = J'_c^T J'_c (a warp per camera, each lane two of the 45 upper
+// entries), then + D', inverted by Cholesky in double by lane 0.
+__global__ void CameraPreconditionerKernel(ProblemView p, const float* jc, const double* d,
+                                           const double* cam_scale, float* dc, float* uinv) {
+  __shared__ double U[kWarpsPerBlock][81];
+  const int wib = threadIdx.x / 32;
+  const int c = blockIdx.x * kWarpsPerBlock + wib;
+  const int lane = threadIdx.x % 32;
+  if (c >= p.nc) return;
+  int ea[2], eb[2];
+  for (int e = 0; e < 2; ++e) {
+    int idx = lane + 32 * e, a = 0;
+    while (idx >= 9 - a && a < 9) { idx -= 9 - a; ++a; }
+    ea[e] = a;
+    eb[e] = a + idx;
+  }
+  double acc[2] = {0, 0};
+  for (int k = p.camera_ptr[c]; k < p.camera_ptr[c + 1]; ++k) {
+    const float* J = jc + 18 * static_cast<int64_t>(p.camera_obs[k]);
+    for (int e = 0; e < 2; ++e) {
+      if (lane + 32 * e < 45) acc[e] += static_cast<double>(J[ea[e]]) * J[eb[e]] + static_cast<double>(J[9 + ea[e]]) * J[9 + eb[e]];
+    }
+  }
+  for (int e = 0; e < 2; ++e) {
+    if (lane + 32 * e < 45) {
+      U[wib][9 * ea[e] + eb[e]] = acc[e];
+      U[wib][9 * eb[e] + ea[e]] = acc[e];
+    }
+  }
+  __syncwarp();
+  if (lane != 0) return;
+  double* A = U[wib];
+  for (int a = 0; a < 9; ++a) {
+    const double s = cam_scale[9 * c + a];
+    const double da = d[9 * c + a] * s * s;
+    dc[9 * c + a] = static_cast<float>(da);
+    A[10 * a] += da;
+  }
+  // In-place Cholesky A = L L^T, then inverse = L^-T L^-1 column by column.
+  double L[81] = {0};
+  for (int j = 0; j < 9; ++j) {
+    double s = A[10 * j];
+    for (int k = 0; k < j; ++k) s -= L[9 * j + k] * L[9 * j + k];
+    const double ljj = sqrt(fmax(s, 1e-300));
+    L[10 * j] = ljj;
+    for (int i = j + 1; i < 9; ++i) {
+      double v = A[9 * i + j];
+      for (int k = 0; k < j; ++k) v -= L[9 * i + k] * L[9 * j + k];
+      L[9 * i + j] = v / ljj;
+    }
+  }
+  float* out = uinv + 81 * static_cast<int64_t>(c);
+  for (int col = 0; col < 9; ++col) {
+    double y[9], x[9];
+    for (int i = 0; i < 9; ++i) {  // L y = e_col
+      double v = (i == col) ? 1.0 : 0.0;
+      for (int k = 0; k < i; ++k) v -= L[9 * i + k] * y[k];
+      y[i] = v / L[10 * i];
+    }
+    for (int i = 8; i >= 0; --i) {  // L^T x = y
+      double v = y[i];
+      for (int k = i + 1; k < 9; ++k) v -= L[9 * k + i] * x[k];
+      x[i] = v / L[10 * i];
+    }
+    for (int i = 0; i < 9; ++i) out[9 * i + col] = static_cast<float>(x[i]);
+  }
+}
+
+// Schur product, part 1 (thread per point): e_o = J'_c x_c - J'_p V^-1 sum J'_p^T J'_c x_c.
+// With `rhs_mode`, instead e_o = J'_p V^-1 b_p (for the reduced right-hand side).
+__global__ void SchurPointKernel(ProblemView p, const float* jc, const float* jp,
+                                 const float* vinv, const float* x, const float* bp,
+                                 float* e) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= p.np) return;
+  const int begin = p.point_ptr[j], end = p.point_ptr[j + 1];
+  const float* Vi = vinv + 9 * static_cast<int64_t>(j);
+  float acc[3] = {0, 0, 0};
+  if (bp) {
+    for (int a = 0; a < 3; ++a) acc[a] = bp[3 * j + a];
+  } else {
+    for (int i = begin; i < end; ++i) {
+      const float* Jc = jc + 18 * static_cast<int64_t>(i);
+      const float* Jp = jp + 6 * static_cast<int64_t>(i);
+      const float* xc = x + 9 * p.obs_camera[i];
+      float y0 = 0, y1 = 0;
+      for (int a = 0; a < 9; ++a) { y0 += Jc[a] * xc[a]; y1 += Jc[9 + a] * xc[a]; }
+      e[2 * static_cast<int64_t>(i)] = y0;
+      e[2 * static_cast<int64_t>(i) + 1] = y1;
+      for (int a = 0; a < 3; ++a) acc[a] += Jp[a] * y0 + Jp[3 + a] * y1;
+    }
+  }
+  float z[3];
+  for (int a = 0; a < 3; ++a) z[a] = Vi[3 * a] * acc[0] + Vi[3 * a + 1] * acc[1] + Vi[3 * a + 2] * acc[2];
+  for (int i = begin; i < end; ++i) {
+    const float* Jp = jp + 6 * static_cast<int64_t>(i);
+    const float w0 = Jp[0] * z[0] + Jp[1] * z[1] + Jp[2] * z[2];
+    const float w1 = Jp[3] * z[0] + Jp[4] * z[1] + Jp[5] * z[2];
+    if (bp) {
+      e[2 * static_cast<int64_t>(i)] = w0;
+      e[2 * static_cast<int64_t>(i) + 1] = w1;
+    } else {
+      e[2 * static_cast<int64_t>(i)] -= w0;
+      e[2 * static_cast<int64_t>(i) + 1] -= w1;
+    }
+  }
+}
+
+// Schur product, part 2 (a warp per camera): out_c = base_c + sign * sum J'_c^T e_o, with
+// base = D'_c x_c (product) or b_c (reduced right-hand side).
+__global__ void SchurCameraKernel(ProblemView p, const float* jc, const float* e,
+                                  const float* dc, const float* x, const float* b, float sign,
+                                  float* out) {
+  const int c = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (c >= p.nc) return;
+  float acc[9] = {0};
+  for (int k = p.camera_ptr[c] + lane; k < p.camera_ptr[c + 1]; k += 32) {
+    const int64_t i = p.camera_obs[k];
+    const float* J = jc + 18 * i;
+    const float e0 = e[2 * i], e1 = e[2 * i + 1];
+    for (int a = 0; a < 9; ++a) acc[a] += J[a] * e0 + J[9 + a] * e1;
+  }
+  for (int a = 0; a < 9; ++a) {
+    const float s = WarpSum(acc[a]);
+    if (lane == 0) {
+      const float base = b ? b[9 * c + a] : dc[9 * c + a] * x[9 * c + a];
+      out[9 * c + a] = base + sign * s;
+    }
+  }
+}
+
+__global__ void CameraPreconditionKernel(int nc, const float* uinv, const float* in, float* out) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= 9LL * nc) return;
+  const int64_t c = t / 9, a = t % 9;
+  const float* U = uinv + 81 * c + 9 * a;
+  const float* v = in + 9 * c;
+  float s = 0;
+  for (int k = 0; k < 9; ++k) s += U[k] * v[k];
+  out[t] = s;
+}
+
+// x_p = V^-1 (b_p - sum J'_p^T J'_c x_c) (thread per point).
+__global__ void BackSubstituteKernel(ProblemView p, const float* jc, const float* jp,
+                                     const float* vinv, const float* bp, const float* xc,
+                                     float* xp) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= p.np) return;
+  float r[3] = {bp[3 * j], bp[3 * j + 1], bp[3 * j + 2]};
+  for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
+    const float* Jc = jc + 18 * static_cast<int64_t>(i);
+    const float* Jp = jp + 6 * static_cast<int64_t>(i);
+    const float* x = xc + 9 * p.obs_camera[i];
+    float y0 = 0, y1 = 0;
+    for (int a = 0; a < 9; ++a) { y0 += Jc[a] * x[a]; y1 += Jc[9 + a] * x[a]; }
+    for (int a = 0; a < 3; ++a) r[a] -= Jp[a] * y0 + Jp[3 + a] * y1;
+  }
+  const float* Vi = vinv + 9 * static_cast<int64_t>(j);
+  for (int a = 0; a < 3; ++a) xp[3 * j + a] = Vi[3 * a] * r[0] + Vi[3 * a + 1] * r[1] + Vi[3 * a + 2] * r[2];
+}
+
+// Per observation |J' (x/s)|^2 into `out` (x already divided by the scales, in double).
+__global__ void JacobianNormKernel(ProblemView p, const float* jc, const float* jp,
+                                   const double* xs, double* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= p.n) return;
+  const double* xc = xs + 9 * p.obs_camera[i];
+  const double* xp = xs + 9LL * p.nc + 3 * p.obs_point[i];
+  double s = 0;
+  for (int row = 0; row < 2; ++row) {
+    double v = 0;
+    for (int a = 0; a < 9; ++a) v += jc[18 * i + 9 * row + a] * xc[a];
+    for (int a = 0; a < 3; ++a) v += jp[6 * i + 3 * row + a] * xp[a];
+    s += v * v;
+  }
+  out[i] = s;
+}
+
+__global__ void DotKernel(int64_t n, const float* a, const float* b, double* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = static_cast<double>(a[i]) * b[i];
+}
+
+// x += alpha p; r -= alpha q.
+__global__ void CgUpdateKernel(int64_t n, float alpha, const float* p, const float* q, float* x,
+                               float* r) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) { x[i] += alpha * p[i]; r[i] -= alpha * q[i]; }
+}
+
+// p = z + beta p.
+__global__ void CgDirectionKernel(int64_t n, float beta, const float* z, float* p) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) p[i] = z[i] + beta * p[i];
+}
+
+class CudaPcg;
+
+class CudaLinearization : public Linearization {
+ public:
+  CudaLinearization(const BAProblem& problem, const LossFunction& loss)
+      : p_(problem), loss_{static_cast<int>(loss.type), loss.scale} {}
+
+  Status Initialize();
+  double Cost(const double* cameras, const double* points) override;
+  double Linearize(const double* cameras, const double* points) override;
+  void Gradient(double* g_cameras, double* g_points) override {
+    std::copy(g_.begin(), g_.begin() + 9LL * p_.num_cameras, g_cameras);
+    std::copy(g_.begin() + 9LL * p_.num_cameras, g_.end(), g_points);
+  }
+  void JtJDiagonal(double* d_cameras, double* d_points) override {
+    std::copy(diag_.begin(), diag_.begin() + 9LL * p_.num_cameras, d_cameras);
+    std::copy(diag_.begin() + 9LL * p_.num_cameras, diag_.end(), d_points);
+  }
+  double JacobianNormSquared(const double* x_cameras, const double* x_points) override;
+
+  // Sum of a device array of doubles (CUB device reduction).
+  double Sum(const double* d_values, int64_t n);
+
+ private:
+  friend class CudaPcg;
+  Status UploadParameters(const double* cameras, const double* points);
+  ProblemView View() const {
+    return {p_.num_observations, p_.num_cameras, p_.num_points, obs_camera_.get(),
+            obs_point_.get(), obs_xy_.get(), point_ptr_.get(), camera_ptr_.get(),
+            camera_obs_.get(), p_.has_fixed_parameters ? fixed_.get() : nullptr};
+  }
+
+  const BAProblem& p_;
+  DeviceLoss loss_;
+  bool scaled_ = false;
+  Status error_;  // first CUDA error seen by an interface call that returns a scalar
+  DeviceArray<int> obs_camera_, obs_point_, point_ptr_, camera_ptr_, camera_obs_;
+  DeviceArray<double> obs_xy_, cams_, pts_, cam_scale_, pt_scale_, g_dev_, diag_dev_, per_obs_;
+  DeviceArray<unsigned char> fixed_;
+  DeviceArray<float> jc_, jp_, r_, e_;
+  DeviceArray<unsigned char> cub_temp_;
+  DeviceArray<double> sum_;
+  std::vector<double> g_, diag_, cam_scale_h_, pt_scale_h_;
+};
+
+Status CudaLinearization::Initialize() {
+  const int64_t n = p_.num_observations;
+  const int nc = p_.num_cameras, np = p_.num_points;
+  // Everything the solve keeps on the device, to say how much is needed if it does not fit.
+  const size_t need = n * (4 + 4 + 16 + 4 + 72 + 24 + 8 + 8 + 8) + np * (4 + 24 + 24 + 24 + 36 + 12 + 40) +
+                      nc * (4 + 72 + 72 + 72 + 324 + 36 + 200);
+  size_t free_bytes = 0, total_bytes = 0;
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (need > free_bytes) {
+    return Status::OutOfMemory("the CUDA pcg-schur solver needs about " +
+                               std::to_string(need >> 20) + " MiB of device memory, " +
+                               std::to_string(free_bytes >> 20) +
+                               " MiB are free; use --device cpu (--jacobian recompute stores no "
+                               "Jacobian there)");
+  }
+  std::vector<int> point_ptr(p_.point_ptr.begin(), p_.point_ptr.end());
+  std::vector<int> camera_ptr(p_.camera_ptr.begin(), p_.camera_ptr.end());
+  TIEPOINT_RETURN_IF_ERROR(obs_camera_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(obs_camera_.Upload(p_.obs_camera.data(), n));
+  TIEPOINT_RETURN_IF_ERROR(obs_point_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(obs_point_.Upload(p_.obs_point.data(), n));
+  TIEPOINT_RETURN_IF_ERROR(obs_xy_.Allocate(2 * n));
+  TIEPOINT_RETURN_IF_ERROR(obs_xy_.Upload(p_.obs_xy.data(), 2 * n));
+  TIEPOINT_RETURN_IF_ERROR(point_ptr_.Allocate(np + 1));
+  TIEPOINT_RETURN_IF_ERROR(point_ptr_.Upload(point_ptr.data(), np + 1));
+  TIEPOINT_RETURN_IF_ERROR(camera_ptr_.Allocate(nc + 1));
+  TIEPOINT_RETURN_IF_ERROR(camera_ptr_.Upload(camera_ptr.data(), nc + 1));
+  TIEPOINT_RETURN_IF_ERROR(camera_obs_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(camera_obs_.Upload(p_.camera_obs.data(), n));
+  if (p_.has_fixed_parameters) {
+    TIEPOINT_RETURN_IF_ERROR(fixed_.Allocate(9LL * nc));
+    TIEPOINT_RETURN_IF_ERROR(fixed_.Upload(p_.camera_param_fixed.data(), 9LL * nc));
+  }
+  TIEPOINT_RETURN_IF_ERROR(cams_.Allocate(9LL * nc));
+  TIEPOINT_RETURN_IF_ERROR(pts_.Allocate(3LL * np));
+  cam_scale_h_.assign(9LL * nc, 1.0);
+  pt_scale_h_.assign(3LL * np, 1.0);
+  TIEPOINT_RETURN_IF_ERROR(cam_scale_.Allocate(9LL * nc));
+  TIEPOINT_RETURN_IF_ERROR(cam_scale_.Upload(cam_scale_h_.data(), 9LL * nc));
+  TIEPOINT_RETURN_IF_ERROR(pt_scale_.Allocate(3LL * np));
+  TIEPOINT_RETURN_IF_ERROR(pt_scale_.Upload(pt_scale_h_.data(), 3LL * np));
+  TIEPOINT_RETURN_IF_ERROR(g_dev_.Allocate(9LL * nc + 3LL * np));
+  TIEPOINT_RETURN_IF_ERROR(diag_dev_.Allocate(9LL * nc + 3LL * np));
+  TIEPOINT_RETURN_IF_ERROR(per_obs_.Allocate(std::max<int64_t>(n, 9LL * nc + 3LL * np)));
+  TIEPOINT_RETURN_IF_ERROR(jc_.Allocate(18 * n));
+  TIEPOINT_RETURN_IF_ERROR(jp_.Allocate(6 * n));
+  TIEPOINT_RETURN_IF_ERROR(r_.Allocate(2 * n));
+  TIEPOINT_RETURN_IF_ERROR(e_.Allocate(2 * n));
+  TIEPOINT_RETURN_IF_ERROR(sum_.Allocate(1));
+  size_t temp_bytes = 0;
+  cub::DeviceReduce::Sum(nullptr, temp_bytes, per_obs_.get(), sum_.get(), per_obs_.size());
+  TIEPOINT_RETURN_IF_ERROR(cub_temp_.Allocate(temp_bytes));
+  g_.resize(9LL * nc + 3LL * np);
+  diag_.resize(g_.size());
+  return Status::Ok();
+}
+
+double CudaLinearization::Sum(const double* d_values, int64_t n) {
+  size_t temp_bytes = cub_temp_.size();
+  cub::DeviceReduce::Sum(cub_temp_.get(), temp_bytes, d_values, sum_.get(), n);
+  double s = 0.0;
+  const Status st = sum_.Download(&s, 1);
+  if (!st.ok() && error_.ok()) Set(error_, st);
+  return s;
+}
+
+Status CudaLinearization::UploadParameters(const double* cameras, const double* points) {
+  TIEPOINT_RETURN_IF_ERROR(cams_.Upload(cameras, 9LL * p_.num_cameras));
+  TIEPOINT_RETURN_IF_ERROR(pts_.Upload(points, 3LL * p_.num_points));
+  return Status::Ok();
+}
+
+double CudaLinearization::Cost(const double* cameras, const double* points) {
+  const Status st = UploadParameters(cameras, points);
+  if (!st.ok()) { Set(error_, st); return std::numeric_limits<double>::infinity(); }
+  EvaluateKernel<<<Blocks(p_.num_observations), kThreads>>>(View(), loss_, cams_.get(), pts_.get(),
+                                                           cam_scale_.get(), pt_scale_.get(), nullptr,
+                                                           nullptr, nullptr, per_obs_.get());
+  const double cost = Sum(per_obs_.get(), p_.num_observations);
+  return std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity();
+}
+
+double CudaLinearization::Linearize(const double* cameras, const double* points) {
+  const Status st = UploadParameters(cameras, points);
+  if (!st.ok()) { Set(error_, st); return std::numeric_limits<double>::infinity(); }
+  const ProblemView v = View();
+  EvaluateKernel<<<Blocks(v.n), kThreads>>>(v, loss_, cams_.get(), pts_.get(), cam_scale_.get(),
+                                           pt_scale_.get(), jc_.get(), jp_.get(), r_.get(),
+                                           per_obs_.get());
+  const double cost = Sum(per_obs_.get(), v.n);
+  double* gdev = g_dev_.get();
+  double* ddev = diag_dev_.get();
+  PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, jp_.get(), r_.get(), pt_scale_.get(),
+                                                  gdev + 9LL * v.nc, ddev + 9LL * v.nc);
+  CameraGradientKernel<<<WarpBlocks(v.nc), kThreads>>>(v, jc_.get(), r_.get(), cam_scale_.get(),
+                                                      gdev, ddev);
+  Status s = g_dev_.Download(g_.data(), g_.size());
+  if (s.ok()) Set(s, diag_dev_.Download(diag_.data(), diag_.size()));
+  if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
+  if (!scaled_) {
+    // Fix the column scaling s = 1 / sqrt(diag(J^T J)) and rescale the stored blocks.
+    auto scale = [](double d) { return d > 0.0 && std::isfinite(d) ? 1.0 / std::sqrt(d) : 1.0; };
+    for (int64_t k = 0; k < 9LL * v.nc; ++k) cam_scale_h_[k] = scale(diag_[k]);
+    for (int64_t k = 0; k < 3LL * v.np; ++k) pt_scale_h_[k] = scale(diag_[9LL * v.nc + k]);
+    Set(s, cam_scale_.Upload(cam_scale_h_.data(), cam_scale_h_.size()));
+    if (s.ok()) Set(s, pt_scale_.Upload(pt_scale_h_.data(), pt_scale_h_.size()));
+    if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
+    RescaleKernel<<<Blocks(v.n), kThreads>>>(v, cam_scale_.get(), pt_scale_.get(), jc_.get(), jp_.get());
+    scaled_ = true;
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    Set(error_, Status::Unavailable(std::string("CUDA kernel failed: ") + cudaGetErrorString(err)));
+    return std::numeric_limits<double>::infinity();
+  }
+  return std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity();
+}
+
+double CudaLinearization::JacobianNormSquared(const double* xc, const double* xp) {
+  const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
+  std::vector<double> xs(nc9 + np3);
+  for (int64_t k = 0; k < nc9; ++k) xs[k] = xc[k] / cam_scale_h_[k];
+  for (int64_t k = 0; k < np3; ++k) xs[nc9 + k] = xp[k] / pt_scale_h_[k];
+  // g_dev_ is free between linearizations: reuse it for x / s.
+  Status s = g_dev_.Upload(xs.data(), xs.size());
+  if (!s.ok()) { Set(error_, s); return 0.0; }
+  JacobianNormKernel<<<Blocks(p_.num_observations), kThreads>>>(View(), jc_.get(), jp_.get(),
+                                                               g_dev_.get(), per_obs_.get());
+  return Sum(per_obs_.get(), p_.num_observations);
+}
+
+class CudaPcg : public LinearSolver {
+ public:
+  CudaPcg(const PcgOptions& o, CudaLinearization& lin) : o_(o), lin_(lin) {}
+
+  Status Initialize() {
+    const int64_t nc9 = 9LL * lin_.p_.num_cameras, np3 = 3LL * lin_.p_.num_points;
+    for (DeviceArray<float>* a : {&b_, &x_, &r_, &z_, &q_, &dir_, &dc_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9));
+    for (DeviceArray<float>* a : {&bp_, &xp_, &dp_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(np3));
+    TIEPOINT_RETURN_IF_ERROR(uinv_.Allocate(81LL * lin_.p_.num_cameras));
+    TIEPOINT_RETURN_IF_ERROR(vinv_.Allocate(9LL * lin_.p_.num_points));
+    TIEPOINT_RETURN_IF_ERROR(d_.Allocate(nc9 + np3));
+    return Status::Ok();
+  }
+
+  Status Solve(const double* d_cameras, const double* d_points, const double* rhs_cameras,
+               const double* rhs_points, double* dx_cameras, double* dx_points,
+               LinearSolverSummary* summary) override;
+
+ private:
+  double Dot(const DeviceArray<float>& a, const DeviceArray<float>& b, int64_t n) {
+    DotKernel<<<Blocks(n), kThreads>>>(n, a.get(), b.get(), lin_.per_obs_.get());
+    return lin_.Sum(lin_.per_obs_.get(), n);
+  }
+  void ApplySchur(const float* x, float* y) {
+    const ProblemView v = lin_.View();
+    SchurPointKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(), x,
+                                                 nullptr, lin_.e_.get());
+    SchurCameraKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), lin_.e_.get(), dc_.get(), x,
+                                                     nullptr, 1.0f, y);
+  }
+
+  PcgOptions o_;
+  CudaLinearization& lin_;
+  DeviceArray<float> b_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_;
+  DeviceArray<double> d_;
+};
+
+Status CudaPcg::Solve(const double* d_cameras, const double* d_points, const double* rhs_cameras,
+                      const double* rhs_points, double* dx_cameras, double* dx_points,
+                      LinearSolverSummary* summary) {
+  TIEPOINT_RETURN_IF_ERROR(lin_.error_);
+  const ProblemView v = lin_.View();
+  const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np;
+  // Damping and the block-Jacobi preconditioners.
+  std::vector<double> d(nc9 + np3);
+  std::copy(d_cameras, d_cameras + nc9, d.begin());
+  std::copy(d_points, d_points + np3, d.begin() + nc9);
+  TIEPOINT_RETURN_IF_ERROR(d_.Upload(d.data(), d.size()));
+  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_.get() + nc9,
+                                                        lin_.pt_scale_.get(), dp_.get(), vinv_.get());
+  CameraPreconditionerKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), d_.get(),
+                                                            lin_.cam_scale_.get(), dc_.get(), uinv_.get());
+  // Scaled right-hand side b' = s b (host: parameter-sized vectors only).
+  std::vector<float> bc(nc9), bp(np3);
+  for (int64_t k = 0; k < nc9; ++k) bc[k] = static_cast<float>(rhs_cameras[k] * lin_.cam_scale_h_[k]);
+  for (int64_t k = 0; k < np3; ++k) bp[k] = static_cast<float>(rhs_points[k] * lin_.pt_scale_h_[k]);
+  TIEPOINT_RETURN_IF_ERROR(q_.Upload(bc.data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(bp_.Upload(bp.data(), np3));
+  // Reduced right-hand side b = b_c - W V^-1 b_p.
+  SchurPointKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(),
+                                               nullptr, bp_.get(), lin_.e_.get());
+  SchurCameraKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), lin_.e_.get(), dc_.get(),
+                                                   nullptr, q_.get(), -1.0f, b_.get());
+  // Preconditioned CG from x = 0 (the same rules as the CPU solver).
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(x_.get(), 0, nc9 * sizeof(float)));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(r_.get(), b_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
+  const double r0 = std::sqrt(Dot(r_, r_, nc9));
+  int it = 0;
+  if (r0 > 0.0) {
+    CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dir_.get(), z_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
+    double rz = Dot(r_, z_, nc9);
+    double q_prev = 0.0;
+    while (it < o_.max_iterations) {
+      ApplySchur(dir_.get(), q_.get());
+      const double pq = Dot(dir_, q_, nc9);
+      if (!(pq > 0.0) || !std::isfinite(pq)) break;
+      const float alpha = static_cast<float>(rz / pq);
+      CgUpdateKernel<<<Blocks(nc9), kThreads>>>(nc9, alpha, dir_.get(), q_.get(), x_.get(), r_.get());
+      ++it;
+      if (it >= o_.min_iterations) {
+        if (o_.termination == CgTermination::kResidual) {
+          if (std::sqrt(Dot(r_, r_, nc9)) <= o_.eta * r0) break;
+        } else {
+          const double q_now = -0.5 * (Dot(x_, b_, nc9) + Dot(x_, r_, nc9));
+          if (it > 1 && q_now < 0.0 && it * (q_now - q_prev) / q_now < o_.eta) break;
+          q_prev = q_now;
+        }
+      }
+      CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
+      const double rz_new = Dot(r_, z_, nc9);
+      const float beta = static_cast<float>(rz_new / rz);
+      rz = rz_new;
+      CgDirectionKernel<<<Blocks(nc9), kThreads>>>(nc9, beta, z_.get(), dir_.get());
+    }
+  }
+  BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(),
+                                                   bp_.get(), x_.get(), xp_.get());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  TIEPOINT_RETURN_IF_ERROR(x_.Download(bc.data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(xp_.Download(bp.data(), np3));
+  TIEPOINT_RETURN_IF_ERROR(lin_.error_);
+  bool finite = true;
+  for (int64_t k = 0; k < nc9; ++k) {
+    dx_cameras[k] = static_cast<double>(bc[k]) * lin_.cam_scale_h_[k];
+    finite &= std::isfinite(dx_cameras[k]);
+  }
+  for (int64_t k = 0; k < np3; ++k) {
+    dx_points[k] = static_cast<double>(bp[k]) * lin_.pt_scale_h_[k];
+    finite &= std::isfinite(dx_points[k]);
+  }
+  summary->iterations = it;
+  summary->success = finite;
+  if (!finite) summary->message = "PCG produced a non-finite step";
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
+                                 const LossFunction& loss, LinearSystem* system) {
+  if (options.kind != PcgKind::kSchur) {
+    return Status::InvalidOptions("--device cuda supports --solver pcg-schur only (for now)");
+  }
+  if (options.precision != Precision::kFloat || options.recompute_jacobian) {
+    return Status::InvalidOptions(
+        "--device cuda runs pcg-schur in float with stored Jacobians: drop --precision double "
+        "and --jacobian recompute");
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return Status::Unavailable("no usable CUDA device; use --device cpu");
+  }
+  if (problem.num_observations >= (int64_t{1} << 31)) {
+    return Status::InvalidOptions("--device cuda: more than 2^31-1 observations");
+  }
+  auto lin = std::make_unique<CudaLinearization>(problem, loss);
+  TIEPOINT_RETURN_IF_ERROR(lin->Initialize());
+  auto solver = std::make_unique<CudaPcg>(options, *lin);
+  TIEPOINT_RETURN_IF_ERROR(solver->Initialize());
+  system->solver = std::move(solver);
+  system->linearization = std::move(lin);
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

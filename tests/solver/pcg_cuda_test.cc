@@ -1,0 +1,173 @@
+// The CUDA pcg-schur backend against the CPU reference (PcgLinearization<float> and the
+// CPU solver), on seeded random problems: every kernel is exercised through the
+// Linearization and LinearSolver interfaces. Skips where no GPU is present (CI); there it
+// checks that asking for CUDA is a clear kUnavailable error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "io/bal.h"
+#include "io/base/cuda_device.h"
+#include "solver/ba_problem.h"
+#include "solver/bundle_adjuster.h"
+#include "solver/pcg_cuda.h"
+#include "solver/pcg_solver.h"
+#include "solver/synthetic.h"
+#include "tests/common/shared_data.h"
+
+namespace tiepoint {
+namespace {
+
+bool HaveGpu() {
+  std::vector<CudaDeviceInfo> devices;
+  return QueryCudaDevices(&devices).ok();
+}
+
+Scene Synthetic(int cameras, int points, double k, uint64_t seed) {
+  SyntheticOptions o;
+  o.num_cameras = cameras;
+  o.num_points = points;
+  o.observations_per_point = k;
+  o.noise_px = 1.0;
+  o.seed = seed;
+  Scene s;
+  EXPECT_TRUE(MakeSyntheticProblem(o, &s, nullptr).ok());
+  return s;
+}
+
+double RelativeError(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0, n = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    d += (a[k] - b[k]) * (a[k] - b[k]);
+    n += b[k] * b[k];
+  }
+  return std::sqrt(d / n);
+}
+
+TEST(PcgCuda, WithoutGpuCudaIsUnavailable) {
+  if (HaveGpu()) GTEST_SKIP() << "a GPU is present: the kernels are tested below";
+  const Scene scene = Synthetic(5, 100, 3, 1);
+  BAProblem problem;
+  ASSERT_TRUE(BAProblem::Build(scene, {}, false, 1, &problem).ok());
+  LinearSystem system;
+  const Status s = CreateCudaPcgLinearSystem(PcgOptions(), problem, LossFunction(), &system);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("--device cpu"), std::string::npos);
+}
+
+// Linearization (cost, gradient, diagonal, |J x|^2) and one solve, CUDA vs CPU.
+void CompareWithCpu(const Scene& scene, const std::vector<int>& fixed, bool fix_intrinsics,
+                    const LossFunction& loss) {
+  BAProblem problem;
+  ASSERT_TRUE(BAProblem::Build(scene, fixed, fix_intrinsics, 1, &problem).ok());
+  PcgOptions o;
+  o.termination = CgTermination::kResidual;
+  o.eta = 1e-4;
+  o.max_iterations = 500;
+  LinearSystem cpu, gpu;
+  ASSERT_TRUE(CreatePcgLinearSystem(o, problem, loss, &cpu).ok());
+  const Status st = CreateCudaPcgLinearSystem(o, problem, loss, &gpu);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const double* cams = scene.cameras.data();
+  const double* pts = scene.points.data();
+  const double cost_cpu = cpu.linearization->Linearize(cams, pts);
+  const double cost_gpu = gpu.linearization->Linearize(cams, pts);
+  EXPECT_NEAR(cost_gpu, cost_cpu, 1e-10 * cost_cpu) << "cost";
+  EXPECT_NEAR(gpu.linearization->Cost(cams, pts), cost_cpu, 1e-10 * cost_cpu) << "cost only";
+  const int nc = 9 * problem.num_cameras, np = 3 * problem.num_points;
+  std::vector<double> gc(nc + np), gg(nc + np), dc(nc + np), dg(nc + np);
+  cpu.linearization->Gradient(gc.data(), gc.data() + nc);
+  gpu.linearization->Gradient(gg.data(), gg.data() + nc);
+  cpu.linearization->JtJDiagonal(dc.data(), dc.data() + nc);
+  gpu.linearization->JtJDiagonal(dg.data(), dg.data() + nc);
+  EXPECT_LT(RelativeError(gg, gc), 1e-5) << "gradient";
+  EXPECT_LT(RelativeError(dg, dc), 1e-5) << "diag(J^T J)";
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> n01;
+  std::vector<double> x(nc + np);
+  for (double& v : x) v = n01(rng);
+  const double jx_cpu = cpu.linearization->JacobianNormSquared(x.data(), x.data() + nc);
+  const double jx_gpu = gpu.linearization->JacobianNormSquared(x.data(), x.data() + nc);
+  EXPECT_NEAR(jx_gpu, jx_cpu, 1e-5 * jx_cpu) << "|J x|^2";
+
+  // One damped step: (J^T J + D) dx = -g.
+  std::vector<double> d(nc + np), rhs(nc + np), dx_cpu(nc + np), dx_gpu(nc + np);
+  for (int k = 0; k < nc + np; ++k) {
+    d[k] = std::max(dc[k], 1e-6) * 1e-2;
+    rhs[k] = -gc[k];
+  }
+  LinearSolverSummary sc, sg;
+  ASSERT_TRUE(cpu.solver->Solve(d.data(), d.data() + nc, rhs.data(), rhs.data() + nc,
+                                dx_cpu.data(), dx_cpu.data() + nc, &sc).ok());
+  const Status ss = gpu.solver->Solve(d.data(), d.data() + nc, rhs.data(), rhs.data() + nc,
+                                      dx_gpu.data(), dx_gpu.data() + nc, &sg);
+  ASSERT_TRUE(ss.ok()) << ss.ToString();
+  EXPECT_TRUE(sg.success);
+  EXPECT_LT(RelativeError(dx_gpu, dx_cpu), 2e-3)
+      << "step; CG iterations cpu " << sc.iterations << " gpu " << sg.iterations;
+}
+
+TEST(PcgCuda, KernelsMatchCpuReference) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (uint64_t seed : {1, 2}) {
+    CompareWithCpu(Synthetic(20, 3000, 4, seed), {}, false, LossFunction());
+  }
+}
+
+TEST(PcgCuda, KernelsMatchWithFixedParametersAndRobustLoss) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  Scene scene = Synthetic(12, 1500, 4, 7);
+  for (int64_t i = 0; i < scene.num_observations(); i += 40) scene.obs_xy[2 * i] += 30.0;
+  CompareWithCpu(scene, {0, 3}, true, LossFunction{LossType::kHuber, 2.0});
+}
+
+BundleAdjusterSummary SolveOn(Device device, Scene* scene) {
+  BundleAdjusterOptions options;
+  options.solver = SolverType::kPcgSchur;
+  options.device = device;
+  std::unique_ptr<BundleAdjuster> adjuster;
+  EXPECT_TRUE(BundleAdjuster::Create(options, &adjuster).ok());
+  BundleAdjusterSummary summary;
+  const Status s = adjuster->Solve(scene, &summary);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return summary;
+}
+
+TEST(PcgCuda, BundleAdjustmentMatchesCpu) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const Scene initial = Synthetic(30, 5000, 5, 11);
+  Scene a = initial, b = initial;
+  const BundleAdjusterSummary c = SolveOn(Device::kCpu, &a);
+  const BundleAdjusterSummary g = SolveOn(Device::kCuda, &b);
+  EXPECT_TRUE(g.IsSolutionUsable()) << g.message;
+  EXPECT_NEAR(g.final_cost, c.final_cost, 1e-4 * c.final_cost);
+}
+
+class RealDataCuda : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RealDataCuda, FinalCostWithinTenthPercentOfCholmod) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  TIEPOINT_REQUIRE_SHARED(path, GetParam());
+  Scene initial;
+  ASSERT_TRUE(ReadBal(path, &initial).ok());
+  Scene a = initial, b = initial;
+  BundleAdjusterOptions options;
+  options.solver = SolverType::kCholmod;
+  std::unique_ptr<BundleAdjuster> adjuster;
+  ASSERT_TRUE(BundleAdjuster::Create(options, &adjuster).ok());
+  BundleAdjusterSummary c;
+  ASSERT_TRUE(adjuster->Solve(&a, &c).ok());
+  const BundleAdjusterSummary g = SolveOn(Device::kCuda, &b);
+  EXPECT_NEAR(g.final_cost, c.final_cost, 1e-3 * c.final_cost);
+  std::printf("%s: cuda pcg-schur %.6e (%d it, %.3f s) vs cholmod %.6e\n", GetParam(),
+              g.final_cost, g.iterations, g.total_time_s, c.final_cost);
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedBal, RealDataCuda,
+                         ::testing::Values("bal/problem-49-7776-pre.txt",
+                                           "bal/problem-21-11315-pre.txt",
+                                           "bal/problem-16-22106-pre.txt.bz2"));
+
+}  // namespace
+}  // namespace tiepoint
