@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "io/bal.h"
+#include "io/base/cuda_device.h"
 #include "io/base/timer.h"
 #include "io/ply.h"
 #include "io/report.h"
@@ -124,6 +126,13 @@ int RunBa(const BaArgs& a) {
   if (!(s = ParseIndexList(a.fix_cameras, &options.fixed_cameras)).ok()) return ReportError(cmd, s);
 
   const bool show = !a.quiet && StderrIsTerminal();
+  // The CUDA context is created while the file is read.
+  std::thread warm_up;
+  if (options.device == Device::kCuda) warm_up = std::thread(WarmUpCuda);
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() { if (t.joinable()) t.join(); }
+  } joiner{warm_up};
   Scene scene;
   {
     ProgressLine progress(show);

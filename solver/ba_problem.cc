@@ -1,5 +1,7 @@
 #include "solver/ba_problem.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -9,7 +11,6 @@ namespace tiepoint {
 
 Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_cameras,
                         bool fix_intrinsics, int num_threads, BAProblem* problem) {
-  (void)num_threads;
   BAProblem& p = *problem;
   p = BAProblem();
   p.num_cameras = scene.num_cameras();
@@ -31,6 +32,7 @@ Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_camera
     std::vector<int64_t> next(p.point_ptr.begin(), p.point_ptr.end() - 1);
     for (int64_t i = 0; i < n; ++i) scene_index[next[scene.obs_point[i]]++] = static_cast<int32_t>(i);
   }
+#pragma omp parallel for num_threads(num_threads > 0 ? num_threads : omp_get_max_threads()) schedule(static)
   for (int j = 0; j < p.num_points; ++j) {
     std::sort(scene_index.begin() + p.point_ptr[j], scene_index.begin() + p.point_ptr[j + 1],
               [&](int32_t a, int32_t b) { return scene.obs_camera[a] < scene.obs_camera[b]; });
@@ -38,6 +40,7 @@ Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_camera
   p.obs_camera.resize(n);
   p.obs_point.resize(n);
   p.obs_xy.resize(2 * n);
+#pragma omp parallel for num_threads(num_threads > 0 ? num_threads : omp_get_max_threads()) schedule(static)
   for (int64_t k = 0; k < n; ++k) {
     const int64_t i = scene_index[k];
     p.obs_camera[k] = scene.obs_camera[i];

@@ -5,6 +5,10 @@ namespace tiepoint {
 
 bool CudaBuilt() { return true; }
 
+void WarmUpCuda() {
+  if (cudaFree(nullptr) != cudaSuccess) cudaGetLastError();
+}
+
 Status QueryCudaDevices(std::vector<CudaDeviceInfo>* devices) {
   devices->clear();
   int count = 0;

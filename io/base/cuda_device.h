@@ -25,4 +25,8 @@ bool CudaBuilt();
 // Fills `devices`; kUnavailable (with the driver's reason) when none can be used.
 Status QueryCudaDevices(std::vector<CudaDeviceInfo>* devices);
 
+// Creates the CUDA context of the current device now (it takes a few hundred ms), so a
+// caller can overlap it with file reading. A no-op without CUDA; errors surface later.
+void WarmUpCuda();
+
 }  // namespace tiepoint

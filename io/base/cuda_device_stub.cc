@@ -5,6 +5,8 @@ namespace tiepoint {
 
 bool CudaBuilt() { return false; }
 
+void WarmUpCuda() {}
+
 Status QueryCudaDevices(std::vector<CudaDeviceInfo>* devices) {
   devices->clear();
   return Status::Unavailable(
