@@ -10,20 +10,13 @@
 #include "solver/bundle_adjuster.h"
 #include "solver/camera_model.h"
 #include "solver/synthetic.h"
+#include "tests/common/ba_helpers.h"
 #include "tests/common/shared_data.h"
 
 namespace tiepoint {
 namespace {
 
-BundleAdjusterSummary SolveWith(SolverType type, Scene* scene, BundleAdjusterOptions options = {}) {
-  options.solver = type;
-  std::unique_ptr<BundleAdjuster> adjuster;
-  EXPECT_TRUE(BundleAdjuster::Create(options, &adjuster).ok());
-  BundleAdjusterSummary summary;
-  const Status s = adjuster->Solve(scene, &summary);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return summary;
-}
+using testing::SolveWith;
 
 Scene SmallSynthetic(double noise, uint64_t seed, Scene* truth = nullptr) {
   SyntheticOptions o;

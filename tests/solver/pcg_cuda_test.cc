@@ -14,6 +14,7 @@
 #include "solver/pcg_cuda.h"
 #include "solver/pcg_solver.h"
 #include "solver/synthetic.h"
+#include "tests/common/ba_helpers.h"
 #include "tests/common/shared_data.h"
 
 namespace tiepoint {
@@ -25,15 +26,7 @@ bool HaveGpu() {
 }
 
 Scene Synthetic(int cameras, int points, double k, uint64_t seed) {
-  SyntheticOptions o;
-  o.num_cameras = cameras;
-  o.num_points = points;
-  o.observations_per_point = k;
-  o.noise_px = 1.0;
-  o.seed = seed;
-  Scene s;
-  EXPECT_TRUE(MakeSyntheticProblem(o, &s, nullptr).ok());
-  return s;
+  return testing::Synthetic(cameras, points, k, 1.0, seed);
 }
 
 double RelativeError(const std::vector<double>& a, const std::vector<double>& b) {
@@ -124,14 +117,8 @@ TEST(PcgCuda, KernelsMatchWithFixedParametersAndRobustLoss) {
 
 BundleAdjusterSummary SolveOn(Device device, Scene* scene) {
   BundleAdjusterOptions options;
-  options.solver = SolverType::kPcgSchur;
   options.device = device;
-  std::unique_ptr<BundleAdjuster> adjuster;
-  EXPECT_TRUE(BundleAdjuster::Create(options, &adjuster).ok());
-  BundleAdjusterSummary summary;
-  const Status s = adjuster->Solve(scene, &summary);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return summary;
+  return testing::SolveWith(SolverType::kPcgSchur, scene, options);
 }
 
 TEST(PcgCuda, BundleAdjustmentMatchesCpu) {
@@ -152,12 +139,7 @@ TEST_P(RealDataCuda, FinalCostWithinTenthPercentOfCholmod) {
   Scene initial;
   ASSERT_TRUE(ReadBal(path, &initial).ok());
   Scene a = initial, b = initial;
-  BundleAdjusterOptions options;
-  options.solver = SolverType::kCholmod;
-  std::unique_ptr<BundleAdjuster> adjuster;
-  ASSERT_TRUE(BundleAdjuster::Create(options, &adjuster).ok());
-  BundleAdjusterSummary c;
-  ASSERT_TRUE(adjuster->Solve(&a, &c).ok());
+  const BundleAdjusterSummary c = testing::SolveWith(SolverType::kCholmod, &a);
   const BundleAdjusterSummary g = SolveOn(Device::kCuda, &b);
   EXPECT_NEAR(g.final_cost, c.final_cost, 1e-3 * c.final_cost);
   std::printf("%s: cuda pcg-schur %.6e (%d it, %.3f s) vs cholmod %.6e\n", GetParam(),

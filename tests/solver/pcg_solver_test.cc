@@ -14,35 +14,20 @@
 #include "solver/normalization.h"
 #include "solver/pcg_solver.h"
 #include "solver/synthetic.h"
+#include "tests/common/ba_helpers.h"
 #include "tests/common/shared_data.h"
 
 namespace tiepoint {
 namespace {
 
-Scene Synthetic(int cameras, int points, double k, double noise, uint64_t seed) {
-  SyntheticOptions o;
-  o.num_cameras = cameras;
-  o.num_points = points;
-  o.observations_per_point = k;
-  o.noise_px = noise;
-  o.seed = seed;
-  Scene s;
-  EXPECT_TRUE(MakeSyntheticProblem(o, &s, nullptr).ok());
-  return s;
-}
+using testing::Synthetic;
 
 BundleAdjusterSummary Solve(SolverType type, Scene* scene, bool single = true,
                             bool recompute = false) {
   BundleAdjusterOptions options;
-  options.solver = type;
   options.single_precision = single;
   options.recompute_jacobian = recompute;
-  std::unique_ptr<BundleAdjuster> adjuster;
-  EXPECT_TRUE(BundleAdjuster::Create(options, &adjuster).ok());
-  BundleAdjusterSummary summary;
-  const Status s = adjuster->Solve(scene, &summary);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return summary;
+  return testing::SolveWith(type, scene, options);
 }
 
 bool AllFinite(const Scene& s) {
