@@ -97,12 +97,13 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       const int threads = options.num_threads;
       *adjuster = CreateLevenbergMarquardtBundleAdjuster(
           options,
-          [threads](const BAProblem& problem, const LossFunction& loss, LinearSystem* system) {
+          HostLmStateFactory([threads](const BAProblem& problem, const LossFunction& loss,
+                                       LinearSystem* system) {
             auto lin = std::make_unique<DoubleBlockLinearization>(problem, loss, threads);
             TIEPOINT_RETURN_IF_ERROR(CreateCholmodSchurSolver(*lin, threads, &system->solver));
             system->linearization = std::move(lin);
             return Status::Ok();
-          },
+          }),
           /*normalize=*/false);
       return Status::Ok();
     }
@@ -122,14 +123,18 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       pcg.max_iterations = options.cg_max_iterations;
       pcg.num_threads = options.num_threads;
       pcg.recompute_jacobian = options.recompute_jacobian;
-      *adjuster = CreateLevenbergMarquardtBundleAdjuster(
-          options,
-          [pcg, device = options.device](const BAProblem& problem, const LossFunction& loss,
+      LmStateFactory factory =
+          options.device == Device::kCuda
+              ? [pcg](const BAProblem& problem, const LossFunction& loss, const double* cameras,
+                      const double* points, std::unique_ptr<LmState>* state) {
+                  return CreateCudaLmState(pcg, problem, loss, cameras, points, state);
+                }
+              : HostLmStateFactory([pcg](const BAProblem& problem, const LossFunction& loss,
                                          LinearSystem* system) {
-            if (device == Device::kCuda) return CreateCudaPcgLinearSystem(pcg, problem, loss, system);
-            return CreatePcgLinearSystem(pcg, problem, loss, system);
-          },
-          /*normalize=*/true);
+                  return CreatePcgLinearSystem(pcg, problem, loss, system);
+                });
+      *adjuster = CreateLevenbergMarquardtBundleAdjuster(options, std::move(factory),
+                                                         /*normalize=*/true);
       return Status::Ok();
     }
   }

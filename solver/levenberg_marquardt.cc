@@ -11,27 +11,11 @@
 #include "io/base/timer.h"
 #include "solver/ba_problem.h"
 #include "solver/camera_model.h"
-#include "solver/linearization.h"
+#include "solver/lm_state.h"
 #include "solver/normalization.h"
 
 namespace tiepoint {
 namespace {
-
-// Ceres's LM diagonal bounds (TrustRegionMinimizer / LevenbergMarquardtStrategy).
-constexpr double kMinDiagonal = 1e-6;
-constexpr double kMaxDiagonal = 1e32;
-
-double Dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-double MaxAbs(const std::vector<double>& a) {
-  double m = 0.0;
-  for (double v : a) m = std::max(m, std::abs(v));
-  return m;
-}
 
 // Names the first observation whose residual is not finite, for the failure message.
 std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const double* points) {
@@ -53,15 +37,15 @@ std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const d
 
 class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
  public:
-  LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options,
-                                   LinearSystemFactory factory, bool normalize)
+  LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options, LmStateFactory factory,
+                                   bool normalize)
       : options_(options), factory_(std::move(factory)), normalize_(normalize) {}
 
   Status Solve(Scene* scene, BundleAdjusterSummary* summary) override;
 
  private:
   BundleAdjusterOptions options_;
-  LinearSystemFactory factory_;
+  LmStateFactory factory_;
   bool normalize_;
 };
 
@@ -82,7 +66,6 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   BAProblem problem;
   TIEPOINT_RETURN_IF_ERROR(
       BAProblem::Build(*scene, o.fixed_cameras, o.fix_intrinsics, threads, &problem));
-  const int nc = 9 * problem.num_cameras, np = 3 * problem.num_points;
   std::vector<double> xc = scene->cameras, xp = scene->points;
   // Work in normalized units (median depth 1, median focal length 1) when asked; costs
   // are reported in the original pixel units.
@@ -95,15 +78,11 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     loss.scale /= normalization.pixel_scale;
   }
   const double cost_scale = normalization.CostScale();
-  LinearSystem system;
-  TIEPOINT_RETURN_IF_ERROR(factory_(problem, loss, &system));
-  Linearization& lin = *system.linearization;
-  LinearSolver& linear_solver = *system.solver;
-  std::vector<double> trial_c(nc), trial_p(np);
-  std::vector<double> gc(nc), gp(np), rhs_c(nc), rhs_p(np), dc(nc), dp(np), dxc(nc), dxp(np);
+  std::unique_ptr<LmState> state;
+  TIEPOINT_RETURN_IF_ERROR(factory_(problem, loss, xc.data(), xp.data(), &state));
 
   Timer eval_timer;
-  double cost = lin.Linearize(xc.data(), xp.data());
+  double cost = state->Linearize();
   s.evaluation_time_s += eval_timer.Seconds();
   s.initial_cost = s.final_cost = cost * cost_scale;
   if (!std::isfinite(cost)) {
@@ -112,8 +91,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     s.total_time_s = total.Seconds();
     return Status::Ok();
   }
-  lin.Gradient(gc.data(), gp.data());
-  double gradient_max_norm = std::max(MaxAbs(gc), MaxAbs(gp));
+  double gradient_max_norm = state->GradientMaxNorm();
 
   double radius = o.initial_trust_region_radius;
   double decrease_factor = 2.0;
@@ -138,6 +116,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     s.termination = t;
     s.message = message;
     s.final_cost = cost * cost_scale;
+    TIEPOINT_RETURN_IF_ERROR(state->Parameters(xc.data(), xp.data()));
     if (normalize_) {
       DenormalizeParameters(normalization, problem.num_cameras, problem.num_points, xc.data(),
                             xp.data());
@@ -159,38 +138,17 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     it.trust_region_radius = radius;
     it.lambda = 1.0 / radius;
 
-    // Damping: D = clamp(diag(J^T J)) / radius; constant parameters get D = 1, g = 0.
-    lin.JtJDiagonal(dc.data(), dp.data());
-    for (int k = 0; k < nc; ++k) {
-      dc[k] = problem.camera_param_fixed[k] ? 1.0
-                                            : std::clamp(dc[k], kMinDiagonal, kMaxDiagonal) / radius;
-    }
-    for (int k = 0; k < np; ++k) dp[k] = std::clamp(dp[k], kMinDiagonal, kMaxDiagonal) / radius;
-    for (int k = 0; k < nc; ++k) rhs_c[k] = -gc[k];
-    for (int k = 0; k < np; ++k) rhs_p[k] = -gp[k];
-
     const Timer linear_timer;
-    LinearSolverSummary ls;
-    TIEPOINT_RETURN_IF_ERROR(linear_solver.Solve(dc.data(), dp.data(), rhs_c.data(),
-                                                 rhs_p.data(), dxc.data(), dxp.data(), &ls));
+    LmStep step;
+    TIEPOINT_RETURN_IF_ERROR(state->Step(radius, &step));
     s.linear_solver_time_s += linear_timer.Seconds();
-    it.linear_iterations = ls.iterations;
-
-    bool valid = ls.success;
-    double model_decrease = 0.0;
-    if (valid) {
-      // Model decrease of the undamped linearization: -(g.dx + 1/2 |J dx|^2).
-      model_decrease =
-          -(Dot(gc, dxc) + Dot(gp, dxp) + 0.5 * lin.JacobianNormSquared(dxc.data(), dxp.data()));
-      valid = std::isfinite(model_decrease) && model_decrease > 0.0;
-    }
+    it.linear_iterations = step.linear_iterations;
+    const bool valid = step.valid && step.model_decrease > 0.0;
 
     double new_cost = std::numeric_limits<double>::infinity();
     if (valid) {
-      const double step_norm = std::sqrt(Dot(dxc, dxc) + Dot(dxp, dxp));
-      const double x_norm = std::sqrt(Dot(xc, xc) + Dot(xp, xp));
-      it.step_norm = step_norm;
-      if (step_norm <= o.parameter_tolerance * (x_norm + o.parameter_tolerance)) {
+      it.step_norm = step.step_norm;
+      if (step.step_norm <= o.parameter_tolerance * (step.x_norm + o.parameter_tolerance)) {
         it.cost = cost;
         it.iteration_time_s = iteration_timer.Seconds();
         it.time_s = total.Seconds();
@@ -198,27 +156,23 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
         ++s.iterations;
         return finish(TerminationType::kConvergenceParameter, "Parameter tolerance reached.");
       }
-      for (int k = 0; k < nc; ++k) trial_c[k] = xc[k] + dxc[k];
-      for (int k = 0; k < np; ++k) trial_p[k] = xp[k] + dxp[k];
       eval_timer.Reset();
-      new_cost = lin.Cost(trial_c.data(), trial_p.data());
+      new_cost = state->TrialCost();
       s.evaluation_time_s += eval_timer.Seconds();
     }
 
-    const double relative_decrease = valid ? (cost - new_cost) / model_decrease : 0.0;
+    const double relative_decrease = valid ? (cost - new_cost) / step.model_decrease : 0.0;
     it.relative_decrease = std::isfinite(relative_decrease) ? relative_decrease : 0.0;
     const bool accept = valid && std::isfinite(new_cost) && relative_decrease > o.min_relative_decrease;
     ++s.iterations;
 
     if (accept) {
       const double cost_change = cost - new_cost;
-      xc.swap(trial_c);
-      xp.swap(trial_p);
+      state->Accept();
       eval_timer.Reset();
-      cost = lin.Linearize(xc.data(), xp.data());
+      cost = state->Linearize();
       s.evaluation_time_s += eval_timer.Seconds();
-      lin.Gradient(gc.data(), gp.data());
-      gradient_max_norm = std::max(MaxAbs(gc), MaxAbs(gp));
+      gradient_max_norm = state->GradientMaxNorm();
       ++s.successful_iterations;
       radius = std::min(o.max_trust_region_radius,
                         radius / std::max(1.0 / 3.0, 1.0 - std::pow(2.0 * relative_decrease - 1.0, 3)));
@@ -264,7 +218,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 }  // namespace
 
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, LinearSystemFactory factory, bool normalize) {
+    const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize) {
   return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(factory),
                                                             normalize);
 }

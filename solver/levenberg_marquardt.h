@@ -10,20 +10,22 @@
 // Convergence: |cost change| <= function_tolerance * cost, max|g| <= gradient_tolerance,
 // |dx| <= parameter_tolerance (|x| + parameter_tolerance). Parameters held constant get
 // D = 1 and zero Jacobian columns, so every linear solver returns a zero step for them.
-// A step with a non-finite cost is rejected, so NaN never reaches the output.
+// A step with a non-finite cost is rejected, so NaN never reaches the output. The driver
+// exchanges only scalars with its LmState (solver/lm_state.h).
 #pragma once
 
 #include <memory>
 
 #include "solver/bundle_adjuster.h"
-#include "solver/linear_solver.h"
+#include "solver/lm_state.h"
 
 namespace tiepoint {
 
-// The LM BundleAdjuster over the linear system `factory` makes for each problem.
-// `normalize`: solve in normalized units (solver/normalization.h), as the
-// single-precision solvers need; results and costs come back in the original units.
+// The LM BundleAdjuster over the state `factory` makes for each problem (host memory
+// with a LinearSystem, or device memory). `normalize`: solve in normalized units
+// (solver/normalization.h), as the single-precision solvers need; results and costs come
+// back in the original units.
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, LinearSystemFactory factory, bool normalize);
+    const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize);
 
 }  // namespace tiepoint

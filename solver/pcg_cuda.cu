@@ -43,6 +43,10 @@ class DeviceArray {
   }
   T* get() const { return ptr_; }
   size_t size() const { return size_; }
+  void Swap(DeviceArray& other) {
+    std::swap(ptr_, other.ptr_);
+    std::swap(size_, other.size_);
+  }
 
  private:
   T* ptr_ = nullptr;
@@ -482,7 +486,47 @@ __global__ void CgDirectionKernel(int64_t n, float beta, const float* z, float* 
   if (i < n) p[i] = z[i] + beta * p[i];
 }
 
+// d = 1 for constant parameters, else clamp(diag, 1e-6, 1e32) / radius; and the scaled
+// right-hand side b' = -g s in float (cameras then points, as the solver expects).
+__global__ void DampingKernel(int64_t nc9, int64_t n, const unsigned char* fixed,
+                              const double* diag, const double* g, const double* scale,
+                              double inv_radius, double* d, float* bc, float* bp) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const bool is_fixed = fixed && k < nc9 && fixed[k];
+  d[k] = is_fixed ? 1.0 : fmin(fmax(diag[k], 1e-6), 1e32) * inv_radius;
+  const float b = static_cast<float>(-g[k] * scale[k]);
+  if (k < nc9) bc[k] = b; else bp[k - nc9] = b;
+}
+
+// dx = x' s (double); also writes x' promoted to double into xs (for |J dx|^2 = |J' x'|^2)
+// and the per-entry products g dx, dx dx, x x for the step's scalars.
+__global__ void StepKernel(int64_t nc9, int64_t n, const float* xc, const float* xp,
+                           const double* scale, const double* g, const double* x, double* dx,
+                           double* xs, double* g_dx, double* dx_dx, double* x_x) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const double v = k < nc9 ? xc[k] : xp[k - nc9];
+  xs[k] = v;
+  const double step = v * scale[k];
+  dx[k] = step;
+  g_dx[k] = g[k] * step;
+  dx_dx[k] = step * step;
+  x_x[k] = x[k] * x[k];
+}
+
+__global__ void AddKernel(int64_t n, const double* a, const double* b, double* out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) out[k] = a[k] + b[k];
+}
+
+__global__ void AbsKernel(int64_t n, const double* a, double* out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) out[k] = fabs(a[k]);
+}
+
 class CudaPcg;
+class CudaState;
 
 class CudaLinearization : public Linearization {
  public:
@@ -505,9 +549,25 @@ class CudaLinearization : public Linearization {
   // Sum of a device array of doubles (CUB device reduction).
   double Sum(const double* d_values, int64_t n);
 
+  // Sum and maximum of a device array of doubles (CUB device reductions).
+  double Max(const double* d_values, int64_t n);
+
+  // The same on parameters already in device memory (9 per camera, then 3 per point);
+  // gradient and diagonal stay on the device (g_dev_, diag_dev_).
+  double CostDevice(const double* d_params);
+  double LinearizeDevice(const double* d_params);
+
  private:
   friend class CudaPcg;
+  friend class CudaState;
   Status UploadParameters(const double* cameras, const double* points);
+  Status UploadScales() {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(scale_.get(), cam_scale_h_.data(),
+                                             cam_scale_h_.size() * sizeof(double), cudaMemcpyHostToDevice));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(scale_.get() + cam_scale_h_.size(), pt_scale_h_.data(),
+                                             pt_scale_h_.size() * sizeof(double), cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
   ProblemView View() const {
     return {p_.num_observations, p_.num_cameras, p_.num_points, obs_camera_.get(),
             obs_point_.get(), obs_xy_.get(), point_ptr_.get(), camera_ptr_.get(),
@@ -519,7 +579,10 @@ class CudaLinearization : public Linearization {
   bool scaled_ = false;
   Status error_;  // first CUDA error seen by an interface call that returns a scalar
   DeviceArray<int> obs_camera_, obs_point_, point_ptr_, camera_ptr_, camera_obs_;
-  DeviceArray<double> obs_xy_, cams_, pts_, cam_scale_, pt_scale_, g_dev_, diag_dev_, per_obs_;
+  // params_: 9 per camera then 3 per point; scale_ likewise (column scaling s).
+  DeviceArray<double> obs_xy_, params_, scale_, g_dev_, diag_dev_, per_obs_;
+  const double* cam_scale() const { return scale_.get(); }
+  const double* pt_scale() const { return scale_.get() + 9LL * p_.num_cameras; }
   DeviceArray<unsigned char> fixed_;
   DeviceArray<float> jc_, jp_, r_, e_;
   DeviceArray<unsigned char> cub_temp_;
@@ -560,14 +623,11 @@ Status CudaLinearization::Initialize() {
     TIEPOINT_RETURN_IF_ERROR(fixed_.Allocate(9LL * nc));
     TIEPOINT_RETURN_IF_ERROR(fixed_.Upload(p_.camera_param_fixed.data(), 9LL * nc));
   }
-  TIEPOINT_RETURN_IF_ERROR(cams_.Allocate(9LL * nc));
-  TIEPOINT_RETURN_IF_ERROR(pts_.Allocate(3LL * np));
+  TIEPOINT_RETURN_IF_ERROR(params_.Allocate(9LL * nc + 3LL * np));
   cam_scale_h_.assign(9LL * nc, 1.0);
   pt_scale_h_.assign(3LL * np, 1.0);
-  TIEPOINT_RETURN_IF_ERROR(cam_scale_.Allocate(9LL * nc));
-  TIEPOINT_RETURN_IF_ERROR(cam_scale_.Upload(cam_scale_h_.data(), 9LL * nc));
-  TIEPOINT_RETURN_IF_ERROR(pt_scale_.Allocate(3LL * np));
-  TIEPOINT_RETURN_IF_ERROR(pt_scale_.Upload(pt_scale_h_.data(), 3LL * np));
+  TIEPOINT_RETURN_IF_ERROR(scale_.Allocate(9LL * nc + 3LL * np));
+  TIEPOINT_RETURN_IF_ERROR(UploadScales());
   TIEPOINT_RETURN_IF_ERROR(g_dev_.Allocate(9LL * nc + 3LL * np));
   TIEPOINT_RETURN_IF_ERROR(diag_dev_.Allocate(9LL * nc + 3LL * np));
   TIEPOINT_RETURN_IF_ERROR(per_obs_.Allocate(std::max<int64_t>(n, 9LL * nc + 3LL * np)));
@@ -576,9 +636,10 @@ Status CudaLinearization::Initialize() {
   TIEPOINT_RETURN_IF_ERROR(r_.Allocate(2 * n));
   TIEPOINT_RETURN_IF_ERROR(e_.Allocate(2 * n));
   TIEPOINT_RETURN_IF_ERROR(sum_.Allocate(1));
-  size_t temp_bytes = 0;
-  cub::DeviceReduce::Sum(nullptr, temp_bytes, per_obs_.get(), sum_.get(), per_obs_.size());
-  TIEPOINT_RETURN_IF_ERROR(cub_temp_.Allocate(temp_bytes));
+  size_t sum_bytes = 0, max_bytes = 0;
+  cub::DeviceReduce::Sum(nullptr, sum_bytes, per_obs_.get(), sum_.get(), per_obs_.size());
+  cub::DeviceReduce::Max(nullptr, max_bytes, per_obs_.get(), sum_.get(), per_obs_.size());
+  TIEPOINT_RETURN_IF_ERROR(cub_temp_.Allocate(std::max(sum_bytes, max_bytes)));
   g_.resize(9LL * nc + 3LL * np);
   diag_.resize(g_.size());
   return Status::Ok();
@@ -593,17 +654,32 @@ double CudaLinearization::Sum(const double* d_values, int64_t n) {
   return s;
 }
 
+double CudaLinearization::Max(const double* d_values, int64_t n) {
+  size_t temp_bytes = cub_temp_.size();
+  cub::DeviceReduce::Max(cub_temp_.get(), temp_bytes, d_values, sum_.get(), n);
+  double m = 0.0;
+  const Status st = sum_.Download(&m, 1);
+  if (!st.ok() && error_.ok()) Set(error_, st);
+  return m;
+}
+
 Status CudaLinearization::UploadParameters(const double* cameras, const double* points) {
-  TIEPOINT_RETURN_IF_ERROR(cams_.Upload(cameras, 9LL * p_.num_cameras));
-  TIEPOINT_RETURN_IF_ERROR(pts_.Upload(points, 3LL * p_.num_points));
+  const size_t nc9 = 9 * static_cast<size_t>(p_.num_cameras), np3 = 3 * static_cast<size_t>(p_.num_points);
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(params_.get(), cameras, nc9 * sizeof(double), cudaMemcpyHostToDevice));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(params_.get() + nc9, points, np3 * sizeof(double), cudaMemcpyHostToDevice));
   return Status::Ok();
 }
 
 double CudaLinearization::Cost(const double* cameras, const double* points) {
   const Status st = UploadParameters(cameras, points);
   if (!st.ok()) { Set(error_, st); return std::numeric_limits<double>::infinity(); }
-  EvaluateKernel<<<Blocks(p_.num_observations), kThreads>>>(View(), loss_, cams_.get(), pts_.get(),
-                                                           cam_scale_.get(), pt_scale_.get(), nullptr,
+  return CostDevice(params_.get());
+}
+
+double CudaLinearization::CostDevice(const double* d_params) {
+  EvaluateKernel<<<Blocks(p_.num_observations), kThreads>>>(View(), loss_, d_params,
+                                                           d_params + 9LL * p_.num_cameras,
+                                                           cam_scale(), pt_scale(), nullptr,
                                                            nullptr, nullptr, per_obs_.get());
   const double cost = Sum(per_obs_.get(), p_.num_observations);
   return std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity();
@@ -612,29 +688,38 @@ double CudaLinearization::Cost(const double* cameras, const double* points) {
 double CudaLinearization::Linearize(const double* cameras, const double* points) {
   const Status st = UploadParameters(cameras, points);
   if (!st.ok()) { Set(error_, st); return std::numeric_limits<double>::infinity(); }
+  const double cost = LinearizeDevice(params_.get());
+  Status s = g_dev_.Download(g_.data(), g_.size());
+  if (s.ok()) Set(s, diag_dev_.Download(diag_.data(), diag_.size()));
+  if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
+  return cost;
+}
+
+double CudaLinearization::LinearizeDevice(const double* d_params) {
   const ProblemView v = View();
-  EvaluateKernel<<<Blocks(v.n), kThreads>>>(v, loss_, cams_.get(), pts_.get(), cam_scale_.get(),
-                                           pt_scale_.get(), jc_.get(), jp_.get(), r_.get(),
+  const double* d_cams = d_params;
+  const double* d_pts = d_params + 9LL * v.nc;
+  EvaluateKernel<<<Blocks(v.n), kThreads>>>(v, loss_, d_cams, d_pts, cam_scale(),
+                                           pt_scale(), jc_.get(), jp_.get(), r_.get(),
                                            per_obs_.get());
   const double cost = Sum(per_obs_.get(), v.n);
   double* gdev = g_dev_.get();
   double* ddev = diag_dev_.get();
-  PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, jp_.get(), r_.get(), pt_scale_.get(),
+  PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, jp_.get(), r_.get(), pt_scale(),
                                                   gdev + 9LL * v.nc, ddev + 9LL * v.nc);
-  CameraGradientKernel<<<WarpBlocks(v.nc), kThreads>>>(v, jc_.get(), r_.get(), cam_scale_.get(),
+  CameraGradientKernel<<<WarpBlocks(v.nc), kThreads>>>(v, jc_.get(), r_.get(), cam_scale(),
                                                       gdev, ddev);
-  Status s = g_dev_.Download(g_.data(), g_.size());
-  if (s.ok()) Set(s, diag_dev_.Download(diag_.data(), diag_.size()));
-  if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
   if (!scaled_) {
-    // Fix the column scaling s = 1 / sqrt(diag(J^T J)) and rescale the stored blocks.
+    // Fix the column scaling s = 1 / sqrt(diag(J^T J)) and rescale the stored blocks: the
+    // diagonal comes to the host once per solve.
+    Status s = diag_dev_.Download(diag_.data(), diag_.size());
+    if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
     auto scale = [](double d) { return d > 0.0 && std::isfinite(d) ? 1.0 / std::sqrt(d) : 1.0; };
     for (int64_t k = 0; k < 9LL * v.nc; ++k) cam_scale_h_[k] = scale(diag_[k]);
     for (int64_t k = 0; k < 3LL * v.np; ++k) pt_scale_h_[k] = scale(diag_[9LL * v.nc + k]);
-    Set(s, cam_scale_.Upload(cam_scale_h_.data(), cam_scale_h_.size()));
-    if (s.ok()) Set(s, pt_scale_.Upload(pt_scale_h_.data(), pt_scale_h_.size()));
+    Set(s, UploadScales());
     if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
-    RescaleKernel<<<Blocks(v.n), kThreads>>>(v, cam_scale_.get(), pt_scale_.get(), jc_.get(), jp_.get());
+    RescaleKernel<<<Blocks(v.n), kThreads>>>(v, cam_scale(), pt_scale(), jc_.get(), jp_.get());
     scaled_ = true;
   }
   const cudaError_t err = cudaGetLastError();
@@ -664,7 +749,7 @@ class CudaPcg : public LinearSolver {
 
   Status Initialize() {
     const int64_t nc9 = 9LL * lin_.p_.num_cameras, np3 = 3LL * lin_.p_.num_points;
-    for (DeviceArray<float>* a : {&b_, &x_, &r_, &z_, &q_, &dir_, &dc_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9));
+    for (DeviceArray<float>* a : {&b_, &bc_, &x_, &r_, &z_, &q_, &dir_, &dc_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9));
     for (DeviceArray<float>* a : {&bp_, &xp_, &dp_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(np3));
     TIEPOINT_RETURN_IF_ERROR(uinv_.Allocate(81LL * lin_.p_.num_cameras));
     TIEPOINT_RETURN_IF_ERROR(vinv_.Allocate(9LL * lin_.p_.num_points));
@@ -675,8 +760,12 @@ class CudaPcg : public LinearSolver {
   Status Solve(const double* d_cameras, const double* d_points, const double* rhs_cameras,
                const double* rhs_points, double* dx_cameras, double* dx_points,
                LinearSolverSummary* summary) override;
+  // CG on the device: damping `d_dev` (double, cameras then points), scaled right-hand
+  // side in bc_, bp_; leaves the scaled solution in x_ (cameras) and xp_ (points).
+  Status SolveDevice(const double* d_dev, LinearSolverSummary* summary);
 
  private:
+  friend class CudaState;
   double Dot(const DeviceArray<float>& a, const DeviceArray<float>& b, int64_t n) {
     DotKernel<<<Blocks(n), kThreads>>>(n, a.get(), b.get(), lin_.per_obs_.get());
     return lin_.Sum(lin_.per_obs_.get(), n);
@@ -691,7 +780,7 @@ class CudaPcg : public LinearSolver {
 
   PcgOptions o_;
   CudaLinearization& lin_;
-  DeviceArray<float> b_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_;
+  DeviceArray<float> b_, bc_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_;
   DeviceArray<double> d_;
 };
 
@@ -699,28 +788,48 @@ Status CudaPcg::Solve(const double* d_cameras, const double* d_points, const dou
                       const double* rhs_points, double* dx_cameras, double* dx_points,
                       LinearSolverSummary* summary) {
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
-  const ProblemView v = lin_.View();
-  const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np;
-  // Damping and the block-Jacobi preconditioners.
+  const int64_t nc9 = 9LL * lin_.p_.num_cameras, np3 = 3LL * lin_.p_.num_points;
   std::vector<double> d(nc9 + np3);
   std::copy(d_cameras, d_cameras + nc9, d.begin());
   std::copy(d_points, d_points + np3, d.begin() + nc9);
   TIEPOINT_RETURN_IF_ERROR(d_.Upload(d.data(), d.size()));
-  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_.get() + nc9,
-                                                        lin_.pt_scale_.get(), dp_.get(), vinv_.get());
-  CameraPreconditionerKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), d_.get(),
-                                                            lin_.cam_scale_.get(), dc_.get(), uinv_.get());
-  // Scaled right-hand side b' = s b (host: parameter-sized vectors only).
+  // Scaled right-hand side b' = s b.
   std::vector<float> bc(nc9), bp(np3);
   for (int64_t k = 0; k < nc9; ++k) bc[k] = static_cast<float>(rhs_cameras[k] * lin_.cam_scale_h_[k]);
   for (int64_t k = 0; k < np3; ++k) bp[k] = static_cast<float>(rhs_points[k] * lin_.pt_scale_h_[k]);
-  TIEPOINT_RETURN_IF_ERROR(q_.Upload(bc.data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(bc_.Upload(bc.data(), nc9));
   TIEPOINT_RETURN_IF_ERROR(bp_.Upload(bp.data(), np3));
+  TIEPOINT_RETURN_IF_ERROR(SolveDevice(d_.get(), summary));
+  TIEPOINT_RETURN_IF_ERROR(x_.Download(bc.data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(xp_.Download(bp.data(), np3));
+  bool finite = true;
+  for (int64_t k = 0; k < nc9; ++k) {
+    dx_cameras[k] = static_cast<double>(bc[k]) * lin_.cam_scale_h_[k];
+    finite &= std::isfinite(dx_cameras[k]);
+  }
+  for (int64_t k = 0; k < np3; ++k) {
+    dx_points[k] = static_cast<double>(bp[k]) * lin_.pt_scale_h_[k];
+    finite &= std::isfinite(dx_points[k]);
+  }
+  summary->success = finite;
+  if (!finite) summary->message = "PCG produced a non-finite step";
+  return Status::Ok();
+}
+
+Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
+  TIEPOINT_RETURN_IF_ERROR(lin_.error_);
+  const ProblemView v = lin_.View();
+  const int64_t nc9 = 9LL * v.nc;
+  // Damping and the block-Jacobi preconditioners.
+  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_dev + nc9,
+                                                        lin_.pt_scale(), dp_.get(), vinv_.get());
+  CameraPreconditionerKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), d_dev,
+                                                            lin_.cam_scale(), dc_.get(), uinv_.get());
   // Reduced right-hand side b = b_c - W V^-1 b_p.
   SchurPointKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(),
                                                nullptr, bp_.get(), lin_.e_.get());
   SchurCameraKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), lin_.e_.get(), dc_.get(),
-                                                   nullptr, q_.get(), -1.0f, b_.get());
+                                                   nullptr, bc_.get(), -1.0f, b_.get());
   // Preconditioned CG from x = 0 (the same rules as the CPU solver).
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(x_.get(), 0, nc9 * sizeof(float)));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(r_.get(), b_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
@@ -757,23 +866,85 @@ Status CudaPcg::Solve(const double* d_cameras, const double* d_points, const dou
   BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(),
                                                    bp_.get(), x_.get(), xp_.get());
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  TIEPOINT_RETURN_IF_ERROR(x_.Download(bc.data(), nc9));
-  TIEPOINT_RETURN_IF_ERROR(xp_.Download(bp.data(), np3));
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
-  bool finite = true;
-  for (int64_t k = 0; k < nc9; ++k) {
-    dx_cameras[k] = static_cast<double>(bc[k]) * lin_.cam_scale_h_[k];
-    finite &= std::isfinite(dx_cameras[k]);
-  }
-  for (int64_t k = 0; k < np3; ++k) {
-    dx_points[k] = static_cast<double>(bp[k]) * lin_.pt_scale_h_[k];
-    finite &= std::isfinite(dx_points[k]);
-  }
   summary->iterations = it;
-  summary->success = finite;
-  if (!finite) summary->message = "PCG produced a non-finite step";
+  summary->success = true;
   return Status::Ok();
 }
+
+// The LM state on the device: parameters, gradient, diagonal, step and trial point never
+// leave it during the solve; the driver gets scalars.
+class CudaState : public LmState {
+ public:
+  CudaState(std::unique_ptr<CudaLinearization> lin, std::unique_ptr<CudaPcg> pcg)
+      : lin_(std::move(lin)), pcg_(std::move(pcg)) {}
+
+  Status Initialize(const double* cameras, const double* points) {
+    const int64_t n = 9LL * lin_->p_.num_cameras + 3LL * lin_->p_.num_points;
+    for (DeviceArray<double>* a : {&trial_, &dx_, &xs_, &t1_, &t2_, &t3_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(n));
+    return lin_->UploadParameters(cameras, points);  // x lives in lin_->params_
+  }
+
+  double Linearize() override { return lin_->LinearizeDevice(lin_->params_.get()); }
+
+  double GradientMaxNorm() override {
+    const int64_t n = static_cast<int64_t>(dx_.size());
+    AbsKernel<<<Blocks(n), kThreads>>>(n, lin_->g_dev_.get(), t1_.get());
+    return lin_->Max(t1_.get(), n);
+  }
+
+  Status Step(double radius, LmStep* step) override {
+    const BAProblem& p = lin_->p_;
+    const int64_t nc9 = 9LL * p.num_cameras, n = static_cast<int64_t>(dx_.size());
+    DampingKernel<<<Blocks(n), kThreads>>>(nc9, n, p.has_fixed_parameters ? lin_->fixed_.get() : nullptr,
+                                           lin_->diag_dev_.get(), lin_->g_dev_.get(), lin_->scale_.get(),
+                                           1.0 / radius, pcg_->d_.get(), pcg_->bc_.get(), pcg_->bp_.get());
+    LinearSolverSummary ls;
+    TIEPOINT_RETURN_IF_ERROR(pcg_->SolveDevice(pcg_->d_.get(), &ls));
+    *step = LmStep();
+    step->linear_iterations = ls.iterations;
+    StepKernel<<<Blocks(n), kThreads>>>(nc9, n, pcg_->x_.get(), pcg_->xp_.get(), lin_->scale_.get(),
+                                        lin_->g_dev_.get(), lin_->params_.get(), dx_.get(), xs_.get(),
+                                        t1_.get(), t2_.get(), t3_.get());
+    const double g_dx = lin_->Sum(t1_.get(), n);
+    const double dx_dx = lin_->Sum(t2_.get(), n);
+    const double x_x = lin_->Sum(t3_.get(), n);
+    // |J dx|^2 = |J' x'|^2 with x' the scaled solution (already in xs_).
+    JacobianNormKernel<<<Blocks(p.num_observations), kThreads>>>(lin_->View(), lin_->jc_.get(),
+                                                                 lin_->jp_.get(), xs_.get(),
+                                                                 lin_->per_obs_.get());
+    const double jdx = lin_->Sum(lin_->per_obs_.get(), p.num_observations);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    TIEPOINT_RETURN_IF_ERROR(lin_->error_);
+    step->model_decrease = -(g_dx + 0.5 * jdx);
+    step->step_norm = std::sqrt(dx_dx);
+    step->x_norm = std::sqrt(x_x);
+    step->valid = std::isfinite(step->model_decrease) && std::isfinite(step->step_norm);
+    if (!step->valid) step->message = "PCG produced a non-finite step";
+    return Status::Ok();
+  }
+
+  double TrialCost() override {
+    const int64_t n = static_cast<int64_t>(dx_.size());
+    AddKernel<<<Blocks(n), kThreads>>>(n, lin_->params_.get(), dx_.get(), trial_.get());
+    return lin_->CostDevice(trial_.get());
+  }
+
+  void Accept() override { lin_->params_.Swap(trial_); }
+
+  Status Parameters(double* cameras, double* points) override {
+    const size_t nc9 = 9 * static_cast<size_t>(lin_->p_.num_cameras);
+    const size_t np3 = 3 * static_cast<size_t>(lin_->p_.num_points);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(cameras, lin_->params_.get(), nc9 * sizeof(double), cudaMemcpyDeviceToHost));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(points, lin_->params_.get() + nc9, np3 * sizeof(double), cudaMemcpyDeviceToHost));
+    return lin_->error_;
+  }
+
+ private:
+  std::unique_ptr<CudaLinearization> lin_;
+  std::unique_ptr<CudaPcg> pcg_;
+  DeviceArray<double> trial_, dx_, xs_, t1_, t2_, t3_;
+};
 
 }  // namespace
 
@@ -801,6 +972,19 @@ Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& pro
   TIEPOINT_RETURN_IF_ERROR(solver->Initialize());
   system->solver = std::move(solver);
   system->linearization = std::move(lin);
+  return Status::Ok();
+}
+
+Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,
+                         const LossFunction& loss, const double* cameras, const double* points,
+                         std::unique_ptr<LmState>* state) {
+  LinearSystem system;
+  TIEPOINT_RETURN_IF_ERROR(CreateCudaPcgLinearSystem(options, problem, loss, &system));
+  std::unique_ptr<CudaLinearization> lin(static_cast<CudaLinearization*>(system.linearization.release()));
+  std::unique_ptr<CudaPcg> pcg(static_cast<CudaPcg*>(system.solver.release()));
+  auto s = std::make_unique<CudaState>(std::move(lin), std::move(pcg));
+  TIEPOINT_RETURN_IF_ERROR(s->Initialize(cameras, points));
+  *state = std::move(s);
   return Status::Ok();
 }
 

@@ -1,8 +1,9 @@
 // pcg-schur on an NVIDIA GPU: the PCG Linearization and solver of solver/pcg_solver.h with
 // every per-observation array, the Jacobian blocks, the preconditioner and the CG vectors
 // resident in device memory (float, with the normalization and fixed column scaling of the
-// CPU path). Per LM iteration the host exchanges only parameter-sized vectors (cameras and
-// points, never observations) and the CG scalars.
+// CPU path). Through CreateCudaLmState the LM state (parameters, gradient, step) stays on
+// the device too and the driver receives scalars only; CreateCudaPcgLinearSystem offers
+// the same kernels behind the host-memory Linearization/LinearSolver interfaces (tests).
 //
 // Kernels (solver/pcg_cuda.cu): per-observation residual/Jacobian evaluation, per-point
 // (point-major blocks) and per-camera (a warp per camera over the camera-major index, warp
@@ -12,6 +13,7 @@
 #pragma once
 
 #include "solver/linear_solver.h"
+#include "solver/lm_state.h"
 #include "solver/pcg_solver.h"
 
 namespace tiepoint {
@@ -20,5 +22,11 @@ namespace tiepoint {
 // bytes needed when the problem does not fit; kInvalidOptions for pcg-hessian (CPU only).
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                                  const LossFunction& loss, LinearSystem* system);
+
+// The LM state resident on the device (what `tiepoint ba --device cuda` uses): per LM
+// iteration the host receives only scalars. Same errors as above.
+Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,
+                         const LossFunction& loss, const double* cameras, const double* points,
+                         std::unique_ptr<LmState>* state);
 
 }  // namespace tiepoint

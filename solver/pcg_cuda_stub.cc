@@ -10,4 +10,10 @@ Status CreateCudaPcgLinearSystem(const PcgOptions&, const BAProblem&, const Loss
       "use --device cpu");
 }
 
+Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,
+                         const LossFunction& loss, const double*, const double*,
+                         std::unique_ptr<LmState>*) {
+  return CreateCudaPcgLinearSystem(options, problem, loss, nullptr);
+}
+
 }  // namespace tiepoint
