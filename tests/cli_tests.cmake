@@ -34,3 +34,5 @@ add_test(NAME cli.bench_missing_problem
          COMMAND ${_expect} 2 "no-such-problem.bal" ${_out}/bench2.json -- ${_tp} bench ${_out}/no-such-problem.bal --solvers cholmod --out ${_out}/bench2.json)
 add_test(NAME cli.bench_malformed_problem
          COMMAND ${_expect} 1 "1 of 1 runs failed" -- ${_tp} bench ${CMAKE_CURRENT_SOURCE_DIR}/data/malformed/truncated_points.txt --solvers cholmod)
+add_test(NAME cli.device_cuda
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/device_cuda.sh ${_tp} ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal)
