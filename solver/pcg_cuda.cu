@@ -763,6 +763,7 @@ class CudaPcg : public LinearSolver {
   // CG on the device: damping `d_dev` (double, cameras then points), scaled right-hand
   // side in bc_, bp_; leaves the scaled solution in x_ (cameras) and xp_ (points).
   Status SolveDevice(const double* d_dev, LinearSolverSummary* summary);
+  Status MeasureBandwidth(int repetitions, CudaBandwidthReport* report);
 
  private:
   friend class CudaState;
@@ -869,6 +870,70 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
   summary->iterations = it;
   summary->success = true;
+  return Status::Ok();
+}
+
+Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
+  TIEPOINT_RETURN_IF_ERROR(lin_.error_);
+  const ProblemView v = lin_.View();
+  const int64_t nc9 = 9LL * v.nc, n = v.n;
+  // Preconditioners with a unit damping, then a CG iteration's kernels on a fixed vector.
+  std::vector<double> ones(nc9 + 3LL * v.np, 1.0);
+  TIEPOINT_RETURN_IF_ERROR(d_.Upload(ones.data(), ones.size()));
+  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_.get() + nc9,
+                                                        lin_.pt_scale(), dp_.get(), vinv_.get());
+  CameraPreconditionerKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), d_.get(),
+                                                            lin_.cam_scale(), dc_.get(), uinv_.get());
+  std::vector<float> start(nc9, 1.0f);
+  TIEPOINT_RETURN_IF_ERROR(dir_.Upload(start.data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(x_.Upload(start.data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(r_.Upload(start.data(), nc9));
+  cudaEvent_t begin, end;
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&begin));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&end));
+  auto iteration = [&]() {
+    ApplySchur(dir_.get(), q_.get());
+    CgUpdateKernel<<<Blocks(nc9), kThreads>>>(nc9, 1e-6f, dir_.get(), q_.get(), x_.get(), r_.get());
+    CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
+    CgDirectionKernel<<<Blocks(nc9), kThreads>>>(nc9, 0.5f, z_.get(), dir_.get());
+  };
+  iteration();  // warm-up
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(begin));
+  for (int k = 0; k < repetitions; ++k) iteration();
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(end));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(end));
+  float ms = 0.0f;
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, begin, end));
+  // Copy bandwidth: the Jacobian blocks copied onto themselves' neighbour buffer.
+  const size_t copy_bytes = 6 * static_cast<size_t>(n) * sizeof(float);
+  DeviceArray<float> copy;
+  TIEPOINT_RETURN_IF_ERROR(copy.Allocate(6 * static_cast<size_t>(n)));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(copy.get(), lin_.jp_.get(), copy_bytes, cudaMemcpyDeviceToDevice));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(begin));
+  for (int k = 0; k < repetitions; ++k) {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(copy.get(), lin_.jp_.get(), copy_bytes, cudaMemcpyDeviceToDevice));
+  }
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(end));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(end));
+  float copy_ms = 0.0f;
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&copy_ms, begin, end));
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  // Loads and stores per observation: SchurPointKernel reads obs_camera (4), J'_c (72),
+  // J'_p twice (48), stores e (8) and updates it (16); SchurCameraKernel reads camera_obs
+  // (4), J'_c (72) and e (8). Per point: point_ptr (4) and V^-1 (36). Per camera parameter
+  // (nine floats each): x and out of the product, the CG update, the preconditioner (81
+  // floats per camera) and the direction update.
+  const double per_obs = 4 + 72 + 48 + 8 + 16 + 4 + 72 + 8;
+  const double per_point = 4 + 36;
+  const double per_camera = 4 * (9 * 3 + 81 + 9 * 2 + 9 * 5 + 9 * 3);
+  report->bytes_per_observation = per_obs;
+  report->bytes_per_iteration = per_obs * n + per_point * v.np + per_camera * v.nc;
+  report->cg_iteration_ms = ms / repetitions;
+  report->achieved_gb_per_s = report->bytes_per_iteration / (report->cg_iteration_ms * 1e-3) / 1e9;
+  report->copy_gb_per_s = 2.0 * copy_bytes / (copy_ms * 1e-3 / repetitions) / 1e9;
+  report->fraction_of_copy = report->achieved_gb_per_s / report->copy_gb_per_s;
   return Status::Ok();
 }
 
@@ -986,6 +1051,16 @@ Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,
   TIEPOINT_RETURN_IF_ERROR(s->Initialize(cameras, points));
   *state = std::move(s);
   return Status::Ok();
+}
+
+Status MeasureCudaCgBandwidth(const BAProblem& problem, const double* cameras,
+                              const double* points, int repetitions, CudaBandwidthReport* report) {
+  LinearSystem system;
+  TIEPOINT_RETURN_IF_ERROR(CreateCudaPcgLinearSystem(PcgOptions(), problem, LossFunction(), &system));
+  auto* lin = static_cast<CudaLinearization*>(system.linearization.get());
+  auto* pcg = static_cast<CudaPcg*>(system.solver.get());
+  lin->Linearize(cameras, points);
+  return pcg->MeasureBandwidth(repetitions, report);
 }
 
 }  // namespace tiepoint

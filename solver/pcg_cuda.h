@@ -23,6 +23,22 @@ namespace tiepoint {
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                                  const LossFunction& loss, LinearSystem* system);
 
+// Memory-bandwidth figures of the CG iteration's kernels (Schur product in two kernels,
+// camera preconditioner, the CG vector update), timed with CUDA events over `repetitions`
+// iterations at the problem's initial linearization, against a device-to-device copy
+// measured in the same call. Bytes are counted from the kernels' loads and stores
+// (reads + writes), the copy as read + write.
+struct CudaBandwidthReport {
+  double copy_gb_per_s = 0.0;           // cudaMemcpy device-to-device, read + write
+  double cg_iteration_ms = 0.0;         // one CG iteration's kernels
+  double bytes_per_observation = 0.0;   // per CG iteration, observation-sized traffic
+  double bytes_per_iteration = 0.0;     // all traffic of one CG iteration
+  double achieved_gb_per_s = 0.0;
+  double fraction_of_copy = 0.0;
+};
+Status MeasureCudaCgBandwidth(const BAProblem& problem, const double* cameras,
+                              const double* points, int repetitions, CudaBandwidthReport* report);
+
 // The LM state resident on the device (what `tiepoint ba --device cuda` uses): per LM
 // iteration the host receives only scalars. Same errors as above.
 Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,

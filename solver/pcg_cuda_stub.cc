@@ -16,4 +16,9 @@ Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,
   return CreateCudaPcgLinearSystem(options, problem, loss, nullptr);
 }
 
+Status MeasureCudaCgBandwidth(const BAProblem& problem, const double*, const double*, int,
+                              CudaBandwidthReport*) {
+  return CreateCudaPcgLinearSystem(PcgOptions(), problem, LossFunction(), nullptr);
+}
+
 }  // namespace tiepoint
