@@ -1,5 +1,7 @@
 #include "bench/solver_bench.h"
 
+#include "io/base/device.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -25,6 +27,17 @@
 
 namespace tiepoint {
 namespace {
+
+// "pcg-schur" or "pcg-schur@cuda" / "pcg-schur@cpu": the solver and where it runs.
+Status ParseSolverName(const std::string& name, SolverType* type, Device* device) {
+  const auto at = name.find('@');
+  *device = Device::kCpu;
+  if (at != std::string::npos) {
+    TIEPOINT_RETURN_IF_ERROR(DeviceFromString(name.substr(at + 1), device));
+  }
+  return SolverTypeFromString(name.substr(0, at), type);
+}
+
 
 // How often the parent wakes to report elapsed time while a child is silent.
 constexpr int kProgressIntervalMs = 250;
@@ -94,7 +107,7 @@ void SendError(int fd, const Status& status) {
 
 // Reads, solves, reports; never returns. Exit code: 0 with a result sent, else the
 // Status exit code of what failed.
-[[noreturn]] void RunChild(int fd, const std::string& path, SolverType type,
+[[noreturn]] void RunChild(int fd, const std::string& path, SolverType type, Device device,
                            const SolverBenchOptions& options) {
   int code = 1;
   try {
@@ -118,6 +131,7 @@ void SendError(int fd, const Status& status) {
 
     BundleAdjusterOptions bo;
     bo.solver = type;
+    bo.device = device;
     bo.max_iterations = options.max_iterations;
     bo.num_threads = options.num_threads;
     bo.callback = [fd](const IterationSummary& it) {
@@ -243,7 +257,8 @@ std::string SignalName(int sig) {
 
 // Runs one solve in a child process and fills `run`. Never fails as a whole: whatever
 // went wrong ends up in run->status.
-void RunInChild(const std::string& path, SolverType type, const SolverBenchOptions& options,
+void RunInChild(const std::string& path, SolverType type, Device device,
+                const SolverBenchOptions& options,
                 BenchProgress progress, SolverRun* run, ChildOutcome* outcome) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -264,7 +279,7 @@ void RunInChild(const std::string& path, SolverType type, const SolverBenchOptio
   }
   if (pid == 0) {
     ::close(fds[0]);
-    RunChild(fds[1], path, type, options);
+    RunChild(fds[1], path, type, device, options);
   }
   ::close(fds[1]);
 
@@ -379,7 +394,8 @@ Status ParseSolverList(const std::string& text, std::vector<std::string>* names)
                                     "with no empty item, e.g. cholmod,ceres-sparse");
     }
     SolverType type;
-    TIEPOINT_RETURN_IF_ERROR(SolverTypeFromString(item, &type));
+    Device device;
+    TIEPOINT_RETURN_IF_ERROR(ParseSolverName(item, &type, &device));
     if (!seen.insert(item).second) {
       return Status::InvalidOptions("--solvers: '" + item + "' is listed twice");
     }
@@ -400,7 +416,8 @@ Status SolverBenchOptions::Check() const {
   std::set<std::string> seen;
   for (const std::string& name : solvers) {
     SolverType type;
-    TIEPOINT_RETURN_IF_ERROR(SolverTypeFromString(name, &type));
+    Device device;
+    TIEPOINT_RETURN_IF_ERROR(ParseSolverName(name, &type, &device));
     if (!seen.insert(name).second) {
       return Status::InvalidOptions("--solvers: '" + name + "' is listed twice");
     }
@@ -475,14 +492,15 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
         continue;
       }
       SolverType type;
-      TIEPOINT_RETURN_IF_ERROR(SolverTypeFromString(solver, &type));
+      Device device;
+      TIEPOINT_RETURN_IF_ERROR(ParseSolverName(solver, &type, &device));
       BenchProgress progress;
       progress.problem = problem.name;
       progress.solver = solver;
       progress.run = run_index;
       progress.num_runs = num_runs;
       ChildOutcome outcome;
-      RunInChild(path, type, options, progress, &run, &outcome);
+      RunInChild(path, type, device, options, progress, &run, &outcome);
       if (!outcome.loaded && !run.ok() && (run.status.code() == StatusCode::kInvalidInput ||
                                            run.status.code() == StatusCode::kIoError)) {
         unreadable = run.status;

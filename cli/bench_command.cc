@@ -116,7 +116,7 @@ Runner RegisterBench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   app.add_option("problems", a->problems, "BAL problem files (.txt or .txt.bz2)")->required();
   app.add_option("--solvers", a->solvers,
-                 "Comma-separated solvers, e.g. cholmod,ceres-sparse,ceres-iterative")
+                 "Comma-separated solvers, e.g. pcg-schur,cholmod,ceres-sparse,ceres-iterative; NAME@cuda runs NAME on the GPU")
       ->required();
   app.add_option("--threads", a->threads, "Worker threads per solve (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
