@@ -1,5 +1,6 @@
 #include "bench/solver_bench.h"
 
+#include "io/base/cuda_device.h"
 #include "io/base/device.h"
 
 #include <fcntl.h>
@@ -118,7 +119,11 @@ void SendError(int fd, const Status& status) {
 
     Scene scene;
     const Timer load_timer;
+    // As `tiepoint ba` does: the CUDA context is created while the file is read.
+    std::thread warm_up;
+    if (device == Device::kCuda) warm_up = std::thread(WarmUpCuda);
     Status s = ReadBal(path, &scene);
+    if (warm_up.joinable()) warm_up.join();
     if (!s.ok()) {
       SendError(fd, s);
       ::_exit(s.ExitCode());
