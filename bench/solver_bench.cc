@@ -1,8 +1,5 @@
 #include "bench/solver_bench.h"
 
-#include "io/base/cuda_device.h"
-#include "io/base/device.h"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -16,11 +13,14 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <thread>
 #include <memory>
 #include <new>
 #include <set>
 
 #include "bench/svg_plot.h"
+#include "io/base/cuda_device.h"
+#include "io/base/device.h"
 #include "io/bal.h"
 #include "io/base/timer.h"
 #include "io/report.h"
