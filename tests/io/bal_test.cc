@@ -1,4 +1,5 @@
 #include "io/bal.h"
+#include "tests/common/scratch_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -36,25 +37,7 @@ std::string SharedDataDir() {
 
 std::string MalformedDir() { return std::string(TIEPOINT_TEST_DATA_DIR) + "/malformed"; }
 
-// A fresh, empty directory under the test temp dir, removed again at scope exit.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& name)
-      : path_((fs::path(::testing::TempDir()) / ("tiepoint_bal_test_" + name)).string()) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::ScratchDir;
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;

@@ -1,4 +1,5 @@
 #include "io/features.h"
+#include "tests/common/scratch_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -20,27 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& name)
-      : path_((fs::path(::testing::TempDir()) / ("tiepoint_features_test_" + name)).string()) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  std::vector<std::string> List() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
-    return names;
-  }
-
- private:
-  std::string path_;
-};
+using testing::ScratchDir;
 
 Features RandomFeatures(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/common/image_encoders.h"
+#include "tests/common/scratch_dir.h"
 
 namespace tiepoint {
 namespace {
@@ -23,23 +24,7 @@ using testing::EncodeJpeg;
 using testing::EncodePng;
 using testing::EncodePnm;
 
-// A fresh, empty directory under the test temp dir, removed again at scope exit.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& name)
-      : path_((fs::path(::testing::TempDir()) / ("tiepoint_image_test_" + name)).string()) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::ScratchDir;
 
 // A test pattern that tells x from y and rows from columns: distinct in every pixel.
 uint16_t Pattern(int x, int y, int c, int maxval) {
