@@ -82,22 +82,25 @@ TEST(LevenbergMarquardt, RobustLossesMatchCeres) {
 }
 
 TEST(LevenbergMarquardt, FixedCamerasAndIntrinsicsStayConstant) {
-  Scene scene = SmallSynthetic(0.5, 13);
-  const Scene before = scene;
-  BundleAdjusterOptions options;
-  options.fixed_cameras = {0, 4};
-  options.fix_intrinsics = true;
-  const BundleAdjusterSummary s = SolveWith(SolverType::kCholmod, &scene, options);
-  EXPECT_LT(s.final_cost, 0.5 * s.initial_cost);
-  for (int c : options.fixed_cameras) {
-    for (int k = 0; k < 9; ++k) EXPECT_EQ(scene.camera(c)[k], before.camera(c)[k]);
+  for (SolverType type : {SolverType::kCholmod, SolverType::kPcgSchur, SolverType::kPcgHessian}) {
+    Scene scene = SmallSynthetic(0.5, 13);
+    const Scene before = scene;
+    BundleAdjusterOptions options;
+    options.fixed_cameras = {0, 4};
+    options.fix_intrinsics = true;
+    options.loss = LossFunction{LossType::kHuber, 2.0};
+    const BundleAdjusterSummary s = SolveWith(type, &scene, options);
+    EXPECT_LT(s.final_cost, 0.5 * s.initial_cost) << ToString(type);
+    for (int c : options.fixed_cameras) {
+      for (int k = 0; k < 9; ++k) EXPECT_EQ(scene.camera(c)[k], before.camera(c)[k]) << ToString(type);
+    }
+    bool moved = false;
+    for (int c = 0; c < scene.num_cameras(); ++c) {
+      for (int k = 6; k < 9; ++k) EXPECT_EQ(scene.camera(c)[k], before.camera(c)[k]) << ToString(type);
+      if (c != 0 && c != 4) moved |= scene.camera(c)[3] != before.camera(c)[3];
+    }
+    EXPECT_TRUE(moved) << ToString(type);
   }
-  bool moved = false;
-  for (int c = 0; c < scene.num_cameras(); ++c) {
-    for (int k = 6; k < 9; ++k) EXPECT_EQ(scene.camera(c)[k], before.camera(c)[k]);
-    if (c != 0 && c != 4) moved |= scene.camera(c)[3] != before.camera(c)[3];
-  }
-  EXPECT_TRUE(moved);
 }
 
 TEST(LevenbergMarquardt, BadFixedCameraIsAnOptionsErrorAndLeavesSceneUnchanged) {
