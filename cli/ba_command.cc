@@ -200,6 +200,7 @@ int RunBa(const BaArgs& a) {
         {"total_time_s", summary.total_time_s},
         {"linear_solver_time_s", summary.linear_solver_time_s},
         {"evaluation_time_s", summary.evaluation_time_s},
+        {"peak_rss_bytes", PeakRssBytes()},
         {"termination", ToString(summary.termination)},
         {"message", summary.message},
         {"trace", TraceToJson(summary.trace)},

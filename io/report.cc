@@ -1,5 +1,6 @@
 #include "io/report.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -16,6 +17,12 @@ Status WriteJson(const std::string& path, const nlohmann::json& value) {
   TIEPOINT_RETURN_IF_ERROR(file.Open());
   file.stream() << value.dump(2) << "\n";
   return file.Commit();
+}
+
+long long PeakRssBytes() {
+  struct rusage ru;
+  if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<long long>(ru.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 nlohmann::json DescribeMachine() {

@@ -14,6 +14,9 @@ Status WriteJson(const std::string& path, const nlohmann::json& value);
 // Machine description for reports: host name, CPU model, hardware threads, memory.
 nlohmann::json DescribeMachine();
 
+// Peak resident memory of this process so far (getrusage), in bytes; 0 if unknown.
+long long PeakRssBytes();
+
 // Build description: version, commit, flags, CUDA built.
 nlohmann::json DescribeBuild();
 

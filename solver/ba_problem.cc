@@ -6,55 +6,80 @@
 #include <climits>
 #include <cstdint>
 #include <numeric>
+#include <string>
 
 namespace tiepoint {
+namespace {
 
-Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_cameras,
-                        bool fix_intrinsics, int num_threads, BAProblem* problem) {
-  BAProblem& p = *problem;
-  p = BAProblem();
-  p.num_cameras = scene.num_cameras();
-  p.num_points = scene.num_points();
-  p.num_observations = scene.num_observations();
-  const int64_t n = p.num_observations;
-  if (n > INT32_MAX) {
-    return Status::InvalidInput("more than 2^31-1 observations: not supported");
+int Threads(int n) { return n > 0 ? n : omp_get_max_threads(); }
+
+bool SortedByPoint(const int32_t* cam, const int32_t* pt, int64_t n) {
+  for (int64_t i = 1; i < n; ++i) {
+    if (pt[i] < pt[i - 1] || (pt[i] == pt[i - 1] && cam[i] < cam[i - 1])) return false;
   }
+  return true;
+}
 
-  // Counting sort by point, stable in camera order: sort each point's slice by camera
-  // afterwards (slices are short, a few to a few hundred observations).
-  p.point_ptr.assign(p.num_points + 1, 0);
-  for (int64_t i = 0; i < n; ++i) ++p.point_ptr[scene.obs_point[i] + 1];
-  std::partial_sum(p.point_ptr.begin(), p.point_ptr.end(), p.point_ptr.begin());
-  // Scene position of each sorted observation (a temporary: freed after the copy).
-  std::vector<int32_t> scene_index(n);
+// Stable sort of three parallel arrays by (point, camera): a counting sort by point, each
+// point's slice (a few to a few hundred observations) sorted by camera, then the
+// permutation applied one array at a time (transient memory: 4 + 16 bytes per observation).
+void SortArrays(int num_points, int threads, std::vector<int32_t>* cam, std::vector<int32_t>* pt,
+                std::vector<double>* xy) {
+  const int64_t n = static_cast<int64_t>(cam->size());
+  if (SortedByPoint(cam->data(), pt->data(), n)) return;
+  std::vector<int64_t> ptr(static_cast<size_t>(num_points) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) ++ptr[(*pt)[i] + 1];
+  std::partial_sum(ptr.begin(), ptr.end(), ptr.begin());
+  std::vector<int32_t> order(n);
   {
-    std::vector<int64_t> next(p.point_ptr.begin(), p.point_ptr.end() - 1);
-    for (int64_t i = 0; i < n; ++i) scene_index[next[scene.obs_point[i]]++] = static_cast<int32_t>(i);
+    std::vector<int64_t> next(ptr.begin(), ptr.end() - 1);
+    for (int64_t i = 0; i < n; ++i) order[next[(*pt)[i]]++] = static_cast<int32_t>(i);
   }
-#pragma omp parallel for num_threads(num_threads > 0 ? num_threads : omp_get_max_threads()) schedule(static)
-  for (int j = 0; j < p.num_points; ++j) {
-    std::sort(scene_index.begin() + p.point_ptr[j], scene_index.begin() + p.point_ptr[j + 1],
-              [&](int32_t a, int32_t b) { return scene.obs_camera[a] < scene.obs_camera[b]; });
+  const int32_t* c = cam->data();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int j = 0; j < num_points; ++j) {
+    std::stable_sort(order.begin() + ptr[j], order.begin() + ptr[j + 1],
+                     [c](int32_t a, int32_t b) { return c[a] < c[b]; });
   }
-  p.obs_camera.resize(n);
-  p.obs_point.resize(n);
-  p.obs_xy.resize(2 * n);
-#pragma omp parallel for num_threads(num_threads > 0 ? num_threads : omp_get_max_threads()) schedule(static)
+  {
+    std::vector<int32_t> tmp(n);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < n; ++k) tmp[k] = (*cam)[order[k]];
+    cam->swap(tmp);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < n; ++k) tmp[k] = (*pt)[order[k]];
+    pt->swap(tmp);
+  }
+  std::vector<double> tmp(2 * n);
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t k = 0; k < n; ++k) {
-    const int64_t i = scene_index[k];
-    p.obs_camera[k] = scene.obs_camera[i];
-    p.obs_point[k] = scene.obs_point[i];
-    p.obs_xy[2 * k] = scene.obs_xy[2 * i];
-    p.obs_xy[2 * k + 1] = scene.obs_xy[2 * i + 1];
+    tmp[2 * k] = (*xy)[2 * order[k]];
+    tmp[2 * k + 1] = (*xy)[2 * order[k] + 1];
   }
+  xy->swap(tmp);
+}
 
-  // Camera-major index; a stable counting sort keeps point order within a camera.
-  p.camera_ptr.assign(p.num_cameras + 1, 0);
+Status CheckSize(int64_t n) {
+  if (n > INT32_MAX) return Status::InvalidInput("more than 2^31-1 observations: not supported");
+  return Status::Ok();
+}
+
+// Row pointers, the optional camera index and the parameter mask, over sorted views.
+Status Finish(const std::vector<int>& fixed_cameras, bool fix_intrinsics, bool camera_index,
+              BAProblem* problem) {
+  BAProblem& p = *problem;
+  const int64_t n = p.num_observations;
+  p.point_ptr.assign(static_cast<size_t>(p.num_points) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) ++p.point_ptr[p.obs_point[i] + 1];
+  std::partial_sum(p.point_ptr.begin(), p.point_ptr.end(), p.point_ptr.begin());
+
+  p.camera_ptr.assign(static_cast<size_t>(p.num_cameras) + 1, 0);
   for (int64_t k = 0; k < n; ++k) ++p.camera_ptr[p.obs_camera[k] + 1];
   std::partial_sum(p.camera_ptr.begin(), p.camera_ptr.end(), p.camera_ptr.begin());
-  p.camera_obs.resize(n);
-  {
+  p.camera_obs.clear();
+  if (camera_index) {
+    // A stable counting sort keeps point order within a camera.
+    p.camera_obs.resize(n);
     std::vector<int64_t> next(p.camera_ptr.begin(), p.camera_ptr.end() - 1);
     for (int64_t k = 0; k < n; ++k) p.camera_obs[next[p.obs_camera[k]]++] = static_cast<int32_t>(k);
   }
@@ -75,6 +100,52 @@ Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_camera
   }
   p.has_fixed_parameters = fix_intrinsics || !fixed_cameras.empty();
   return Status::Ok();
+}
+
+}  // namespace
+
+bool ObservationsSortedByPoint(const Scene& scene) {
+  return SortedByPoint(scene.obs_camera.data(), scene.obs_point.data(), scene.num_observations());
+}
+
+Status SortObservationsByPoint(Scene* scene, int num_threads) {
+  TIEPOINT_RETURN_IF_ERROR(CheckSize(scene->num_observations()));
+  SortArrays(scene->num_points(), Threads(num_threads), &scene->obs_camera, &scene->obs_point,
+             &scene->obs_xy);
+  return Status::Ok();
+}
+
+Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_cameras,
+                        bool fix_intrinsics, int num_threads, BAProblem* problem) {
+  BAProblem& p = *problem;
+  p = BAProblem();
+  TIEPOINT_RETURN_IF_ERROR(CheckSize(scene.num_observations()));
+  p.num_cameras = scene.num_cameras();
+  p.num_points = scene.num_points();
+  p.num_observations = scene.num_observations();
+  p.own_camera_ = scene.obs_camera;
+  p.own_point_ = scene.obs_point;
+  p.own_xy_ = scene.obs_xy;
+  SortArrays(p.num_points, Threads(num_threads), &p.own_camera_, &p.own_point_, &p.own_xy_);
+  p.obs_camera = p.own_camera_.data();
+  p.obs_point = p.own_point_.data();
+  p.obs_xy = p.own_xy_.data();
+  return Finish(fixed_cameras, fix_intrinsics, /*camera_index=*/true, &p);
+}
+
+Status BAProblem::BuildInPlace(Scene* scene, const std::vector<int>& fixed_cameras,
+                               bool fix_intrinsics, bool camera_index, int num_threads,
+                               BAProblem* problem) {
+  BAProblem& p = *problem;
+  p = BAProblem();
+  TIEPOINT_RETURN_IF_ERROR(SortObservationsByPoint(scene, num_threads));
+  p.num_cameras = scene->num_cameras();
+  p.num_points = scene->num_points();
+  p.num_observations = scene->num_observations();
+  p.obs_camera = scene->obs_camera.data();
+  p.obs_point = scene->obs_point.data();
+  p.obs_xy = scene->obs_xy.data();
+  return Finish(fixed_cameras, fix_intrinsics, camera_index, &p);
 }
 
 }  // namespace tiepoint

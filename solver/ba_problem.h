@@ -1,11 +1,16 @@
 // The bundle-adjustment problem as tiepoint's own solvers see it, built once per solve.
 //
-// Observations are stored structure-of-arrays and sorted by (point, camera), so the
-// observations of point p are the contiguous range [point_ptr[p], point_ptr[p+1]):
-// this is the block-CSR row pointer of J_p and of the Schur elimination. A camera-major
-// index (camera_obs, ranges camera_ptr) lists the same observations by (camera, point),
-// for J_c^T products and for assembling the reduced camera system row by row, so no two
-// threads ever write the same block.
+// Observations are structure-of-arrays sorted by (point, camera), so the observations of
+// point p are the contiguous range [point_ptr[p], point_ptr[p+1]): this is the block-CSR
+// row pointer of J_p and of the Schur elimination. A camera-major index (camera_obs,
+// ranges camera_ptr) lists the same observations by (camera, point), for J_c^T gathers
+// and for assembling the reduced camera system row by row, so no two threads ever write
+// the same block; solvers that accumulate per thread instead do without it.
+//
+// The observation arrays are views: either into a Scene sorted in place (BuildInPlace,
+// what the bundle adjusters do, so observations are held once: BAL files are already in
+// this order and stay untouched), or into storage the problem owns (Build, a sorted copy
+// of a const Scene, for tests and tools). Either way the problem is move-only.
 #pragma once
 
 #include <cstdint>
@@ -17,27 +22,52 @@
 namespace tiepoint {
 
 struct BAProblem {
+  BAProblem() = default;
+  BAProblem(BAProblem&&) = default;
+  BAProblem& operator=(BAProblem&&) = default;
+  BAProblem(const BAProblem&) = delete;
+  BAProblem& operator=(const BAProblem&) = delete;
+
   int num_cameras = 0;
   int num_points = 0;
   int64_t num_observations = 0;
 
-  // Sorted by (point, camera).
-  std::vector<int32_t> obs_camera;
-  std::vector<int32_t> obs_point;
-  std::vector<double> obs_xy;           // 2 per observation
+  // Sorted by (point, camera); num_observations each (obs_xy: 2 each).
+  const int32_t* obs_camera = nullptr;
+  const int32_t* obs_point = nullptr;
+  const double* obs_xy = nullptr;
 
   std::vector<int64_t> point_ptr;       // num_points + 1
   std::vector<int64_t> camera_ptr;      // num_cameras + 1
-  std::vector<int32_t> camera_obs;      // observation ids ordered by (camera, point)
+  std::vector<int32_t> camera_obs;      // observation ids ordered by (camera, point);
+                                        // empty unless built with the camera index
 
   // Parameter masks: 1 where the parameter is held constant. 9 per camera.
   std::vector<uint8_t> camera_param_fixed;
   bool has_fixed_parameters = false;
 
-  // Builds the structure from a scene; `fixed_cameras` and `fix_intrinsics` fill the mask.
-  // Indices are assumed valid (the reader checked them); the gauge is not fixed here.
+  // A sorted copy of `scene` (which is left as it is), with the camera index.
+  // `fixed_cameras` and `fix_intrinsics` fill the mask. Indices are assumed valid (the
+  // reader checked them); the gauge is not fixed here.
   static Status Build(const Scene& scene, const std::vector<int>& fixed_cameras,
                       bool fix_intrinsics, int num_threads, BAProblem* problem);
+
+  // Sorts the scene's observations by (point, camera) in place (nothing moves when they
+  // already are, as in BAL files) and views them: the scene must outlive the problem and
+  // keep its observations unchanged in size. `camera_index`: also build camera_obs.
+  static Status BuildInPlace(Scene* scene, const std::vector<int>& fixed_cameras,
+                             bool fix_intrinsics, bool camera_index, int num_threads,
+                             BAProblem* problem);
+
+ private:
+  std::vector<int32_t> own_camera_, own_point_;
+  std::vector<double> own_xy_;
 };
+
+// True if the scene's observations are sorted by (point, camera).
+bool ObservationsSortedByPoint(const Scene& scene);
+
+// Sorts the scene's observations by (point, camera) in place, stable.
+Status SortObservationsByPoint(Scene* scene, int num_threads);
 
 }  // namespace tiepoint

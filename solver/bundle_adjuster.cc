@@ -123,18 +123,22 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       pcg.max_iterations = options.cg_max_iterations;
       pcg.num_threads = options.num_threads;
       pcg.recompute_jacobian = options.recompute_jacobian;
-      LmStateFactory factory =
-          options.device == Device::kCuda
-              ? [pcg](const BAProblem& problem, const LossFunction& loss, const double* cameras,
-                      const double* points, std::unique_ptr<LmState>* state) {
-                  return CreateCudaLmState(pcg, problem, loss, cameras, points, state);
-                }
-              : HostLmStateFactory([pcg](const BAProblem& problem, const LossFunction& loss,
-                                         LinearSystem* system) {
-                  return CreatePcgLinearSystem(pcg, problem, loss, system);
-                });
-      *adjuster = CreateLevenbergMarquardtBundleAdjuster(options, std::move(factory),
-                                                         /*normalize=*/true);
+      LmStateFactory factory;
+      if (options.device == Device::kCuda) {
+        factory = [pcg](const BAProblem& problem, const LossFunction& loss, double* cameras,
+                        double* points, std::unique_ptr<LmState>* state) {
+          return CreateCudaLmState(pcg, problem, loss, cameras, points, state);
+        };
+      } else {
+        factory = [pcg](const BAProblem& problem, const LossFunction& loss, double* cameras,
+                        double* points, std::unique_ptr<LmState>* state) {
+          return CreatePcgLmState(pcg, problem, loss, cameras, points, state);
+        };
+      }
+      // The CPU PCG solvers accumulate camera sums per thread: no camera-major index.
+      *adjuster = CreateLevenbergMarquardtBundleAdjuster(
+          options, std::move(factory), /*normalize=*/true,
+          /*camera_index=*/options.device == Device::kCuda);
       return Status::Ok();
     }
   }

@@ -38,8 +38,11 @@ std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const d
 class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
  public:
   LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options, LmStateFactory factory,
-                                   bool normalize)
-      : options_(options), factory_(std::move(factory)), normalize_(normalize) {}
+                                   bool normalize, bool camera_index)
+      : options_(options),
+        factory_(std::move(factory)),
+        normalize_(normalize),
+        camera_index_(camera_index) {}
 
   Status Solve(Scene* scene, BundleAdjusterSummary* summary) override;
 
@@ -47,6 +50,33 @@ class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
   BundleAdjusterOptions options_;
   LmStateFactory factory_;
   bool normalize_;
+  bool camera_index_;
+};
+
+// Undoes the in-place normalization of a scene on every way out of Solve (exact: the
+// scales are powers of two).
+class NormalizedScene {
+ public:
+  NormalizedScene(Scene* scene, const Normalization& n, bool active)
+      : scene_(scene), n_(n), active_(active) {
+    if (!active_) return;
+    NormalizeParameters(n_, scene_->num_cameras(), scene_->num_points(), scene_->cameras.data(),
+                        scene_->points.data());
+    NormalizeObservations(n_, scene_);
+  }
+  ~NormalizedScene() {
+    if (!active_) return;
+    DenormalizeParameters(n_, scene_->num_cameras(), scene_->num_points(), scene_->cameras.data(),
+                          scene_->points.data());
+    DenormalizeObservations(n_, scene_);
+  }
+  NormalizedScene(const NormalizedScene&) = delete;
+  NormalizedScene& operator=(const NormalizedScene&) = delete;
+
+ private:
+  Scene* scene_;
+  Normalization n_;
+  bool active_;
 };
 
 Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSummary* summary) {
@@ -63,23 +93,25 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   s.num_points = scene->num_points();
   s.num_observations = scene->num_observations();
 
+  // The problem views the scene's observations (sorted by point in place; BAL files
+  // already are), and the solve works in the scene's own parameter arrays, normalized in
+  // place when asked (median depth and focal length ~1) and restored on the way out; the
+  // LM state may keep x in them, so nothing per observation or per point is copied here.
   BAProblem problem;
-  TIEPOINT_RETURN_IF_ERROR(
-      BAProblem::Build(*scene, o.fixed_cameras, o.fix_intrinsics, threads, &problem));
-  std::vector<double> xc = scene->cameras, xp = scene->points;
-  // Work in normalized units (median depth 1, median focal length 1) when asked; costs
-  // are reported in the original pixel units.
+  TIEPOINT_RETURN_IF_ERROR(BAProblem::BuildInPlace(scene, o.fixed_cameras, o.fix_intrinsics,
+                                                   camera_index_, threads, &problem));
   Normalization normalization;
   LossFunction loss = o.loss;
   if (normalize_) {
-    normalization = ComputeNormalization(problem, xc.data(), xp.data());
-    NormalizeParameters(normalization, problem.num_cameras, problem.num_points, xc.data(), xp.data());
-    NormalizeObservations(normalization, &problem);
+    normalization = ComputeNormalization(problem, scene->cameras.data(), scene->points.data());
     loss.scale /= normalization.pixel_scale;
   }
+  const NormalizedScene normalized(scene, normalization, normalize_);
+  double* xc = scene->cameras.data();
+  double* xp = scene->points.data();
   const double cost_scale = normalization.CostScale();
   std::unique_ptr<LmState> state;
-  TIEPOINT_RETURN_IF_ERROR(factory_(problem, loss, xc.data(), xp.data(), &state));
+  TIEPOINT_RETURN_IF_ERROR(factory_(problem, loss, xc, xp, &state));
 
   Timer eval_timer;
   double cost = state->Linearize();
@@ -87,7 +119,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   s.initial_cost = s.final_cost = cost * cost_scale;
   if (!std::isfinite(cost)) {
     s.termination = TerminationType::kFailure;
-    s.message = "initial cost is not finite: " + DescribeNonFinite(problem, xc.data(), xp.data());
+    s.message = "initial cost is not finite: " + DescribeNonFinite(problem, xc, xp);
     s.total_time_s = total.Seconds();
     return Status::Ok();
   }
@@ -116,13 +148,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     s.termination = t;
     s.message = message;
     s.final_cost = cost * cost_scale;
-    TIEPOINT_RETURN_IF_ERROR(state->Parameters(xc.data(), xp.data()));
-    if (normalize_) {
-      DenormalizeParameters(normalization, problem.num_cameras, problem.num_points, xc.data(),
-                            xp.data());
-    }
-    scene->cameras = xc;
-    scene->points = xp;
+    TIEPOINT_RETURN_IF_ERROR(state->Parameters(xc, xp));
     s.total_time_s = total.Seconds();
     return Status::Ok();
   };
@@ -218,9 +244,10 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 }  // namespace
 
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize) {
+    const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize,
+    bool camera_index) {
   return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(factory),
-                                                            normalize);
+                                                            normalize, camera_index);
 }
 
 }  // namespace tiepoint

@@ -24,8 +24,10 @@ namespace tiepoint {
 // The LM BundleAdjuster over the state `factory` makes for each problem (host memory
 // with a LinearSystem, or device memory). `normalize`: solve in normalized units
 // (solver/normalization.h), as the single-precision solvers need; results and costs come
-// back in the original units.
+// back in the original units. `camera_index`: the state reads BAProblem::camera_obs.
+// The solve sorts the scene's observations by (point, camera) in place (BAL's own order).
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
-    const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize);
+    const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize,
+    bool camera_index = true);
 
 }  // namespace tiepoint

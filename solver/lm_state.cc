@@ -95,8 +95,8 @@ class HostLmState : public LmState {
 }  // namespace
 
 LmStateFactory HostLmStateFactory(LinearSystemFactory factory) {
-  return [factory](const BAProblem& problem, const LossFunction& loss, const double* cameras,
-                   const double* points, std::unique_ptr<LmState>* state) {
+  return [factory](const BAProblem& problem, const LossFunction& loss, double* cameras,
+                   double* points, std::unique_ptr<LmState>* state) {
     LinearSystem system;
     TIEPOINT_RETURN_IF_ERROR(factory(problem, loss, &system));
     *state = std::make_unique<HostLmState>(problem, std::move(system), cameras, points);

@@ -46,9 +46,11 @@ class LmState {
 };
 
 // Makes the state for a problem, starting at (cameras, points); `loss` is in the
-// problem's (possibly normalized) units.
+// problem's (possibly normalized) units. The arrays outlive the state, which may keep x
+// in them (updating them in place) instead of copying; Parameters() must still be called
+// with them at the end.
 using LmStateFactory = std::function<Status(const BAProblem& problem, const LossFunction& loss,
-                                            const double* cameras, const double* points,
+                                            double* cameras, double* points,
                                             std::unique_ptr<LmState>* state)>;
 
 // The host-memory state over a Linearization and the LinearSolver reading it.

@@ -6,6 +6,7 @@
 
 #include "solver/ba_problem.h"
 #include "solver/camera_model.h"
+#include "io/scene.h"
 
 namespace tiepoint {
 namespace {
@@ -41,8 +42,12 @@ Normalization ComputeNormalization(const BAProblem& problem, const double* camer
     if (std::isfinite(f) && f > 0) focals.push_back(f);
   }
   const double focal = Median(focals);
-  n.length_scale = depth > 0 && std::isfinite(depth) ? depth : 1.0;
-  n.pixel_scale = focal > 0 && std::isfinite(focal) ? focal : 1.0;
+  auto power_of_two = [](double v) {
+    if (!(v > 0) || !std::isfinite(v)) return 1.0;
+    return std::ldexp(1.0, std::clamp(static_cast<int>(std::lround(std::log2(v))), -500, 500));
+  };
+  n.length_scale = power_of_two(depth);
+  n.pixel_scale = power_of_two(focal);
   return n;
 }
 
@@ -66,8 +71,12 @@ void DenormalizeParameters(const Normalization& n, int num_cameras, int num_poin
   for (int64_t k = 0; k < 3LL * num_points; ++k) points[k] *= n.length_scale;
 }
 
-void NormalizeObservations(const Normalization& n, BAProblem* problem) {
-  for (double& v : problem->obs_xy) v /= n.pixel_scale;
+void NormalizeObservations(const Normalization& n, Scene* scene) {
+  for (double& v : scene->obs_xy) v /= n.pixel_scale;
+}
+
+void DenormalizeObservations(const Normalization& n, Scene* scene) {
+  for (double& v : scene->obs_xy) v *= n.pixel_scale;
 }
 
 }  // namespace tiepoint

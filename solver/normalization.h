@@ -6,8 +6,10 @@
 //             (reprojections are invariant: p = -P.xy / P.z does not change);
 //   pixels:   f' = f / F, x' = x / F, with F the median focal length (k1, k2 unchanged,
 //             since p does not change), so residuals scale by 1/F and the cost by 1/F^2.
-// The solver then also scales Jacobian columns (solver/pcg_solver.h). Applying
-// Denormalize after Normalize returns the inputs up to rounding.
+// L and F are the medians rounded to the nearest power of two: float safety needs only
+// the order of magnitude, and scaling by a power of two is exact, so Denormalize after
+// Normalize returns the inputs bit for bit (the solvers normalize the scene in place).
+// The solver then also scales Jacobian columns (solver/pcg_linearization.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 namespace tiepoint {
 
 struct BAProblem;
+struct Scene;
 
 struct Normalization {
   double length_scale = 1.0;  // L: median depth
@@ -23,7 +26,8 @@ struct Normalization {
   double CostScale() const { return pixel_scale * pixel_scale; }
 };
 
-// Medians over the observations (depth) and cameras (|f|); 1 where undefined.
+// Medians over the observations (depth) and cameras (|f|), rounded to powers of two; 1
+// where undefined.
 Normalization ComputeNormalization(const BAProblem& problem, const double* cameras,
                                    const double* points);
 
@@ -31,7 +35,8 @@ void NormalizeParameters(const Normalization& n, int num_cameras, int num_points
                          double* cameras, double* points);
 void DenormalizeParameters(const Normalization& n, int num_cameras, int num_points,
                            double* cameras, double* points);
-// Observations in BAProblem order: x' = x / F.
-void NormalizeObservations(const Normalization& n, BAProblem* problem);
+// Observations: x' = x / F, and back.
+void NormalizeObservations(const Normalization& n, Scene* scene);
+void DenormalizeObservations(const Normalization& n, Scene* scene);
 
 }  // namespace tiepoint

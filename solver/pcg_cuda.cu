@@ -608,11 +608,11 @@ Status CudaLinearization::Initialize() {
   std::vector<int> point_ptr(p_.point_ptr.begin(), p_.point_ptr.end());
   std::vector<int> camera_ptr(p_.camera_ptr.begin(), p_.camera_ptr.end());
   TIEPOINT_RETURN_IF_ERROR(obs_camera_.Allocate(n));
-  TIEPOINT_RETURN_IF_ERROR(obs_camera_.Upload(p_.obs_camera.data(), n));
+  TIEPOINT_RETURN_IF_ERROR(obs_camera_.Upload(p_.obs_camera, n));
   TIEPOINT_RETURN_IF_ERROR(obs_point_.Allocate(n));
-  TIEPOINT_RETURN_IF_ERROR(obs_point_.Upload(p_.obs_point.data(), n));
+  TIEPOINT_RETURN_IF_ERROR(obs_point_.Upload(p_.obs_point, n));
   TIEPOINT_RETURN_IF_ERROR(obs_xy_.Allocate(2 * n));
-  TIEPOINT_RETURN_IF_ERROR(obs_xy_.Upload(p_.obs_xy.data(), 2 * n));
+  TIEPOINT_RETURN_IF_ERROR(obs_xy_.Upload(p_.obs_xy, 2 * n));
   TIEPOINT_RETURN_IF_ERROR(point_ptr_.Allocate(np + 1));
   TIEPOINT_RETURN_IF_ERROR(point_ptr_.Upload(point_ptr.data(), np + 1));
   TIEPOINT_RETURN_IF_ERROR(camera_ptr_.Allocate(nc + 1));

@@ -16,7 +16,6 @@ namespace {
 template <typename T>
 struct Types {
   using Mat9 = Eigen::Matrix<T, 9, 9, Eigen::RowMajor>;
-  using Mat3 = Eigen::Matrix<T, 3, 3, Eigen::RowMajor>;
   using MJc = Eigen::Matrix<T, 2, 9, Eigen::RowMajor>;
   using MJp = Eigen::Matrix<T, 2, 3, Eigen::RowMajor>;
   using Vec9 = Eigen::Matrix<T, 9, 1>;
@@ -24,13 +23,64 @@ struct Types {
   using Vec2 = Eigen::Matrix<T, 2, 1>;
 };
 
+// Ceres's LM diagonal bounds (as solver/lm_state.cc).
+constexpr double kMinDiagonal = 1e-6;
+constexpr double kMaxDiagonal = 1e32;
+
+// Packed symmetric 3x3: 00 01 02 11 12 22.
+template <typename A, typename B>
+inline void SymTimes(const A* m, const B* x, double* y) {
+  y[0] = m[0] * x[0] + m[1] * x[1] + m[2] * x[2];
+  y[1] = m[1] * x[0] + m[3] * x[1] + m[4] * x[2];
+  y[2] = m[2] * x[0] + m[4] * x[1] + m[5] * x[2];
+}
+
+// Inverse of a packed symmetric 3x3 by cofactors, in double; zero if singular.
+inline void SymInverse(const double* m, double* inv) {
+  const double c00 = m[3] * m[5] - m[4] * m[4];
+  const double c01 = m[2] * m[4] - m[1] * m[5];
+  const double c02 = m[1] * m[4] - m[2] * m[3];
+  const double det = m[0] * c00 + m[1] * c01 + m[2] * c02;
+  if (!(det > 0.0) || !std::isfinite(det)) {
+    // Not positive definite (cannot happen with damping > 0 unless values overflowed):
+    // fall back to the inverse diagonal, which keeps CG's products finite.
+    inv[0] = m[0] > 0 ? 1.0 / m[0] : 0.0;
+    inv[3] = m[3] > 0 ? 1.0 / m[3] : 0.0;
+    inv[5] = m[5] > 0 ? 1.0 / m[5] : 0.0;
+    inv[1] = inv[2] = inv[4] = 0.0;
+    return;
+  }
+  const double k = 1.0 / det;
+  inv[0] = c00 * k;
+  inv[1] = c01 * k;
+  inv[2] = c02 * k;
+  inv[3] = (m[0] * m[5] - m[2] * m[2]) * k;
+  inv[4] = (m[1] * m[2] - m[0] * m[4]) * k;
+  inv[5] = (m[0] * m[3] - m[1] * m[1]) * k;
+}
+
+// v += J^T J for a 2x3 row-major block J, packed.
+template <typename A>
+inline void AddGram(const A* J, double* v) {
+  for (int r = 0; r < 2; ++r) {
+    const double a = J[3 * r], b = J[3 * r + 1], c = J[3 * r + 2];
+    v[0] += a * a;
+    v[1] += a * b;
+    v[2] += a * c;
+    v[3] += b * b;
+    v[4] += b * c;
+    v[5] += c * c;
+  }
+}
+
+double ScaleOf(double d) { return d > 0.0 && std::isfinite(d) ? 1.0 / std::sqrt(d) : 1.0; }
+
 }  // namespace
 
 // Each member function uses a subset of these aliases.
 #pragma GCC diagnostic ignored "-Wunused-local-typedefs"
 #define TP_TYPES                        \
   using Mat9 = typename Types<T>::Mat9; \
-  using Mat3 = typename Types<T>::Mat3; \
   using MJc = typename Types<T>::MJc;   \
   using MJp = typename Types<T>::MJp;   \
   using Vec9 = typename Types<T>::Vec9; \
@@ -39,30 +89,28 @@ struct Types {
 
 template <typename T>
 PcgLinearization<T>::PcgLinearization(const BAProblem& problem, const LossFunction& loss,
-                                      int num_threads, bool recompute)
+                                      int num_threads, bool recompute, bool schur_only)
     : p_(problem),
       loss_(loss),
       threads_(num_threads > 0 ? num_threads : omp_get_max_threads()),
-      recompute_(recompute) {
+      recompute_(recompute),
+      keep_point_damping_(recompute || !schur_only) {
   const size_t n = static_cast<size_t>(p_.num_observations);
   const size_t nc = static_cast<size_t>(p_.num_cameras), np = static_cast<size_t>(p_.num_points);
   if (!recompute_) {
     jc_.resize(18 * n);
     jp_.resize(6 * n);
   }
-  e_.resize(2 * n);
   cam_scale_.assign(9 * nc, 1.0);
-  pt_scale_.assign(3 * np, 1.0);
+  pt_scale_.assign(3 * np, T(1));
   gc_.resize(9 * nc);
   diag_c_.resize(9 * nc);
   gp_.resize(3 * np);
-  diag_p_.resize(3 * np);
   u0_.resize(81 * nc);
-  v0_.resize(9 * np);
   dc_.resize(9 * nc);
-  dp_.resize(3 * np);
+  if (keep_point_damping_) dp_.resize(3 * np);
   cam_precond_.resize(81 * nc);
-  pt_precond_.resize(9 * np);
+  pt_block_.resize(6 * np);
 }
 
 template <typename T>
@@ -93,6 +141,14 @@ double PcgLinearization<T>::EvaluateObservation(const double* cameras, const dou
 }
 
 template <typename T>
+double* PcgLinearization<T>::ThreadAccumulator(int thread, int width) {
+  const size_t per = static_cast<size_t>(width) * p_.num_cameras;
+  double* a = &cam_acc_[static_cast<size_t>(thread) * per];
+  std::fill(a, a + per, 0.0);
+  return a;
+}
+
+template <typename T>
 double PcgLinearization<T>::Cost(const double* cameras, const double* points) {
   double cost = 0.0;
 #pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : cost)
@@ -104,74 +160,130 @@ double PcgLinearization<T>::Cost(const double* cameras, const double* points) {
 }
 
 template <typename T>
+double PcgLinearization<T>::StepCost(const T* dxc, const T* dxp) {
+  const int nc = p_.num_cameras;
+  trial_c_.resize(9LL * nc);
+  for (int64_t k = 0; k < 9LL * nc; ++k) trial_c_[k] = cameras_[k] + static_cast<double>(dxc[k]) * cam_scale_[k];
+  double cost = 0.0;
+#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : cost)
+  for (int j = 0; j < p_.num_points; ++j) {
+    // The trial point, placed where EvaluateObservation looks for point j.
+    double x[3];
+    for (int a = 0; a < 3; ++a) x[a] = points_[3 * j + a] + static_cast<double>(dxp[3 * j + a]) * pt_scale_[3 * j + a];
+    const double* base = x - 3LL * j;
+    for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
+      double r[2];
+      cost += 0.5 * EvaluateObservation(trial_c_.data(), base, i, r, nullptr, nullptr);
+    }
+  }
+  return std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity();
+}
+
+template <typename T>
 double PcgLinearization<T>::Linearize(const double* cameras, const double* points) {
   const int nc = p_.num_cameras, np = p_.num_points;
-  cameras_.assign(cameras, cameras + 9LL * nc);
-  points_.assign(points, points + 3LL * np);
-  blocks_valid_ = false;
-  // The first call stores unscaled blocks (the scales start at 1), fixes the column
-  // scaling from diag(J^T J), then rescales the stored blocks in place: one evaluation.
+  cameras_ = cameras;
+  points_ = points;
+  const bool first = !scaled_;
+  const bool store = !recompute_;
+  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
+  std::vector<double> u_acc(static_cast<size_t>(threads_) * 81 * nc);
   double cost = 0.0;
-  {
-    const bool store = !recompute_;
-    std::fill(gc_.begin(), gc_.end(), 0.0);
-    std::fill(diag_c_.begin(), diag_c_.end(), 0.0);
+  // One evaluation pass: cost, gradient, diag(J^T J), J^T J blocks of cameras (per thread)
+  // and points, and the stored blocks. A point's scale is known at the end of its own
+  // loop; camera scales only after the pass, so the first call rescales camera blocks then.
 #pragma omp parallel num_threads(threads_) reduction(+ : cost)
-    {
-      // Camera sums accumulate per thread and are reduced after the loop.
-      std::vector<double> gc(9LL * nc, 0.0), dc(9LL * nc, 0.0);
+  {
+    const int t = omp_get_thread_num();
+    double* gd = ThreadAccumulator(t, 18);  // 9 gradient, 9 diagonal per camera
+    double* u = &u_acc[static_cast<size_t>(t) * 81 * nc];
 #pragma omp for schedule(static)
-      for (int j = 0; j < np; ++j) {
-        double g[3] = {0, 0, 0}, d[3] = {0, 0, 0};
-        for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
-          double r[2], jc[18], jp[6];
-          cost += 0.5 * EvaluateObservation(cameras, points, i, r, jc, jp);
-          const int c = p_.obs_camera[i];
-          for (int a = 0; a < 3; ++a) {
-            g[a] += jp[a] * r[0] + jp[3 + a] * r[1];
-            d[a] += jp[a] * jp[a] + jp[3 + a] * jp[3 + a];
-          }
-          double* gcc = &gc[9 * c];
-          double* dcc = &dc[9 * c];
-          for (int a = 0; a < 9; ++a) {
-            gcc[a] += jc[a] * r[0] + jc[9 + a] * r[1];
-            dcc[a] += jc[a] * jc[a] + jc[9 + a] * jc[9 + a];
-          }
-          if (store) {
-            const double* cs = &cam_scale_[9 * c];
-            const double* ps = &pt_scale_[3 * j];
-            for (int row = 0; row < 2; ++row) {
-              for (int a = 0; a < 9; ++a) jc_[18 * i + 9 * row + a] = static_cast<T>(jc[9 * row + a] * cs[a]);
-              for (int a = 0; a < 3; ++a) jp_[6 * i + 3 * row + a] = static_cast<T>(jp[3 * row + a] * ps[a]);
-            }
-          }
+    for (int j = 0; j < np; ++j) {
+      double g[3] = {0, 0, 0}, v[6] = {0, 0, 0, 0, 0, 0};
+      for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
+        double r[2], jc[18], jp[6];
+        cost += 0.5 * EvaluateObservation(cameras, points, i, r, jc, jp);
+        const int c = p_.obs_camera[i];
+        for (int a = 0; a < 3; ++a) g[a] += jp[a] * r[0] + jp[3 + a] * r[1];
+        AddGram(jp, v);
+        double* gcc = gd + 18 * c;
+        double* uc = u + 81 * c;
+        for (int a = 0; a < 9; ++a) {
+          gcc[a] += jc[a] * r[0] + jc[9 + a] * r[1];
+          gcc[9 + a] += jc[a] * jc[a] + jc[9 + a] * jc[9 + a];
+          for (int b = a; b < 9; ++b) uc[9 * a + b] += jc[a] * jc[b] + jc[9 + a] * jc[9 + b];
         }
-        for (int a = 0; a < 3; ++a) {
-          gp_[3 * j + a] = g[a];
-          diag_p_[3 * j + a] = d[a];
+        if (store) {
+          const double* cs = &cam_scale_[9 * c];
+          for (int row = 0; row < 2; ++row) {
+            for (int a = 0; a < 9; ++a) jc_[18 * i + 9 * row + a] = static_cast<T>(jc[9 * row + a] * cs[a]);
+            for (int a = 0; a < 3; ++a) jp_[6 * i + 3 * row + a] = static_cast<T>(jp[3 * row + a]);
+          }
         }
       }
-#pragma omp critical
-      {
-        for (int64_t k = 0; k < 9LL * nc; ++k) {
-          gc_[k] += gc[k];
-          diag_c_[k] += dc[k];
+      T* ps = &pt_scale_[3 * j];
+      if (first) {
+        ps[0] = static_cast<T>(ScaleOf(v[0]));
+        ps[1] = static_cast<T>(ScaleOf(v[3]));
+        ps[2] = static_cast<T>(ScaleOf(v[5]));
+      }
+      const double s[3] = {ps[0], ps[1], ps[2]};
+      for (int a = 0; a < 3; ++a) gp_[3 * j + a] = static_cast<T>(g[a] * s[a]);
+      if (store) {
+        for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
+          for (int k = 0; k < 6; ++k) jp_[6 * i + k] = static_cast<T>(jp_[6 * i + k] * s[k % 3]);
+        }
+      } else {
+        T* b = &pt_block_[6 * j];
+        b[0] = static_cast<T>(v[0] * s[0] * s[0]);
+        b[1] = static_cast<T>(v[1] * s[0] * s[1]);
+        b[2] = static_cast<T>(v[2] * s[0] * s[2]);
+        b[3] = static_cast<T>(v[3] * s[1] * s[1]);
+        b[4] = static_cast<T>(v[4] * s[1] * s[2]);
+        b[5] = static_cast<T>(v[5] * s[2] * s[2]);
+      }
+    }
+    // (implicit barrier) Sum the per-thread camera sums.
+#pragma omp for schedule(static)
+    for (int c = 0; c < nc; ++c) {
+      for (int a = 0; a < 9; ++a) {
+        double gs = 0.0, ds = 0.0;
+        for (int th = 0; th < threads_; ++th) {
+          const double* x = &cam_acc_[(static_cast<size_t>(th) * nc + c) * 18];
+          gs += x[a];
+          ds += x[9 + a];
+        }
+        gc_[9 * c + a] = gs;
+        diag_c_[9 * c + a] = ds;
+      }
+      for (int a = 0; a < 9; ++a) {
+        for (int b = a; b < 9; ++b) {
+          double us = 0.0;
+          for (int th = 0; th < threads_; ++th) us += u_acc[(static_cast<size_t>(th) * nc + c) * 81 + 9 * a + b];
+          u0_[81 * c + 9 * a + b] = us;
         }
       }
     }
   }
-  if (!scaled_) {
-    auto scale = [](double d) { return d > 0.0 && std::isfinite(d) ? 1.0 / std::sqrt(d) : 1.0; };
-    for (size_t k = 0; k < cam_scale_.size(); ++k) cam_scale_[k] = scale(diag_c_[k]);
-    for (size_t k = 0; k < pt_scale_.size(); ++k) pt_scale_[k] = scale(diag_p_[k]);
+  if (first) {
+    for (size_t k = 0; k < cam_scale_.size(); ++k) cam_scale_[k] = ScaleOf(diag_c_[k]);
     scaled_ = true;
-    if (!recompute_) {
+    if (store) {
 #pragma omp parallel for num_threads(threads_) schedule(static)
       for (int64_t i = 0; i < p_.num_observations; ++i) {
         const double* cs = &cam_scale_[9 * p_.obs_camera[i]];
-        const double* ps = &pt_scale_[3 * p_.obs_point[i]];
         for (int k = 0; k < 18; ++k) jc_[18 * i + k] = static_cast<T>(jc_[18 * i + k] * cs[k % 9]);
-        for (int k = 0; k < 6; ++k) jp_[6 * i + k] = static_cast<T>(jp_[6 * i + k] * ps[k % 3]);
+      }
+    }
+  }
+  // U' = S U S, symmetric.
+  for (int c = 0; c < nc; ++c) {
+    double* uc = &u0_[81 * c];
+    const double* cs = &cam_scale_[9 * c];
+    for (int a = 0; a < 9; ++a) {
+      for (int b = a; b < 9; ++b) {
+        uc[9 * a + b] *= cs[a] * cs[b];
+        uc[9 * b + a] = uc[9 * a + b];
       }
     }
   }
@@ -181,118 +293,120 @@ double PcgLinearization<T>::Linearize(const double* cameras, const double* point
 template <typename T>
 void PcgLinearization<T>::Gradient(double* g_cameras, double* g_points) {
   std::copy(gc_.begin(), gc_.end(), g_cameras);
-  std::copy(gp_.begin(), gp_.end(), g_points);
+  for (size_t k = 0; k < gp_.size(); ++k) g_points[k] = static_cast<double>(gp_[k]) / pt_scale_[k];
+}
+
+template <typename T>
+void PcgLinearization<T>::PointGram(int j, double v[6]) const {
+  if (recompute_) {
+    for (int k = 0; k < 6; ++k) v[k] = pt_block_[6 * j + k];
+    return;
+  }
+  for (int k = 0; k < 6; ++k) v[k] = 0.0;
+  for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) AddGram(&jp_[6 * i], v);
 }
 
 template <typename T>
 void PcgLinearization<T>::JtJDiagonal(double* d_cameras, double* d_points) {
   std::copy(diag_c_.begin(), diag_c_.end(), d_cameras);
-  std::copy(diag_p_.begin(), diag_p_.end(), d_points);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (int j = 0; j < p_.num_points; ++j) {
+    double v[6];
+    PointGram(j, v);
+    const T* s = &pt_scale_[3 * j];
+    d_points[3 * j] = v[0] / (static_cast<double>(s[0]) * s[0]);
+    d_points[3 * j + 1] = v[3] / (static_cast<double>(s[1]) * s[1]);
+    d_points[3 * j + 2] = v[5] / (static_cast<double>(s[2]) * s[2]);
+  }
 }
 
 template <typename T>
-double PcgLinearization<T>::JacobianNormSquared(const double* xc, const double* xp) {
-  double s = 0.0;
-  if (recompute_) {
-#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : s)
-    for (int64_t i = 0; i < p_.num_observations; ++i) {
-      double r[2], jc[18], jp[6];
-      const int c = p_.obs_camera[i], j = p_.obs_point[i];
-      EvaluateObservation(cameras_.data(), points_.data(), i, r, jc, jp);
-      for (int row = 0; row < 2; ++row) {
-        double v = 0.0;
-        for (int a = 0; a < 9; ++a) v += jc[9 * row + a] * xc[9 * c + a];
-        for (int a = 0; a < 3; ++a) v += jp[3 * row + a] * xp[3 * j + a];
-        s += v * v;
-      }
-    }
-    return s;
+void PcgLinearization<T>::PointBlocks(int j, std::vector<T>* buf, const T** jc,
+                                      const T** jp) const {
+  const int64_t begin = p_.point_ptr[j], end = p_.point_ptr[j + 1];
+  if (!recompute_) {
+    *jc = &jc_[18 * begin];
+    *jp = &jp_[6 * begin];
+    return;
   }
-  // J x = J' (x / s): divide the (short) parameter vectors once, not every block entry.
-  scaled_x_.resize(cam_scale_.size() + pt_scale_.size());
-  double* xcs = scaled_x_.data();
-  double* xps = xcs + cam_scale_.size();
-  for (size_t k = 0; k < cam_scale_.size(); ++k) xcs[k] = xc[k] / cam_scale_[k];
-  for (size_t k = 0; k < pt_scale_.size(); ++k) xps[k] = xp[k] / pt_scale_[k];
-#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : s)
-  for (int64_t i = 0; i < p_.num_observations; ++i) {
-    const T* jc = &jc_[18 * i];
-    const T* jp = &jp_[6 * i];
-    const double* x = xcs + 9 * p_.obs_camera[i];
-    const double* y = xps + 3 * p_.obs_point[i];
-    for (int row = 0; row < 2; ++row) {
-      double v = 0.0;
-      for (int a = 0; a < 9; ++a) v += static_cast<double>(jc[9 * row + a]) * x[a];
-      for (int a = 0; a < 3; ++a) v += static_cast<double>(jp[3 * row + a]) * y[a];
-      s += v * v;
+  const int64_t m = end - begin;
+  if (static_cast<int64_t>(buf->size()) < 24 * m) buf->resize(24 * m);
+  T* bc = buf->data();
+  T* bp = bc + 18 * m;
+  const T* ps = &pt_scale_[3 * j];
+  for (int64_t i = begin; i < end; ++i) {
+    double r[2], Jc[18], Jp[6];
+    EvaluateObservation(cameras_, points_, i, r, Jc, Jp);
+    const double* cs = &cam_scale_[9 * p_.obs_camera[i]];
+    T* oc = bc + 18 * (i - begin);
+    T* op = bp + 6 * (i - begin);
+    for (int k = 0; k < 18; ++k) oc[k] = static_cast<T>(Jc[k] * cs[k % 9]);
+    for (int k = 0; k < 6; ++k) op[k] = static_cast<T>(Jp[k] * ps[k % 3]);
+  }
+  *jc = bc;
+  *jp = bp;
+}
+
+template <typename T>
+double PcgLinearization<T>::ScaledJacobianNormSquared(const T* xc, const T* xp) {
+  double s = 0.0;
+#pragma omp parallel num_threads(threads_) reduction(+ : s)
+  {
+    std::vector<T> buf;
+#pragma omp for schedule(static)
+    for (int j = 0; j < p_.num_points; ++j) {
+      const T *jc, *jp;
+      PointBlocks(j, &buf, &jc, &jp);
+      const T* y = xp + 3 * j;
+      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
+        const T* x = xc + 9 * p_.obs_camera[i];
+        for (int row = 0; row < 2; ++row) {
+          double v = 0.0;
+          const T* a = jc + 18 * o + 9 * row;
+          const T* b = jp + 6 * o + 3 * row;
+          for (int k = 0; k < 9; ++k) v += static_cast<double>(a[k]) * x[k];
+          for (int k = 0; k < 3; ++k) v += static_cast<double>(b[k]) * y[k];
+          s += v * v;
+        }
+      }
     }
   }
   return s;
 }
 
 template <typename T>
-inline void PcgLinearization<T>::Blocks(int64_t i, const T** jc, const T** jp, T* jc_buf,
-                                        T* jp_buf) const {
-  if (!recompute_) {
-    *jc = &jc_[18 * i];
-    *jp = &jp_[6 * i];
-    return;
-  }
-  double r[2], Jc[18], Jp[6];
-  EvaluateObservation(cameras_.data(), points_.data(), i, r, Jc, Jp);
-  const double* cs = &cam_scale_[9 * p_.obs_camera[i]];
-  const double* ps = &pt_scale_[3 * p_.obs_point[i]];
-  for (int k = 0; k < 18; ++k) jc_buf[k] = static_cast<T>(Jc[k] * cs[k % 9]);
-  for (int k = 0; k < 6; ++k) jp_buf[k] = static_cast<T>(Jp[k] * ps[k % 3]);
-  *jc = jc_buf;
-  *jp = jp_buf;
-}
-
-template <typename T>
-void PcgLinearization<T>::ComputeBlocks() {
-  TP_TYPES;
-  using Mat9d = Eigen::Matrix<double, 9, 9, Eigen::RowMajor>;
-#pragma omp parallel num_threads(threads_)
+double PcgLinearization<T>::JacobianNormSquared(const double* xc, const double* xp) {
+  // J x = J' (x / s), in double.
+  double s = 0.0;
+#pragma omp parallel num_threads(threads_) reduction(+ : s)
   {
+    std::vector<T> buf;
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
-      Mat3 V = Mat3::Zero();
-      for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        const Eigen::Map<const MJp> J(jp);
-        V.noalias() += J.transpose() * J;
+      const T *jc, *jp;
+      PointBlocks(j, &buf, &jc, &jp);
+      double y[3];
+      for (int a = 0; a < 3; ++a) y[a] = xp[3 * j + a] / pt_scale_[3 * j + a];
+      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
+        const int c = p_.obs_camera[i];
+        for (int row = 0; row < 2; ++row) {
+          double v = 0.0;
+          const T* a = jc + 18 * o + 9 * row;
+          const T* b = jp + 6 * o + 3 * row;
+          for (int k = 0; k < 9; ++k) v += static_cast<double>(a[k]) * (xc[9 * c + k] / cam_scale_[9 * c + k]);
+          for (int k = 0; k < 3; ++k) v += static_cast<double>(b[k]) * y[k];
+          s += v * v;
+        }
       }
-      Eigen::Map<Mat3> out(&v0_[9 * j]);
-      out = V;
-    }
-#pragma omp for schedule(dynamic, 8)
-    for (int c = 0; c < p_.num_cameras; ++c) {
-      // Fixed-size double products (a cast inside the product would send Eigen down its
-      // general GEMM path: measured 10% of a pcg-schur solve).
-      using MJcd = Eigen::Matrix<double, 2, 9, Eigen::RowMajor>;
-      Mat9d U = Mat9d::Zero();
-      for (int64_t k = p_.camera_ptr[c]; k < p_.camera_ptr[c + 1]; ++k) {
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(p_.camera_obs[k], &jc, &jp, jcb, jpb);
-        const MJcd J = Eigen::Map<const MJc>(jc).template cast<double>();
-        U.noalias() += J.transpose().lazyProduct(J);
-      }
-      Eigen::Map<Mat9d> out(&u0_[81 * c]);
-      out = U;
     }
   }
-  blocks_valid_ = true;
+  return s;
 }
 
 template <typename T>
-void PcgLinearization<T>::PrepareDamping(const double* d_cameras, const double* d_points) {
-  TP_TYPES;
+void PcgLinearization<T>::Damp(const double* d_cameras, const double* d_points, double radius) {
   using Mat9d = Eigen::Matrix<double, 9, 9, Eigen::RowMajor>;
-  using Mat3d = Eigen::Matrix<double, 3, 3, Eigen::RowMajor>;
-  if (!blocks_valid_) ComputeBlocks();
+  TP_TYPES;
   // Block inverses in double (9x9 LDLT of a possibly ill-conditioned block), stored in T.
 #pragma omp parallel num_threads(threads_)
   {
@@ -300,9 +414,16 @@ void PcgLinearization<T>::PrepareDamping(const double* d_cameras, const double* 
     for (int c = 0; c < p_.num_cameras; ++c) {
       Mat9d U = Eigen::Map<const Mat9d>(&u0_[81 * c]);
       for (int a = 0; a < 9; ++a) {
-        const double s = cam_scale_[9 * c + a];
-        const double d = d_cameras[9 * c + a] * s * s;
-        dc_[9 * c + a] = static_cast<T>(d);
+        const int k = 9 * c + a;
+        const double s = cam_scale_[k];
+        double d;
+        if (d_cameras) {
+          d = d_cameras[k];
+        } else {
+          d = p_.camera_param_fixed[k] ? 1.0 : std::clamp(diag_c_[k], kMinDiagonal, kMaxDiagonal) / radius;
+        }
+        d *= s * s;
+        dc_[k] = static_cast<T>(d);
         U(a, a) += d;
       }
       Eigen::Map<Mat9> out(&cam_precond_[81 * c]);
@@ -310,62 +431,106 @@ void PcgLinearization<T>::PrepareDamping(const double* d_cameras, const double* 
     }
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
-      Mat3d V = Eigen::Map<const Mat3>(&v0_[9 * j]).template cast<double>();
+      double v[6];
+      PointGram(j, v);
+      const int diag[3] = {0, 3, 5};
       for (int a = 0; a < 3; ++a) {
         const double s = pt_scale_[3 * j + a];
-        const double d = d_points[3 * j + a] * s * s;
-        dp_[3 * j + a] = static_cast<T>(d);
-        V(a, a) += d;
+        double d;
+        if (d_points) {
+          d = d_points[3 * j + a] * s * s;
+        } else {
+          // diag(J^T J) = V'_aa / s^2.
+          d = s * s * std::clamp(v[diag[a]] / (s * s), kMinDiagonal, kMaxDiagonal) / radius;
+        }
+        if (keep_point_damping_) dp_[3 * j + a] = static_cast<T>(d);
+        v[diag[a]] += d;
       }
-      Eigen::Map<Mat3> out(&pt_precond_[9 * j]);
-      out = V.ldlt().solve(Mat3d::Identity()).template cast<T>();
+      if (!recompute_) {
+        double inv[6];
+        SymInverse(v, inv);
+        for (int k = 0; k < 6; ++k) pt_block_[6 * j + k] = static_cast<T>(inv[k]);
+      }
     }
   }
+}
+
+template <typename T>
+void PcgLinearization<T>::PrepareDamping(const double* d_cameras, const double* d_points) {
+  Damp(d_cameras, d_points, 1.0);
+}
+
+template <typename T>
+void PcgLinearization<T>::PrepareLmDamping(double radius) {
+  Damp(nullptr, nullptr, radius);
+}
+
+template <typename T>
+void PcgLinearization<T>::PointInverse(int j, T inv[6]) const {
+  if (!recompute_) {
+    for (int k = 0; k < 6; ++k) inv[k] = pt_block_[6 * j + k];
+    return;
+  }
+  double v[6], w[6];
+  for (int k = 0; k < 6; ++k) v[k] = pt_block_[6 * j + k];
+  v[0] += dp_[3 * j];
+  v[3] += dp_[3 * j + 1];
+  v[5] += dp_[3 * j + 2];
+  SymInverse(v, w);
+  for (int k = 0; k < 6; ++k) inv[k] = static_cast<T>(w[k]);
 }
 
 template <typename T>
 void PcgLinearization<T>::JTimes(const T* xc, const T* xp, T* y) const {
   TP_TYPES;
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (int64_t i = 0; i < p_.num_observations; ++i) {
-    const T *jc, *jp;
-    T jcb[18], jpb[6];
-    Blocks(i, &jc, &jp, jcb, jpb);
-    Eigen::Map<Vec2> out(y + 2 * i);
-    out = Eigen::Map<const MJc>(jc) * Eigen::Map<const Vec9>(xc + 9 * p_.obs_camera[i]) +
-          Eigen::Map<const MJp>(jp) * Eigen::Map<const Vec3>(xp + 3 * p_.obs_point[i]);
+#pragma omp parallel num_threads(threads_)
+  {
+    std::vector<T> buf;
+#pragma omp for schedule(static)
+    for (int j = 0; j < p_.num_points; ++j) {
+      const T *jc, *jp;
+      PointBlocks(j, &buf, &jc, &jp);
+      const Eigen::Map<const Vec3> xj(xp + 3 * j);
+      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
+        Eigen::Map<Vec2> out(y + 2 * i);
+        out = Eigen::Map<const MJc>(jc + 18 * o) * Eigen::Map<const Vec9>(xc + 9 * p_.obs_camera[i]) +
+              Eigen::Map<const MJp>(jp + 6 * o) * xj;
+      }
+    }
   }
 }
 
 template <typename T>
-void PcgLinearization<T>::JtTimes(const T* y, T* gc, T* gp) const {
+void PcgLinearization<T>::JtTimes(const T* y, T* gc, T* gp) {
   TP_TYPES;
+  using Vec9d = Eigen::Matrix<double, 9, 1>;
+  const int nc = p_.num_cameras;
+  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
 #pragma omp parallel num_threads(threads_)
   {
+    double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
+    std::vector<T> buf;
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
+      const T *jc, *jp;
+      PointBlocks(j, &buf, &jc, &jp);
       Vec3 acc = Vec3::Zero();
-      for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        acc.noalias() += Eigen::Map<const MJp>(jp).transpose() * Eigen::Map<const Vec2>(y + 2 * i);
+      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
+        const Eigen::Map<const Vec2> yi(y + 2 * i);
+        acc.noalias() += Eigen::Map<const MJp>(jp + 6 * o).transpose() * yi;
+        Eigen::Map<Vec9d> out(acc_c + 9 * p_.obs_camera[i]);
+        out += (Eigen::Map<const MJc>(jc + 18 * o).transpose() * yi).template cast<double>();
       }
       Eigen::Map<Vec3> out(gp + 3 * j);
       out = acc;
     }
-#pragma omp for schedule(dynamic, 8)
-    for (int c = 0; c < p_.num_cameras; ++c) {
-      Vec9 acc = Vec9::Zero();
-      for (int64_t k = p_.camera_ptr[c]; k < p_.camera_ptr[c + 1]; ++k) {
-        const int64_t i = p_.camera_obs[k];
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        acc.noalias() += Eigen::Map<const MJc>(jc).transpose() * Eigen::Map<const Vec2>(y + 2 * i);
+#pragma omp for schedule(static)
+    for (int c = 0; c < nc; ++c) {
+      for (int a = 0; a < 9; ++a) {
+        double v = 0.0;
+        for (int t = 0; t < threads_; ++t) v += cam_acc_[(static_cast<size_t>(t) * nc + c) * 9 + a];
+        gc[9 * c + a] = static_cast<T>(v);
       }
-      Eigen::Map<Vec9> out(gc + 9 * c);
-      out = acc;
     }
   }
 }
@@ -373,38 +538,40 @@ void PcgLinearization<T>::JtTimes(const T* y, T* gc, T* gp) const {
 template <typename T>
 void PcgLinearization<T>::HessianTimes(const T* xc, const T* xp, T* yc, T* yp) {
   TP_TYPES;
+  using Vec9d = Eigen::Matrix<double, 9, 1>;
+  const int nc = p_.num_cameras;
+  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
 #pragma omp parallel num_threads(threads_)
   {
-    // Per point: e_o = J'_c xc + J'_p xp and y_p = D' xp + sum J'_p^T e_o.
+    double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
+    std::vector<T> buf;
+    // Per point: e_o = J'_c xc + J'_p xp, y_p = D' xp + sum J'_p^T e_o, and J'_c^T e_o
+    // into this thread's camera accumulator.
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
+      const T *jc, *jp;
+      PointBlocks(j, &buf, &jc, &jp);
       const Eigen::Map<const Vec3> xj(xp + 3 * j);
       Vec3 acc = Eigen::Map<const Vec3>(&dp_[3 * j]).cwiseProduct(xj);
-      for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        const Eigen::Map<const MJp> Jp(jp);
-        const Vec2 eo = Eigen::Map<const MJc>(jc) * Eigen::Map<const Vec9>(xc + 9 * p_.obs_camera[i]) + Jp * xj;
-        Eigen::Map<Vec2> e(&e_[2 * i]);
-        e = eo;
+      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
+        const int c = p_.obs_camera[i];
+        const Eigen::Map<const MJp> Jp(jp + 6 * o);
+        const Eigen::Map<const MJc> Jc(jc + 18 * o);
+        const Vec2 eo = Jc * Eigen::Map<const Vec9>(xc + 9 * c) + Jp * xj;
         acc.noalias() += Jp.transpose() * eo;
+        Eigen::Map<Vec9d> out(acc_c + 9 * c);
+        out += (Jc.transpose() * eo).template cast<double>();
       }
       Eigen::Map<Vec3> out(yp + 3 * j);
       out = acc;
     }
-#pragma omp for schedule(dynamic, 8)
-    for (int c = 0; c < p_.num_cameras; ++c) {
-      Vec9 acc = Eigen::Map<const Vec9>(&dc_[9 * c]).cwiseProduct(Eigen::Map<const Vec9>(xc + 9 * c));
-      for (int64_t k = p_.camera_ptr[c]; k < p_.camera_ptr[c + 1]; ++k) {
-        const int64_t i = p_.camera_obs[k];
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        acc.noalias() += Eigen::Map<const MJc>(jc).transpose() * Eigen::Map<const Vec2>(&e_[2 * i]);
+#pragma omp for schedule(static)
+    for (int c = 0; c < nc; ++c) {
+      for (int a = 0; a < 9; ++a) {
+        double v = static_cast<double>(dc_[9 * c + a]) * xc[9 * c + a];
+        for (int t = 0; t < threads_; ++t) v += cam_acc_[(static_cast<size_t>(t) * nc + c) * 9 + a];
+        yc[9 * c + a] = static_cast<T>(v);
       }
-      Eigen::Map<Vec9> out(yc + 9 * c);
-      out = acc;
     }
   }
 }
@@ -414,38 +581,38 @@ void PcgLinearization<T>::SchurTimes(const T* x, T* y) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-  cam_acc_.resize(static_cast<size_t>(threads_) * 9 * nc);
-  // One streaming pass over the point-major blocks (18% less time per CG iteration than
-  // gathering camera results through the camera-major index, measured at 10^6
-  // observations on 2 threads): per point, y_o = J'_c x_c,
+  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
+  // One streaming pass over the point-major blocks: per point, y_o = J'_c x_c,
   // z = V^-1 sum J'_p^T y_o, then e_o = y_o - J'_p z and J'_c^T e_o go into this
   // thread's camera accumulator (the point's blocks are still in cache for the second
-  // loop). The per-thread accumulators are summed per camera afterwards.
+  // loop; recomputed blocks are evaluated once per point). The per-thread accumulators
+  // are summed per camera afterwards.
 #pragma omp parallel num_threads(threads_)
   {
-    double* acc_c = &cam_acc_[static_cast<size_t>(omp_get_thread_num()) * 9 * nc];
-    std::fill(acc_c, acc_c + 9 * nc, 0.0);
+    double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
+    std::vector<T> buf, ys;
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
-      const int64_t begin = p_.point_ptr[j], end = p_.point_ptr[j + 1];
+      const int64_t begin = p_.point_ptr[j], m = p_.point_ptr[j + 1] - begin;
+      const T *jc, *jp;
+      PointBlocks(j, &buf, &jc, &jp);
+      if (static_cast<int64_t>(ys.size()) < 2 * m) ys.resize(2 * m);
       Vec3 acc = Vec3::Zero();
-      for (int64_t i = begin; i < end; ++i) {
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        const Vec2 yo = Eigen::Map<const MJc>(jc) * Eigen::Map<const Vec9>(x + 9 * p_.obs_camera[i]);
-        Eigen::Map<Vec2> e(&e_[2 * i]);
-        e = yo;
-        acc.noalias() += Eigen::Map<const MJp>(jp).transpose() * yo;
+      for (int64_t o = 0; o < m; ++o) {
+        const Vec2 yo = Eigen::Map<const MJc>(jc + 18 * o) * Eigen::Map<const Vec9>(x + 9 * p_.obs_camera[begin + o]);
+        Eigen::Map<Vec2> yv(&ys[2 * o]);
+        yv = yo;
+        acc.noalias() += Eigen::Map<const MJp>(jp + 6 * o).transpose() * yo;
       }
-      const Vec3 z = Eigen::Map<const Mat3>(&pt_precond_[9 * j]) * acc;
-      for (int64_t i = begin; i < end; ++i) {
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        const Vec2 eo = Eigen::Map<const Vec2>(&e_[2 * i]) - Eigen::Map<const MJp>(jp) * z;
-        Eigen::Map<Vec9d> out(acc_c + 9 * p_.obs_camera[i]);
-        out += (Eigen::Map<const MJc>(jc).transpose() * eo).template cast<double>();
+      T inv[6];
+      PointInverse(j, inv);
+      double zd[3];
+      SymTimes(inv, acc.data(), zd);
+      const Vec3 z(static_cast<T>(zd[0]), static_cast<T>(zd[1]), static_cast<T>(zd[2]));
+      for (int64_t o = 0; o < m; ++o) {
+        const Vec2 eo = Eigen::Map<const Vec2>(&ys[2 * o]) - Eigen::Map<const MJp>(jp + 6 * o) * z;
+        Eigen::Map<Vec9d> out(acc_c + 9 * p_.obs_camera[begin + o]);
+        out += (Eigen::Map<const MJc>(jc + 18 * o).transpose() * eo).template cast<double>();
       }
     }
     // (implicit barrier) (S x)_c = D'_c x_c + sum over threads.
@@ -472,61 +639,74 @@ void PcgLinearization<T>::CameraPrecondition(const T* in, T* out) const {
 
 template <typename T>
 void PcgLinearization<T>::PointPrecondition(const T* in, T* out) const {
-  TP_TYPES;
 #pragma omp parallel for num_threads(threads_) schedule(static)
   for (int j = 0; j < p_.num_points; ++j) {
-    Eigen::Map<Vec3> o(out + 3 * j);
-    o = Eigen::Map<const Mat3>(&pt_precond_[9 * j]) * Eigen::Map<const Vec3>(in + 3 * j);
+    T inv[6];
+    PointInverse(j, inv);
+    double o[3];
+    SymTimes(inv, in + 3 * j, o);
+    for (int a = 0; a < 3; ++a) out[3 * j + a] = static_cast<T>(o[a]);
   }
 }
 
 template <typename T>
-void PcgLinearization<T>::ReducedRhs(const T* bc, const T* bp, T* out) {
+void PcgLinearization<T>::ReducedRhs(const T* bc, const T* bp, T* out, T k) {
+  TP_TYPES;
+  using Vec9d = Eigen::Matrix<double, 9, 1>;
+  const int nc = p_.num_cameras;
+  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
+#pragma omp parallel num_threads(threads_)
+  {
+    double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
+    std::vector<T> buf;
+#pragma omp for schedule(static)
+    for (int j = 0; j < p_.num_points; ++j) {
+      const T *jc, *jp;
+      PointBlocks(j, &buf, &jc, &jp);
+      T inv[6];
+      PointInverse(j, inv);
+      const T b[3] = {k * bp[3 * j], k * bp[3 * j + 1], k * bp[3 * j + 2]};
+      double td[3];
+      SymTimes(inv, b, td);
+      const Vec3 t(static_cast<T>(td[0]), static_cast<T>(td[1]), static_cast<T>(td[2]));
+      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
+        const Vec2 e = Eigen::Map<const MJp>(jp + 6 * o) * t;
+        Eigen::Map<Vec9d> acc(acc_c + 9 * p_.obs_camera[i]);
+        acc += (Eigen::Map<const MJc>(jc + 18 * o).transpose() * e).template cast<double>();
+      }
+    }
+#pragma omp for schedule(static)
+    for (int c = 0; c < nc; ++c) {
+      for (int a = 0; a < 9; ++a) {
+        double v = bc[9 * c + a];
+        for (int th = 0; th < threads_; ++th) v -= cam_acc_[(static_cast<size_t>(th) * nc + c) * 9 + a];
+        out[9 * c + a] = static_cast<T>(v);
+      }
+    }
+  }
+}
+
+template <typename T>
+void PcgLinearization<T>::BackSubstitute(const T* bp, const T* xc, T* xp, T k) const {
   TP_TYPES;
 #pragma omp parallel num_threads(threads_)
   {
+    std::vector<T> buf;
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
-      const Vec3 t = Eigen::Map<const Mat3>(&pt_precond_[9 * j]) * Eigen::Map<const Vec3>(bp + 3 * j);
-      for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        Eigen::Map<Vec2> e(&e_[2 * i]);
-        e = Eigen::Map<const MJp>(jp) * t;
-      }
-    }
-#pragma omp for schedule(dynamic, 8)
-    for (int c = 0; c < p_.num_cameras; ++c) {
-      Vec9 acc = Eigen::Map<const Vec9>(bc + 9 * c);
-      for (int64_t k = p_.camera_ptr[c]; k < p_.camera_ptr[c + 1]; ++k) {
-        const int64_t i = p_.camera_obs[k];
-        const T *jc, *jp;
-        T jcb[18], jpb[6];
-        Blocks(i, &jc, &jp, jcb, jpb);
-        acc.noalias() -= Eigen::Map<const MJc>(jc).transpose() * Eigen::Map<const Vec2>(&e_[2 * i]);
-      }
-      Eigen::Map<Vec9> o(out + 9 * c);
-      o = acc;
-    }
-  }
-}
-
-template <typename T>
-void PcgLinearization<T>::BackSubstitute(const T* bp, const T* xc, T* xp) const {
-  TP_TYPES;
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (int j = 0; j < p_.num_points; ++j) {
-    Vec3 r = Eigen::Map<const Vec3>(bp + 3 * j);
-    for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
       const T *jc, *jp;
-      T jcb[18], jpb[6];
-      Blocks(i, &jc, &jp, jcb, jpb);
-      const Vec2 y = Eigen::Map<const MJc>(jc) * Eigen::Map<const Vec9>(xc + 9 * p_.obs_camera[i]);
-      r.noalias() -= Eigen::Map<const MJp>(jp).transpose() * y;
+      PointBlocks(j, &buf, &jc, &jp);
+      Vec3 r = k * Eigen::Map<const Vec3>(bp + 3 * j);
+      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
+        const Vec2 y = Eigen::Map<const MJc>(jc + 18 * o) * Eigen::Map<const Vec9>(xc + 9 * p_.obs_camera[i]);
+        r.noalias() -= Eigen::Map<const MJp>(jp + 6 * o).transpose() * y;
+      }
+      T inv[6];
+      PointInverse(j, inv);
+      double o3[3];
+      SymTimes(inv, r.data(), o3);
+      for (int a = 0; a < 3; ++a) xp[3 * j + a] = static_cast<T>(o3[a]);
     }
-    Eigen::Map<Vec3> o(xp + 3 * j);
-    o = Eigen::Map<const Mat3>(&pt_precond_[9 * j]) * r;
   }
 }
 

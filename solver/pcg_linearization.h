@@ -5,11 +5,17 @@
 // Jacobian column scaling (part of the normalization that makes float safe): at the first
 // Linearize(), s = 1 / sqrt(diag(J^T J)) (1 for empty columns) is fixed, and every
 // operator works on J' = J diag(s). Blocks are stored point-major (the BAProblem order),
-// 2x9 for the camera and 2x3 for the point of each observation, so J' x and J'^T y read
-// contiguous memory; J'^T y for cameras gathers through the camera-major index, so no two
-// threads write the same block, except in SchurTimes (the CG hot loop), which streams the
-// point-major blocks once and sums camera results in per-thread accumulators. With `recompute`, nothing per observation is stored: each
-// product re-evaluates the blocks from the parameters (memory for time).
+// 2x9 for the camera and 2x3 for the point of each observation, so every product streams
+// them once in order; camera results are summed in per-thread accumulators (9 or 81
+// doubles per camera), so no two threads write the same block and no camera-major index
+// is needed. With `recompute`, nothing per observation is stored: each product
+// re-evaluates the blocks of a point once from the parameters (memory for time).
+//
+// Memory, per observation: 96 bytes of float blocks (none with recompute); per point: the
+// scale, the scaled gradient and one packed symmetric 3x3 block in T (the damped inverse
+// V^-1 with stored blocks, the undamped V with recompute, inverted on the fly), plus the
+// scaled point damping unless `schur_only` with stored blocks. The linearization point is
+// the caller's arrays, not a copy: they must stay unchanged until the next Linearize().
 //
 // Operators, in the scaled space, with D' = diag(s) D diag(s) set by PrepareDamping():
 //   JTimes:        y = J' x                      (2 per observation)
@@ -20,7 +26,7 @@
 //                  z = V^-1 sum J'_p^T y_o, e_o = y_o - J'_p z; per camera
 //                  (S x)_c = D'_c x_c + sum J'_c^T e_o.
 //   Camera/PointPrecondition: U_i^-1 v (9x9 blocks), V_p^-1 v (3x3 blocks).
-//   ReducedRhs:    b_c - W V^-1 b_p;  BackSubstitute: V^-1 (b_p - W^T x_c).
+//   ReducedRhs:    b_c - W V^-1 (k b_p);  BackSubstitute: V^-1 (k b_p - W^T x_c).
 // Gradient, diagonal and |J x|^2 (the Linearization interface) are in unscaled units and
 // accumulate in double. OpenMP with `num_threads`, no globals.
 #pragma once
@@ -36,7 +42,7 @@ template <typename T>
 class PcgLinearization : public Linearization {
  public:
   PcgLinearization(const BAProblem& problem, const LossFunction& loss, int num_threads,
-                   bool recompute);
+                   bool recompute, bool schur_only = false);
 
   double Cost(const double* cameras, const double* points) override;
   double Linearize(const double* cameras, const double* points) override;
@@ -46,48 +52,66 @@ class PcgLinearization : public Linearization {
 
   // Sets D' = s D s and inverts the preconditioner blocks U_i, V_p.
   void PrepareDamping(const double* d_cameras, const double* d_points);
+  // The same with Levenberg-Marquardt's D = clamp(diag(J^T J), 1e-6, 1e32) / radius, and
+  // D = 1 for constant camera parameters (solver/lm_state.h), computed here.
+  void PrepareLmDamping(double radius);
 
   void JTimes(const T* x_cameras, const T* x_points, T* y) const;
-  void JtTimes(const T* y, T* g_cameras, T* g_points) const;
+  void JtTimes(const T* y, T* g_cameras, T* g_points);
   void HessianTimes(const T* x_cameras, const T* x_points, T* y_cameras, T* y_points);
   void SchurTimes(const T* x_cameras, T* y_cameras);
   void CameraPrecondition(const T* in, T* out) const;
   void PointPrecondition(const T* in, T* out) const;
-  void ReducedRhs(const T* b_cameras, const T* b_points, T* out);
-  void BackSubstitute(const T* b_points, const T* x_cameras, T* x_points) const;
+  void ReducedRhs(const T* b_cameras, const T* b_points, T* out, T k = T(1));
+  void BackSubstitute(const T* b_points, const T* x_cameras, T* x_points, T k = T(1)) const;
+
+  // In the scaled space: g' = s g (cameras in double, points in T), |J' x'|^2, and the
+  // cost at x + s x' (x the linearization point), without materializing it.
+  const std::vector<double>& camera_gradient() const { return gc_; }  // unscaled
+  const std::vector<T>& scaled_point_gradient() const { return gp_; }
+  double ScaledJacobianNormSquared(const T* x_cameras, const T* x_points);
+  double StepCost(const T* dx_cameras, const T* dx_points);
 
   const std::vector<double>& camera_scale() const { return cam_scale_; }
-  const std::vector<double>& point_scale() const { return pt_scale_; }
+  const std::vector<T>& point_scale() const { return pt_scale_; }
   int num_threads() const { return threads_; }
   bool recompute() const { return recompute_; }
 
  private:
-  // Evaluates observation i at the stored parameters: double residual and Jacobian
-  // blocks, loss-weighted, constant columns zeroed. Returns rho (cost contribution x2).
+  // Evaluates observation i at (cameras, points): double residual and Jacobian blocks,
+  // loss-weighted, constant columns zeroed. Returns rho (cost contribution x2).
   double EvaluateObservation(const double* cameras, const double* points, int64_t i,
                              double* r, double* jc, double* jp) const;
-  // The scaled blocks J'_c,i and J'_p,i: stored, or recomputed into `jc`, `jp`.
-  inline void Blocks(int64_t i, const T** jc, const T** jp, T* jc_buf, T* jp_buf) const;
-  void ComputeBlocks();  // J'^T J' blocks of cameras and points (once per Linearize)
+  // The scaled blocks of point j's observations: pointers into the store, or recomputed
+  // into `buf` (24 per observation, resized as needed).
+  void PointBlocks(int j, std::vector<T>* buf, const T** jc, const T** jp) const;
+  // J'_p^T J'_p of point j (packed: 00 01 02 11 12 22), from the store or the V block.
+  void PointGram(int j, double v[6]) const;
+  // (V'_j + D'_j)^-1, packed.
+  void PointInverse(int j, T inv[6]) const;
+  void Damp(const double* d_cameras, const double* d_points, double radius);
+  // Per-thread camera accumulators: `width` doubles per camera per thread, zeroed.
+  double* ThreadAccumulator(int thread, int width);
 
   const BAProblem& p_;
   LossFunction loss_;
   int threads_;
   bool recompute_;
-  bool scaled_ = false;         // column scaling fixed (first Linearize done)
-  bool blocks_valid_ = false;   // U0, V0 computed for the current linearization
-  std::vector<double> cameras_, points_;    // the linearization point
-  std::vector<double> cam_scale_, pt_scale_;
-  std::vector<double> gc_, gp_, diag_c_, diag_p_;  // unscaled gradient and diag(J^T J)
-  std::vector<T> jc_, jp_;      // stored scaled blocks (empty with recompute)
-  std::vector<T> e_;            // per-observation workspace (2 each)
-  std::vector<double> u0_;      // 81 per camera: J'_c^T J'_c
-  std::vector<T> v0_;           // 9 per point:   J'_p^T J'_p
-  std::vector<T> dc_, dp_;      // scaled damping
-  std::vector<T> cam_precond_;  // 81 per camera: U_i^-1
-  std::vector<T> pt_precond_;   // 9 per point: V_p^-1
-  std::vector<double> scaled_x_;  // JacobianNormSquared workspace: x / s
-  std::vector<double> cam_acc_;   // SchurTimes: 9 per camera per thread
+  bool keep_point_damping_;
+  bool scaled_ = false;                // column scaling fixed (first Linearize done)
+  const double* cameras_ = nullptr;    // the linearization point (caller's arrays)
+  const double* points_ = nullptr;
+  std::vector<double> cam_scale_;      // 9 per camera
+  std::vector<T> pt_scale_;            // 3 per point
+  std::vector<double> gc_, diag_c_;    // unscaled camera gradient and diag(J^T J)
+  std::vector<T> gp_;                  // scaled point gradient s g_p
+  std::vector<T> jc_, jp_;             // stored scaled blocks (empty with recompute)
+  std::vector<double> u0_;             // 81 per camera: J'_c^T J'_c
+  std::vector<T> dc_, dp_;             // scaled damping (dp_ may be empty)
+  std::vector<T> cam_precond_;         // 81 per camera: U_i^-1
+  std::vector<T> pt_block_;            // 6 per point: V^-1 (stored) or V (recompute)
+  std::vector<double> cam_acc_;        // per-thread camera accumulators
+  std::vector<double> trial_c_;        // StepCost: the trial cameras (9 per camera)
 };
 
 extern template class PcgLinearization<float>;

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -83,7 +84,7 @@ class PcgSolver : public LinearSolver {
     const int nt = ops.num_threads();
     const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
     const std::vector<double>& cs = ops.camera_scale();
-    const std::vector<double>& ps = ops.point_scale();
+    const std::vector<T>& ps = ops.point_scale();
     // Scaled system: (S J^T J S + S D S) x' = S b, dx = S x'.
     std::vector<T> bc(nc9), bp(np3), xc(nc9), xp(np3);
     for (int64_t k = 0; k < nc9; ++k) bc[k] = static_cast<T>(rhs_cameras[k] * cs[k]);
@@ -133,6 +134,122 @@ class PcgSolver : public LinearSolver {
   PcgLinearization<T>& lin_;
 };
 
+// The LM state over PcgLinearization<T>, in the scaled space: dx = s dx', g' = s g.
+template <typename T>
+class PcgLmState : public LmState {
+ public:
+  PcgLmState(const PcgOptions& o, const BAProblem& problem, const LossFunction& loss,
+             double* cameras, double* points)
+      : options_(o),
+        p_(problem),
+        lin_(problem, loss, o.num_threads, o.recompute_jacobian, o.kind == PcgKind::kSchur),
+        xc_(cameras),
+        xp_(points) {
+    const size_t nc9 = 9 * static_cast<size_t>(p_.num_cameras), np3 = 3 * static_cast<size_t>(p_.num_points);
+    dxc_.resize(nc9);
+    dxp_.resize(np3);
+    bc_.resize(nc9);
+  }
+
+  double Linearize() override { return lin_.Linearize(xc_, xp_); }
+
+  double GradientMaxNorm() override {
+    double m = 0.0;
+    for (double v : lin_.camera_gradient()) m = std::max(m, std::abs(v));
+    const std::vector<T>& gp = lin_.scaled_point_gradient();
+    const std::vector<T>& ps = lin_.point_scale();
+    for (size_t k = 0; k < gp.size(); ++k) m = std::max(m, std::abs(static_cast<double>(gp[k]) / ps[k]));
+    return m;
+  }
+
+  Status Step(double radius, LmStep* step) override {
+    lin_.PrepareLmDamping(radius);
+    const int nt = lin_.num_threads();
+    const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
+    const std::vector<double>& cs = lin_.camera_scale();
+    const std::vector<double>& gc = lin_.camera_gradient();
+    const std::vector<T>& gp = lin_.scaled_point_gradient();  // b_p = -g'_p
+    for (int64_t k = 0; k < nc9; ++k) bc_[k] = static_cast<T>(-gc[k] * cs[k]);
+    int iterations = 0;
+    if (options_.kind == PcgKind::kSchur) {
+      std::vector<T> b(nc9);
+      lin_.ReducedRhs(bc_.data(), gp.data(), b.data(), T(-1));
+      iterations = ConjugateGradients(
+          options_, nt, b, dxc_,
+          [&](const std::vector<T>& v, std::vector<T>& out) { lin_.SchurTimes(v.data(), out.data()); },
+          [&](const std::vector<T>& v, std::vector<T>& out) { lin_.CameraPrecondition(v.data(), out.data()); });
+      lin_.BackSubstitute(gp.data(), dxc_.data(), dxp_.data(), T(-1));
+    } else {
+      std::vector<T> b(nc9 + np3), x(nc9 + np3);
+      std::copy(bc_.begin(), bc_.end(), b.begin());
+      for (int64_t k = 0; k < np3; ++k) b[nc9 + k] = -gp[k];
+      iterations = ConjugateGradients(
+          options_, nt, b, x,
+          [&](const std::vector<T>& v, std::vector<T>& out) {
+            lin_.HessianTimes(v.data(), v.data() + nc9, out.data(), out.data() + nc9);
+          },
+          [&](const std::vector<T>& v, std::vector<T>& out) {
+            lin_.CameraPrecondition(v.data(), out.data());
+            lin_.PointPrecondition(v.data() + nc9, out.data() + nc9);
+          });
+      std::copy(x.begin(), x.begin() + nc9, dxc_.begin());
+      std::copy(x.begin() + nc9, x.end(), dxp_.begin());
+    }
+    *step = LmStep();
+    step->linear_iterations = iterations;
+    // g.dx = g'.dx'; |J dx| = |J' dx'|; |dx| = |s dx'|.
+    const std::vector<T>& ps = lin_.point_scale();
+    double gdx = 0.0, dx2 = 0.0, x2 = 0.0;
+    for (int64_t k = 0; k < nc9; ++k) {
+      const double d = static_cast<double>(dxc_[k]);
+      gdx += gc[k] * cs[k] * d;
+      dx2 += (d * cs[k]) * (d * cs[k]);
+      x2 += xc_[k] * xc_[k];
+    }
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : gdx, dx2, x2)
+    for (int64_t k = 0; k < np3; ++k) {
+      const double d = static_cast<double>(dxp_[k]);
+      gdx += static_cast<double>(gp[k]) * d;
+      const double e = d * ps[k];
+      dx2 += e * e;
+      x2 += xp_[k] * xp_[k];
+    }
+    const double jdx = lin_.ScaledJacobianNormSquared(dxc_.data(), dxp_.data());
+    step->model_decrease = -(gdx + 0.5 * jdx);
+    step->step_norm = std::sqrt(dx2);
+    step->x_norm = std::sqrt(x2);
+    step->valid = std::isfinite(step->model_decrease) && std::isfinite(step->step_norm);
+    if (!step->valid) step->message = "PCG produced a non-finite step";
+    return Status::Ok();
+  }
+
+  double TrialCost() override { return lin_.StepCost(dxc_.data(), dxp_.data()); }
+
+  void Accept() override {
+    // The same arithmetic as StepCost, so x is exactly the point whose cost was accepted.
+    const std::vector<double>& cs = lin_.camera_scale();
+    const std::vector<T>& ps = lin_.point_scale();
+    const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
+    for (int64_t k = 0; k < nc9; ++k) xc_[k] = xc_[k] + static_cast<double>(dxc_[k]) * cs[k];
+#pragma omp parallel for num_threads(lin_.num_threads()) schedule(static)
+    for (int64_t k = 0; k < np3; ++k) xp_[k] = xp_[k] + static_cast<double>(dxp_[k]) * ps[k];
+  }
+
+  Status Parameters(double* cameras, double* points) override {
+    if (cameras != xc_) std::copy(xc_, xc_ + 9LL * p_.num_cameras, cameras);
+    if (points != xp_) std::copy(xp_, xp_ + 3LL * p_.num_points, points);
+    return Status::Ok();
+  }
+
+ private:
+  PcgOptions options_;
+  const BAProblem& p_;
+  PcgLinearization<T> lin_;
+  double* xc_;
+  double* xp_;
+  std::vector<T> dxc_, dxp_, bc_;
+};
+
 template <typename T>
 Status Create(const PcgOptions& options, const BAProblem& problem, const LossFunction& loss,
               LinearSystem* system) {
@@ -144,6 +261,29 @@ Status Create(const PcgOptions& options, const BAProblem& problem, const LossFun
 }
 
 }  // namespace
+
+Status CreatePcgLmState(const PcgOptions& options, const BAProblem& problem,
+                        const LossFunction& loss, double* cameras, double* points,
+                        std::unique_ptr<LmState>* state) {
+  try {
+    if (options.precision == Precision::kFloat) {
+      *state = std::make_unique<PcgLmState<float>>(options, problem, loss, cameras, points);
+    } else {
+      *state = std::make_unique<PcgLmState<double>>(options, problem, loss, cameras, points);
+    }
+    return Status::Ok();
+  } catch (const std::bad_alloc&) {
+    const double gib = static_cast<double>(problem.num_observations) *
+                       (options.recompute_jacobian ? 0.0 : 96.0 * (options.precision == Precision::kFloat ? 1 : 2)) /
+                       (1 << 30);
+    return Status::OutOfMemory(
+        "not enough memory for the PCG solver (" + std::to_string(problem.num_observations) +
+        " observations" +
+        (options.recompute_jacobian ? std::string(")")
+                                    : ", ~" + std::to_string(gib).substr(0, 5) +
+                                          " GiB of Jacobian blocks); try --jacobian recompute"));
+  }
+}
 
 Status CreatePcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                              const LossFunction& loss, LinearSystem* system) {

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "solver/linear_solver.h"
+#include "solver/lm_state.h"
 
 namespace tiepoint {
 
@@ -42,8 +43,17 @@ struct PcgOptions {
   bool recompute_jacobian = false;
 };
 
-// The PcgLinearization<T> and the PCG solver reading it, for one problem.
+// The PcgLinearization<T> and the PCG solver reading it, for one problem (the
+// LinearSystem seam, as the tests and the exact solvers use it).
 Status CreatePcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                              const LossFunction& loss, LinearSystem* system);
+
+// The host LM state of the PCG solvers (what `tiepoint ba --solver pcg-*` runs): x lives
+// in the caller's arrays, updated in place; the step, gradient and everything per point
+// are kept in the scaled space in T, and the trial point is never materialized, so the
+// solve adds to the Jacobian blocks only ~70 bytes per point (solver/pcg_linearization.h).
+Status CreatePcgLmState(const PcgOptions& options, const BAProblem& problem,
+                        const LossFunction& loss, double* cameras, double* points,
+                        std::unique_ptr<LmState>* state);
 
 }  // namespace tiepoint

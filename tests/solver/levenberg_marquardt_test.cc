@@ -3,10 +3,14 @@
 // synthetic ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include <Eigen/Geometry>
 #include <cmath>
 
 #include "io/bal.h"
+#include "solver/ba_problem.h"
 #include "solver/bundle_adjuster.h"
 #include "solver/camera_model.h"
 #include "solver/synthetic.h"
@@ -119,11 +123,29 @@ TEST(LevenbergMarquardt, BadFixedCameraIsAnOptionsErrorAndLeavesSceneUnchanged) 
 
 TEST(LevenbergMarquardt, NonFiniteInitialValueNamesTheObservation) {
   Scene scene = SmallSynthetic(0.5, 17);
-  scene.point(scene.obs_point[5])[0] = std::nan("");
+  const int bad = scene.obs_point[5];
+  scene.point(bad)[0] = std::nan("");
   const BundleAdjusterSummary s = SolveWith(SolverType::kCholmod, &scene);
   EXPECT_FALSE(s.IsSolutionUsable());
-  EXPECT_NE(s.message.find("point " + std::to_string(scene.obs_point[5])), std::string::npos)
-      << s.message;
+  EXPECT_NE(s.message.find("point " + std::to_string(bad)), std::string::npos) << s.message;
+}
+
+// The solve sorts the observations by (point, camera) in place (BAL's own order) and
+// otherwise leaves them bit for bit as they were, normalization included.
+TEST(LevenbergMarquardt, ObservationsComeBackSortedByPointAndUnchanged) {
+  Scene scene = SmallSynthetic(0.5, 17);
+  ASSERT_FALSE(ObservationsSortedByPoint(scene));
+  std::vector<std::tuple<int, int, double, double>> before, after;
+  for (int64_t i = 0; i < scene.num_observations(); ++i) {
+    before.emplace_back(scene.obs_point[i], scene.obs_camera[i], scene.obs_xy[2 * i], scene.obs_xy[2 * i + 1]);
+  }
+  std::sort(before.begin(), before.end());
+  SolveWith(SolverType::kPcgSchur, &scene);
+  EXPECT_TRUE(ObservationsSortedByPoint(scene));
+  for (int64_t i = 0; i < scene.num_observations(); ++i) {
+    after.emplace_back(scene.obs_point[i], scene.obs_camera[i], scene.obs_xy[2 * i], scene.obs_xy[2 * i + 1]);
+  }
+  EXPECT_EQ(after, before);
 }
 
 // Similarity-aligns `points` onto `truth_points` (both 3xN) and returns the RMS distance.

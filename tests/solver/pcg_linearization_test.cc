@@ -75,18 +75,23 @@ class PcgOperatorsTest : public ::testing::Test {
     const int nc = dense_.nc, np = dense_.np;
     auto rel0 = [](const VecX& a, const VecX& b) { return (a - b).norm() / b.norm(); };
     {
-      // Linearization interface, unscaled, in double whatever T is.
+      // Linearization interface, unscaled, in double (camera parts accumulate in double;
+      // point parts are kept in T, so float rounds them to ~1e-7).
+      const double interface_tol = std::is_same<T, float>::value ? 2e-7 : 1e-12;
       VecX g(nc + np), d(nc + np);
       ops.Gradient(g.data(), g.data() + nc);
       ops.JtJDiagonal(d.data(), d.data() + nc);
-      EXPECT_LT(rel0(g, J_.transpose() * r_), 1e-12) << "gradient";
-      EXPECT_LT(rel0(d, (J_.transpose() * J_).diagonal()), 1e-12) << "diag(J^T J)";
+      const VecX g_ref = J_.transpose() * r_, d_ref = (J_.transpose() * J_).diagonal();
+      EXPECT_LT(rel0(g.head(nc), g_ref.head(nc)), 1e-12) << "camera gradient";
+      EXPECT_LT(rel0(d.head(nc), d_ref.head(nc)), 1e-12) << "camera diag(J^T J)";
+      EXPECT_LT(rel0(g, g_ref), interface_tol) << "gradient";
+      EXPECT_LT(rel0(d, d_ref), interface_tol) << "diag(J^T J)";
       std::mt19937_64 g2(5);
       std::normal_distribution<double> n2;
       VecX x(nc + np);
       for (int k = 0; k < nc + np; ++k) x[k] = n2(g2);
       const double jx = ops.JacobianNormSquared(x.data(), x.data() + nc);
-      EXPECT_NEAR(jx, (J_ * x).squaredNorm(), (recompute ? 1e-12 : tol) * jx) << "|J x|^2";
+      EXPECT_NEAR(jx, (J_ * x).squaredNorm(), tol * jx) << "|J x|^2";
     }
     const int64_t nobs = 2 * problem_.num_observations;
     std::mt19937_64 rng(99);
@@ -98,9 +103,9 @@ class PcgOperatorsTest : public ::testing::Test {
 
     // Scaling matches the dense reference.
     VecX s(nc + np);
-    s << Eigen::Map<const VecX>(ops.camera_scale().data(), nc),
-        Eigen::Map<const VecX>(ops.point_scale().data(), np);
-    EXPECT_LT(rel(s, scale_), 1e-12) << "column scaling";
+    // (Point scales are kept in T.)
+    s << Eigen::Map<const VecX>(ops.camera_scale().data(), nc), to_d(ops.point_scale());
+    EXPECT_LT(rel(s, scale_), (std::is_same<T, float>::value ? 1e-7 : 1e-12)) << "column scaling";
 
     const VecX xc = random(nc), xp = random(np), y = random(nobs);
     VecX x(nc + np);
