@@ -4,6 +4,8 @@
 // (a row, a detection, a keypoint): the output never depends on the thread count.
 #include "features/sift.h"
 
+#include "features/sift_cuda.h"
+
 #include <omp.h>
 
 #include <Eigen/Dense>
@@ -620,7 +622,22 @@ Status SiftOptions::Check() const {
     return Status::InvalidOptions("SIFT num_threads " + std::to_string(num_threads) +
                                   ": expected >= 0 (0 uses every hardware thread)");
   }
+  if (cuda_streams < 1 || cuda_streams > 64) {
+    return Status::InvalidOptions("SIFT cuda_streams " + std::to_string(cuda_streams) +
+                                  ": expected 1..64 images in flight");
+  }
   return Status::Ok();
+}
+
+void FeatureExtractor::ExtractBatch(const std::vector<const GrayImage*>& images,
+                                    std::vector<Features>* features,
+                                    std::vector<Status>* statuses) {
+  features->assign(images.size(), Features());
+  statuses->assign(images.size(), Status::Ok());
+  for (size_t i = 0; i < images.size(); ++i) {
+    (*statuses)[i] = Extract(*images[i], &(*features)[i]);
+    if (!(*statuses)[i].ok()) (*features)[i] = Features();
+  }
 }
 
 Status FeatureExtractor::Create(const SiftOptions& options, Device device,
@@ -631,7 +648,7 @@ Status FeatureExtractor::Create(const SiftOptions& options, Device device,
       *extractor = std::make_unique<SiftCpu>(options);
       return Status::Ok();
     case Device::kCuda:
-      return Status::Unavailable("the CUDA SIFT extractor is not built yet; use --device cpu");
+      return CreateCudaSiftExtractor(options, extractor);
   }
   return Status::Internal("FeatureExtractor::Create: unknown device");
 }

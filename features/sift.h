@@ -62,6 +62,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "io/base/device.h"
 #include "io/base/status.h"
@@ -96,6 +97,10 @@ struct SiftOptions {
   double edge_threshold = 10.0;
   // OpenMP threads; 0 uses omp_get_max_threads(). Never changes the output.
   int num_threads = 0;
+  // CUDA only: images of a batch in flight at once, each with its own stream, host
+  // thread, device workspace and pinned staging buffers (ExtractBatch). Never changes
+  // the output.
+  int cuda_streams = 4;
 
   // Explains the first option out of range, naming the field.
   Status Check() const;
@@ -113,8 +118,18 @@ class FeatureExtractor {
   // size. An image too small for one octave gives no features (not an error).
   virtual Status Extract(const GrayImage& image, Features* features) = 0;
 
+  // Extract() for each image; (*statuses)[i] is image i's outcome and (*features)[i] its
+  // features (empty on failure), so a batch goes on past a bad image. The CPU extractor
+  // runs the images one after another; the CUDA extractor keeps cuda_streams images in
+  // flight (upload of one overlapping the kernels of others). The features of an image
+  // never depend on the batch it is in.
+  virtual void ExtractBatch(const std::vector<const GrayImage*>& images,
+                            std::vector<Features>* features, std::vector<Status>* statuses);
+
   // The one place a backend is chosen: kCpu is the reference implementation; kCuda is
-  // kUnavailable until the CUDA extractor is written. Checks the options first.
+  // the CUDA extractor of features/sift_cuda.h, kUnavailable with a message naming
+  // --device cpu when this build has no CUDA or no GPU can be used. Checks the options
+  // first.
   static Status Create(const SiftOptions& options, Device device,
                        std::unique_ptr<FeatureExtractor>* extractor);
 };

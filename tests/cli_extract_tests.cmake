@@ -30,9 +30,11 @@ add_test(NAME cli.extract.unknown_detector
          COMMAND ${_expect} 2 "--detector 'orb'" -- ${_tp} extract ${_good} --detector orb -o ${_xout}/orb)
 add_test(NAME cli.extract.bad_device
          COMMAND ${_expect} 2 "--device 'gpu'" -- ${_tp} extract ${_good} --device gpu -o ${_xout}/gpu)
-add_test(NAME cli.extract.cuda_unavailable
-         COMMAND ${_expect} 3 "CUDA SIFT extractor is not built yet; use --device cpu"
-                 ${_xout}/cuda/blobs.pgm.tpfeat -- ${_tp} extract ${_good} --device cuda -o ${_xout}/cuda)
+add_test(NAME cli.extract.device_cuda
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/extract_cuda.sh ${_tp} ${_good} ${_xout}/cuda)
 add_test(NAME cli.extract.unwritable_output
          COMMAND ${_expect} 2 "/proc/tiepoint-out" -- ${_tp} extract ${_good} -o /proc/tiepoint-out)
 add_test(NAME cli.extract.help COMMAND ${_tp} extract --help)
+
+# features/ tests beyond sift_test.
+include(${CMAKE_CURRENT_SOURCE_DIR}/features/features_tests.cmake)

@@ -1,0 +1,573 @@
+// sift_bench: tiepoint's SIFT (CPU, and CUDA where a GPU is usable) side by side with
+// OpenCV 4.6's SIFT, in one run, on the same decoded images.
+//
+// Accuracy, on image pairs with ground-truth homographies H (mapping image 1 to image N):
+// Oxford boat 1 -> 2..6 and graf 1 -> 3 (under --data, default $TIEPOINT_SHARED_DATA or
+// ../shared/data). Both extractors see the same 8-bit grey values (tiepoint's decoder,
+// rounded to 8 bit for OpenCV) and run with their defaults for this comparison: 3 layers per
+// octave, contrast threshold 0.04, edge threshold 10, sigma 1.6, first octave upsampled 2x
+// (OpenCV's default; tiepoint's --upsample). Only keypoints in the common area count: those
+// of image 1 whose H-image lies inside image 2, and those of image 2 whose H^-1-image lies
+// inside image 1; n1 is the number of image-1 keypoints in the common area.
+//   repeatability  = (image-1 keypoints p with an image-2 keypoint within 3 px of H p) / n1
+//   matching score = (mutual nearest neighbours in descriptor space, L2, whose positions
+//                     agree within 3 px through H) / n1
+// (the same 3 px rule as tests/features/sift_test.cc's repeatability test).
+//
+// Speed: `--speed-images` (default 100) images of 1920 x 1080, made by scaling and
+// cropping the shared images (bilinear), decoded and held in host memory; every extractor
+// keeps the `--speed-features` (default 4000) strongest keypoints per image:
+//   tiepoint CUDA: ExtractBatch over the whole batch (upload from host memory included,
+//                  `--cuda-streams` in flight), wall clock, best of 3 after a warm-up batch;
+//   OpenCV: detectAndCompute on all hardware threads, one image per thread at a time
+//           (cv::setNumThreads(1) inside, so threads are not oversubscribed), best of 2;
+//           OpenCV 4.6 always upsamples the first octave;
+//   tiepoint CUDA without upsampling (as CudaSift) and with it (the work OpenCV does);
+//   with --cpu-speed also tiepoint's CPU extractor (all threads on one image at a time);
+// and each one's ratio to OpenCV.
+//
+// Output: a table on stdout and, with --out, JSON with the machine (CPU, cores, GPU), date,
+// commit, build flags and every figure.
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/features2d.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "features/sift.h"
+#include "io/base/atomic_file.h"
+#include "io/base/cuda_device.h"
+#include "io/base/timer.h"
+#include "io/image.h"
+#include "tiepoint/build_info.h"
+
+namespace tiepoint {
+namespace {
+
+using json = nlohmann::json;
+
+struct Args {
+  std::string data;
+  std::string out;
+  int speed_images = 100;
+  int speed_features = 4000;
+  std::vector<int> cuda_streams = {4};
+  bool cuda = true;
+  bool accuracy = true;
+  bool speed = true;
+  bool cpu_speed = false;
+};
+
+bool ReadTextHomography(const std::string& path, double H[9]) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  // OpenCV's XML storage: the numbers between <data> and </data>.
+  const size_t open = text.find("<data>");
+  if (open != std::string::npos) {
+    const size_t close = text.find("</data>", open);
+    text = text.substr(open + 6, close - open - 6);
+  }
+  std::istringstream numbers(text);
+  for (int i = 0; i < 9; ++i) {
+    if (!(numbers >> H[i])) return false;
+  }
+  return true;
+}
+
+void Invert3x3(const double m[9], double inv[9]) {
+  const double c00 = m[4] * m[8] - m[5] * m[7], c01 = m[5] * m[6] - m[3] * m[8],
+               c02 = m[3] * m[7] - m[4] * m[6];
+  const double det = m[0] * c00 + m[1] * c01 + m[2] * c02;
+  inv[0] = c00 / det;
+  inv[1] = (m[2] * m[7] - m[1] * m[8]) / det;
+  inv[2] = (m[1] * m[5] - m[2] * m[4]) / det;
+  inv[3] = c01 / det;
+  inv[4] = (m[0] * m[8] - m[2] * m[6]) / det;
+  inv[5] = (m[2] * m[3] - m[0] * m[5]) / det;
+  inv[6] = c02 / det;
+  inv[7] = (m[1] * m[6] - m[0] * m[7]) / det;
+  inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
+}
+
+void Map(const double H[9], double x, double y, double* ox, double* oy) {
+  const double w = H[6] * x + H[7] * y + H[8];
+  *ox = (H[0] * x + H[1] * y + H[2]) / w;
+  *oy = (H[3] * x + H[4] * y + H[5]) / w;
+}
+
+// Keypoint positions and float descriptors (one row each), whatever the extractor.
+struct PointSet {
+  std::vector<cv::Point2f> points;
+  cv::Mat descriptors;  // CV_32F, n x 128
+  double seconds = 0;
+};
+
+PointSet FromTiepoint(const Features& f) {
+  PointSet s;
+  s.descriptors = cv::Mat(static_cast<int>(f.size()), kSiftDescriptorDim, CV_32F);
+  for (size_t i = 0; i < f.size(); ++i) {
+    s.points.emplace_back(f.keypoints[i].x, f.keypoints[i].y);
+    for (int j = 0; j < kSiftDescriptorDim; ++j) {
+      s.descriptors.at<float>(static_cast<int>(i), j) = f.descriptor(i)[j];
+    }
+  }
+  return s;
+}
+
+cv::Mat ToMat8(const GrayImage& image) {
+  cv::Mat m(image.height, image.width, CV_8U);
+  for (int y = 0; y < image.height; ++y) {
+    for (int x = 0; x < image.width; ++x) {
+      m.at<uint8_t>(y, x) =
+          static_cast<uint8_t>(std::lround(std::clamp(image.at(x, y), 0.0f, 1.0f) * 255.0f));
+    }
+  }
+  return m;
+}
+
+// The 8-bit values OpenCV sees, back as float, so both extractors see the same image.
+GrayImage Quantize8(const GrayImage& image) {
+  GrayImage q = image;
+  for (float& v : q.pixels) v = std::lround(std::clamp(v, 0.0f, 1.0f) * 255.0f) / 255.0f;
+  return q;
+}
+
+struct PairScore {
+  int n1 = 0, n2 = 0;  // keypoints in the common area
+  int keypoints1 = 0, keypoints2 = 0;
+  int repeated = 0, matches = 0, correct = 0;
+  double repeatability() const { return n1 ? double(repeated) / n1 : 0; }
+  double matching_score() const { return n1 ? double(correct) / n1 : 0; }
+};
+
+PairScore Score(const PointSet& a, const PointSet& b, const double H[9], int w1, int h1, int w2,
+                int h2) {
+  double Hinv[9];
+  Invert3x3(H, Hinv);
+  PairScore s;
+  s.keypoints1 = static_cast<int>(a.points.size());
+  s.keypoints2 = static_cast<int>(b.points.size());
+  std::vector<int> ia, ib;
+  std::vector<cv::Point2d> mapped;  // H p of the common image-1 keypoints
+  for (size_t i = 0; i < a.points.size(); ++i) {
+    double x, y;
+    Map(H, a.points[i].x, a.points[i].y, &x, &y);
+    if (x < 0 || y < 0 || x > w2 - 1 || y > h2 - 1) continue;
+    ia.push_back(static_cast<int>(i));
+    mapped.emplace_back(x, y);
+  }
+  for (size_t i = 0; i < b.points.size(); ++i) {
+    double x, y;
+    Map(Hinv, b.points[i].x, b.points[i].y, &x, &y);
+    if (x < 0 || y < 0 || x > w1 - 1 || y > h1 - 1) continue;
+    ib.push_back(static_cast<int>(i));
+  }
+  s.n1 = static_cast<int>(ia.size());
+  s.n2 = static_cast<int>(ib.size());
+  // Repeatability through a grid of 3 px cells over image 2.
+  const int gw = w2 / 3 + 2, gh = h2 / 3 + 2;
+  std::vector<std::vector<int>> grid(static_cast<size_t>(gw) * gh);
+  for (int j : ib) {
+    const int cx = std::clamp(static_cast<int>(b.points[j].x / 3), 0, gw - 1);
+    const int cy = std::clamp(static_cast<int>(b.points[j].y / 3), 0, gh - 1);
+    grid[static_cast<size_t>(cy) * gw + cx].push_back(j);
+  }
+  for (const cv::Point2d& p : mapped) {
+    const int cx = static_cast<int>(p.x / 3), cy = static_cast<int>(p.y / 3);
+    bool found = false;
+    for (int gy = std::max(0, cy - 1); gy <= std::min(gh - 1, cy + 1) && !found; ++gy) {
+      for (int gx = std::max(0, cx - 1); gx <= std::min(gw - 1, cx + 1) && !found; ++gx) {
+        for (int j : grid[static_cast<size_t>(gy) * gw + gx]) {
+          const double dx = b.points[j].x - p.x, dy = b.points[j].y - p.y;
+          if (dx * dx + dy * dy <= 9.0) {
+            found = true;
+            break;
+          }
+        }
+      }
+    }
+    s.repeated += found;
+  }
+  // Mutual nearest neighbours among the common keypoints.
+  if (!ia.empty() && !ib.empty()) {
+    cv::Mat da(static_cast<int>(ia.size()), kSiftDescriptorDim, CV_32F);
+    cv::Mat db(static_cast<int>(ib.size()), kSiftDescriptorDim, CV_32F);
+    for (size_t i = 0; i < ia.size(); ++i) a.descriptors.row(ia[i]).copyTo(da.row(static_cast<int>(i)));
+    for (size_t i = 0; i < ib.size(); ++i) b.descriptors.row(ib[i]).copyTo(db.row(static_cast<int>(i)));
+    cv::BFMatcher matcher(cv::NORM_L2, /*crossCheck=*/true);
+    std::vector<cv::DMatch> matches;
+    matcher.match(da, db, matches);
+    s.matches = static_cast<int>(matches.size());
+    for (const cv::DMatch& m : matches) {
+      const cv::Point2d& p = mapped[m.queryIdx];
+      const cv::Point2f& q = b.points[ib[m.trainIdx]];
+      if ((q.x - p.x) * (q.x - p.x) + (q.y - p.y) * (q.y - p.y) <= 9.0) ++s.correct;
+    }
+  }
+  return s;
+}
+
+std::string Now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+// Bilinear resampling of `src` so that it covers w x h after scaling by `scale`, then a
+// crop at (ox, oy) in the scaled image: out(x, y) = src((x + ox + 0.5) / scale - 0.5, ...).
+GrayImage ScaleCrop(const GrayImage& src, double scale, double ox, double oy, int w, int h) {
+  GrayImage out;
+  out.width = w;
+  out.height = h;
+  out.pixels.resize(static_cast<size_t>(w) * h);
+  for (int y = 0; y < h; ++y) {
+    const double sy = std::clamp((y + oy + 0.5) / scale - 0.5, 0.0, src.height - 1.0);
+    const int y0 = std::min(static_cast<int>(sy), src.height - 2 < 0 ? 0 : src.height - 2);
+    const double fy = sy - y0;
+    for (int x = 0; x < w; ++x) {
+      const double sx = std::clamp((x + ox + 0.5) / scale - 0.5, 0.0, src.width - 1.0);
+      const int x0 = std::min(static_cast<int>(sx), src.width - 2 < 0 ? 0 : src.width - 2);
+      const double fx = sx - x0;
+      const int x1 = std::min(x0 + 1, src.width - 1), y1 = std::min(y0 + 1, src.height - 1);
+      const double v = (1 - fy) * ((1 - fx) * src.at(x0, y0) + fx * src.at(x1, y0)) +
+                       fy * ((1 - fx) * src.at(x0, y1) + fx * src.at(x1, y1));
+      out.at(x, y) = static_cast<float>(std::lround(v * 255.0) / 255.0);  // 8-bit values
+    }
+  }
+  return out;
+}
+
+double BestOf(int runs, const std::function<void()>& f) {
+  double best = 1e300;
+  for (int r = 0; r < runs; ++r) {
+    const Timer t;
+    f();
+    best = std::min(best, t.Seconds());
+  }
+  return best;
+}
+
+int Main(const Args& args) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  json result;
+  result["tool"] = "bench/sift_bench";
+  result["date"] = Now();
+  result["commit"] = kGitCommit;
+  result["build_flags"] = kBuildFlags;
+  result["opencv_version"] = CV_VERSION;
+  result["cpu"] = CpuModel();
+  result["hardware_threads"] = cores;
+  std::vector<CudaDeviceInfo> devices;
+  const bool have_gpu = args.cuda && QueryCudaDevices(&devices).ok() && !devices.empty();
+  result["gpu"] = have_gpu ? devices.front().name : "none";
+  std::printf("sift_bench: %s, %u hardware threads, GPU: %s; OpenCV %s; commit %s\n",
+              CpuModel().c_str(), cores, have_gpu ? devices.front().name.c_str() : "none",
+              CV_VERSION, kGitCommit);
+
+  // --- accuracy ----------------------------------------------------------------------
+  if (args.accuracy) {
+    struct Pair {
+      std::string name, img1, img2, homography;
+    };
+    std::vector<Pair> pairs;
+    for (int n = 2; n <= 6; ++n) {
+      pairs.push_back({"boat 1-" + std::to_string(n), "features/oxford_boat/img1.pgm",
+                       "features/oxford_boat/img" + std::to_string(n) + ".pgm",
+                       "features/oxford_boat/H1to" + std::to_string(n) + "p"});
+    }
+    pairs.push_back({"graf 1-3", "features/opencv_samples/graf1.png",
+                     "features/opencv_samples/graf3.png", "features/opencv_samples/H1to3p.xml"});
+    SiftOptions options;
+    options.upsample = true;
+    std::vector<std::pair<std::string, std::unique_ptr<FeatureExtractor>>> extractors;
+    {
+      std::unique_ptr<FeatureExtractor> e;
+      if (FeatureExtractor::Create(options, Device::kCpu, &e).ok()) {
+        extractors.emplace_back("tiepoint-cpu", std::move(e));
+      }
+      if (have_gpu) {
+        const Status s = FeatureExtractor::Create(options, Device::kCuda, &e);
+        if (s.ok()) {
+          extractors.emplace_back("tiepoint-cuda", std::move(e));
+        } else {
+          std::printf("tiepoint-cuda: %s\n", s.ToString().c_str());
+        }
+      }
+    }
+    cv::Ptr<cv::SIFT> opencv = cv::SIFT::create();
+    json rows = json::array();
+    std::printf("\n%-10s %-14s %7s %7s %8s %8s %8s %8s\n", "pair", "extractor", "kp1", "kp2",
+                "n1", "repeat", "matches", "m.score");
+    for (const Pair& pair : pairs) {
+      GrayImage im1, im2;
+      double H[9];
+      const std::string p1 = args.data + "/" + pair.img1, p2 = args.data + "/" + pair.img2;
+      if (!ReadImageGray(p1, &im1).ok() || !ReadImageGray(p2, &im2).ok() ||
+          !ReadTextHomography(args.data + "/" + pair.homography, H)) {
+        std::printf("%-10s (missing under %s: skipped)\n", pair.name.c_str(), args.data.c_str());
+        continue;
+      }
+      im1 = Quantize8(im1);
+      im2 = Quantize8(im2);
+      json row;
+      row["pair"] = pair.name;
+      auto report = [&](const std::string& name, const PairScore& s, double seconds) {
+        std::printf("%-10s %-14s %7d %7d %8d %8.3f %8d %8.3f\n", pair.name.c_str(), name.c_str(),
+                    s.keypoints1, s.keypoints2, s.n1, s.repeatability(), s.matches,
+                    s.matching_score());
+        row[name] = {{"keypoints1", s.keypoints1},       {"keypoints2", s.keypoints2},
+                     {"common1", s.n1},                  {"common2", s.n2},
+                     {"repeated", s.repeated},           {"repeatability", s.repeatability()},
+                     {"mutual_nn_matches", s.matches},   {"correct_matches", s.correct},
+                     {"matching_score", s.matching_score()}, {"extract_seconds_pair", seconds}};
+      };
+      for (auto& [name, extractor] : extractors) {
+        Features f1, f2;
+        const Timer t;
+        Status s = extractor->Extract(im1, &f1);
+        if (s.ok()) s = extractor->Extract(im2, &f2);
+        const double seconds = t.Seconds();
+        if (!s.ok()) {
+          std::printf("%s: %s\n", name.c_str(), s.ToString().c_str());
+          continue;
+        }
+        report(name, Score(FromTiepoint(f1), FromTiepoint(f2), H, im1.width, im1.height,
+                           im2.width, im2.height), seconds);
+      }
+      {
+        PointSet a, b;
+        std::vector<cv::KeyPoint> k1, k2;
+        const Timer t;
+        opencv->detectAndCompute(ToMat8(im1), cv::noArray(), k1, a.descriptors);
+        opencv->detectAndCompute(ToMat8(im2), cv::noArray(), k2, b.descriptors);
+        const double seconds = t.Seconds();
+        for (const auto& k : k1) a.points.push_back(k.pt);
+        for (const auto& k : k2) b.points.push_back(k.pt);
+        report("opencv", Score(a, b, H, im1.width, im1.height, im2.width, im2.height), seconds);
+      }
+      rows.push_back(row);
+      std::fflush(stdout);
+    }
+    result["accuracy"] = {{"settings", "first octave upsampled 2x (OpenCV default), 3 layers, "
+                                       "contrast 0.04, edge 10, sigma 1.6; 3 px; scores over "
+                                       "image-1 keypoints in the common area"},
+                          {"pairs", rows}};
+  }
+
+  // --- speed -------------------------------------------------------------------------
+  if (args.speed && args.speed_images > 0) {
+    const std::vector<std::string> sources = {
+        "multiview/strecha_fountain_pair/fountain1.jpg",
+        "multiview/strecha_fountain_pair/fountain2.jpg",
+        "features/oxford_boat/img1.pgm", "features/oxford_boat/img3.pgm",
+        "features/oxford_boat/img5.pgm", "features/opencv_samples/graf1.png",
+        "features/opencv_samples/graf3.png", "features/opencv_samples/leuvenA.jpg",
+        "features/opencv_samples/leuvenB.jpg", "features/opencv_samples/aero1.jpg",
+        "features/opencv_samples/aero3.jpg",
+        "multiview/gtsam_balbianello/BalbianelloMedium-1.jpg",
+        "multiview/gtsam_balbianello/BalbianelloMedium-3.jpg"};
+    std::vector<GrayImage> originals;
+    for (const std::string& s : sources) {
+      GrayImage img;
+      if (ReadImageGray(args.data + "/" + s, &img).ok()) originals.push_back(std::move(img));
+    }
+    if (originals.empty()) {
+      std::printf("speed: no source images under %s: skipped\n", args.data.c_str());
+    } else {
+      constexpr int kW = 1920, kH = 1080;
+      std::vector<GrayImage> images;
+      std::vector<cv::Mat> mats;
+      for (int k = 0; k < args.speed_images; ++k) {
+        const GrayImage& src = originals[k % originals.size()];
+        const int variant = k / static_cast<int>(originals.size());
+        const double cover = std::max(double(kW) / src.width, double(kH) / src.height);
+        const double scale = cover * (1.0 + 0.15 * (variant % 4));
+        const double ox = (src.width * scale - kW) * ((variant * 37) % 11) / 10.0;
+        const double oy = (src.height * scale - kH) * ((variant * 53) % 7) / 6.0;
+        images.push_back(ScaleCrop(src, scale, ox, oy, kW, kH));
+        mats.push_back(ToMat8(images.back()));
+      }
+      std::vector<const GrayImage*> batch;
+      for (const GrayImage& img : images) batch.push_back(&img);
+      json speed;
+      speed["images"] = args.speed_images;
+      speed["width"] = kW;
+      speed["height"] = kH;
+      speed["max_features"] = args.speed_features;
+      speed["source_images"] = originals.size();
+      std::printf("\nspeed: %d images of %d x %d from %zu sources, %d features kept per image\n",
+                  args.speed_images, kW, kH, originals.size(), args.speed_features);
+
+      // OpenCV, one image per thread.
+      cv::setNumThreads(1);
+      cv::Ptr<cv::SIFT> opencv = cv::SIFT::create(args.speed_features);
+      std::vector<size_t> cv_counts(mats.size());
+      auto run_opencv = [&] {
+        std::atomic<size_t> next{0};
+        std::vector<std::thread> threads;
+        for (unsigned t = 0; t < cores; ++t) {
+          threads.emplace_back([&] {
+            cv::Ptr<cv::SIFT> sift = cv::SIFT::create(args.speed_features);
+            for (size_t i = next++; i < mats.size(); i = next++) {
+              std::vector<cv::KeyPoint> k;
+              cv::Mat d;
+              sift->detectAndCompute(mats[i], cv::noArray(), k, d);
+              cv_counts[i] = k.size();
+            }
+          });
+        }
+        for (auto& t : threads) t.join();
+      };
+      const double cv_s = BestOf(args.speed_images >= 50 ? 2 : 1, run_opencv);
+      double cv_mean = 0;
+      for (size_t c : cv_counts) cv_mean += double(c) / cv_counts.size();
+      const double cv_rate = args.speed_images / cv_s;
+      speed["opencv"] = {{"threads", cores}, {"seconds", cv_s}, {"images_per_s", cv_rate},
+                         {"mean_features", cv_mean}};
+      std::printf("  opencv SIFT, %u threads (one image each): %.3f s, %.1f images/s, %.0f "
+                  "features/image\n",
+                  cores, cv_s, cv_rate, cv_mean);
+      std::fflush(stdout);
+
+      auto run_tiepoint = [&](Device device, const std::string& name, bool upsample,
+                              int streams) {
+        SiftOptions options;
+        options.max_features = args.speed_features;
+        options.cuda_streams = streams;
+        options.upsample = upsample;
+        std::unique_ptr<FeatureExtractor> e;
+        const Status s = FeatureExtractor::Create(options, device, &e);
+        if (!s.ok()) {
+          std::printf("  %s: %s\n", name.c_str(), s.ToString().c_str());
+          return;
+        }
+        std::vector<Features> features;
+        std::vector<Status> statuses;
+        e->ExtractBatch(batch, &features, &statuses);  // warm-up: context, workspaces
+        for (const Status& st : statuses) {
+          if (!st.ok()) {
+            std::printf("  %s: %s\n", name.c_str(), st.ToString().c_str());
+            return;
+          }
+        }
+        const double sec = BestOf(device == Device::kCuda ? 3 : 1,
+                                  [&] { e->ExtractBatch(batch, &features, &statuses); });
+        double mean = 0;
+        for (const Features& f : features) mean += double(f.size()) / features.size();
+        const double rate = args.speed_images / sec;
+        json entry = {{"device", ToString(device)}, {"upsample", upsample},
+                      {"seconds", sec},            {"images_per_s", rate},
+                      {"mean_features", mean},     {"ratio_to_opencv", rate / cv_rate}};
+        if (device == Device::kCuda) entry["cuda_streams"] = streams;
+        speed["tiepoint"].push_back(entry);
+        std::printf("  %s%s%s: %.3f s, %.1f images/s, %.0f features/image, %.2fx OpenCV\n",
+                    name.c_str(), upsample ? " (upsampled, as OpenCV)" : "",
+                    device == Device::kCuda ? (", " + std::to_string(streams) + " streams").c_str()
+                                            : "",
+                    sec, rate, mean, rate / cv_rate);
+        std::fflush(stdout);
+      };
+      speed["tiepoint"] = json::array();
+      for (bool upsample : {false, true}) {
+        if (have_gpu) {
+          for (int streams : args.cuda_streams) {
+            run_tiepoint(Device::kCuda, "tiepoint-cuda", upsample, streams);
+          }
+        }
+        if (args.cpu_speed) run_tiepoint(Device::kCpu, "tiepoint-cpu", upsample, 1);
+      }
+      result["speed"] = speed;
+    }
+  }
+
+  if (!args.out.empty()) {
+    AtomicFile file(args.out);
+    Status s = file.Open();
+    if (s.ok()) {
+      file.stream() << result.dump(2) << "\n";
+      s = file.Commit();
+    }
+    if (!s.ok()) {
+      std::fprintf(stderr, "sift_bench: %s\n", s.ToString().c_str());
+      return 2;
+    }
+    std::printf("\nwrote %s\n", args.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tiepoint
+
+int main(int argc, char** argv) {
+  tiepoint::Args args;
+  const char* env = std::getenv("TIEPOINT_SHARED_DATA");
+  args.data = env ? env : "../shared/data";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sift_bench: %s needs a value\n", name);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--data") {
+      args.data = value("--data");
+    } else if (a == "--out") {
+      args.out = value("--out");
+    } else if (a == "--speed-images") {
+      args.speed_images = std::atoi(value("--speed-images").c_str());
+    } else if (a == "--speed-features") {
+      args.speed_features = std::atoi(value("--speed-features").c_str());
+    } else if (a == "--cuda-streams") {
+      args.cuda_streams.clear();
+      std::stringstream list(value("--cuda-streams"));
+      for (std::string item; std::getline(list, item, ',');) {
+        args.cuda_streams.push_back(std::atoi(item.c_str()));
+      }
+    } else if (a == "--no-cuda") {
+      args.cuda = false;
+    } else if (a == "--no-accuracy") {
+      args.accuracy = false;
+    } else if (a == "--no-speed") {
+      args.speed = false;
+    } else if (a == "--cpu-speed") {
+      args.cpu_speed = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: sift_bench [--data DIR] [--out RESULT.json] [--speed-images N] "
+                   "[--speed-features N] [--cuda-streams N[,N...]] [--no-cuda] [--no-accuracy] "
+                   "[--no-speed] [--cpu-speed]\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  return tiepoint::Main(args);
+}

@@ -1,0 +1,1043 @@
+// SIFT on the GPU (contract in features/sift_cuda.h, algorithm in features/sift.h).
+//
+// This file is compiled with --fmad=false (features/CMakeLists.txt): every float product
+// and sum is rounded on its own, as in the CPU reference built without -mfma, so the
+// blurs and differences of Gaussians are bit-identical to the CPU's and extrema are found
+// at the same samples.
+#include "features/sift_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "io/base/cuda_check.h"
+#include "io/base/cuda_device.h"
+
+namespace tiepoint {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kTwoPi = 2.0 * kPi;
+constexpr float kTwoPiF = static_cast<float>(kTwoPi);
+
+// Same constants as the CPU reference (features/sift.cc).
+constexpr double kInputBlur = 0.5;
+constexpr int kMaxRefineMoves = 5;
+constexpr int kOrientationBins = 36;
+constexpr double kOrientationSigmaFactor = 1.5;
+constexpr double kOrientationRadiusFactor = 3.0;
+constexpr float kOrientationPeakRatio = 0.8f;
+constexpr int kDescriptorWidth = 4;
+constexpr int kDescriptorBins = 8;
+constexpr double kDescriptorBinFactor = 3.0;
+constexpr float kDescriptorClip = 0.2f;
+constexpr float kDescriptorQuantScale = 512.0f;
+constexpr int kDescriptorSize = kDescriptorWidth * kDescriptorWidth * kDescriptorBins;
+static_assert(kDescriptorSize == kSiftDescriptorDim, "descriptor layout");
+
+// More than any image can have: 65535 px sides upsampled give 14 octaves.
+constexpr int kMaxOctaves = 24;
+// A local maximum of 36 circular bins must beat both neighbours: at most 18 per histogram.
+constexpr int kMaxPeaks = kOrientationBins / 2;
+
+// Fused blur: a kTile x kTile output tile per block of kTile x kBlurRows threads.
+constexpr int kTile = 32;
+constexpr int kBlurRows = 8;
+// Orientation: one block of kOrientationThreads per detection; descriptors: one block of
+// kDescriptorThreads per keypoint. Each thread keeps its own histogram in shared memory
+// (row stride threads + 1 so that neither the per-thread writes nor the per-bin sums
+// conflict on banks): 36 x 129 and 128 x 65 floats, 18.6 and 33.3 KB.
+constexpr int kOrientationThreads = 128;
+constexpr int kDescriptorThreads = 64;
+// Candidates the queue holds before it grows (and the image is detected again).
+constexpr int kInitialCandidateCapacity = 1 << 16;
+
+// ---------------------------------------------------------------------------------------
+// Device code.
+
+struct BlurTaps {
+  int radius;
+  float k[kSiftCudaMaxBlurRadius + 1];
+};
+
+struct Candidate {
+  int octave, layer, x, y;
+};
+
+struct GpuDetection {
+  int valid;
+  int octave, layer, xi, yi;  // refined sample
+  int cand_layer, cand_x, cand_y;
+  double x, y, layer_offset, response;
+};
+
+// Where each octave's planes live in the workspace's DoG and gradient buffers.
+struct PyramidView {
+  int num_octaves;
+  int S;
+  int width[kMaxOctaves];
+  int height[kMaxOctaves];
+  long long dog_offset[kMaxOctaves];   // S + 2 planes from here
+  long long grad_offset[kMaxOctaves];  // S planes (layers 1..S) from here
+  const float* dog;
+  const float* magnitude;
+  const float* angle;
+};
+
+struct RefineParams {
+  double contrast_threshold;
+  double edge_threshold;
+};
+
+struct OrientationTask {
+  int octave, layer, cx, cy, radius;
+  float ox, oy;         // refined position minus (cx, cy)
+  float inv_two_sw2;    // 1 / (2 (1.5 sigma_L)^2)
+};
+
+struct DescriptorTask {
+  int octave, layer, cx, cy, radius;
+  float ox, oy;
+  float cos_t, sin_t;  // cos and sin of the angle over the bin width
+  float angle;
+};
+
+__host__ __device__ inline int Reflect101(int i, int n) {
+  if (n == 1) return 0;
+  while (i < 0 || i >= n) {
+    if (i < 0) i = -i;
+    if (i >= n) i = 2 * n - 2 - i;
+  }
+  return i;
+}
+
+// out = Gaussian blur of in; dog (when not null) = out - in. Rows of the tile and its
+// halo are blurred in shared memory, then columns, in the CPU's order of operations.
+__global__ void BlurDogKernel(const float* __restrict__ in, float* __restrict__ out,
+                              float* __restrict__ dog, int w, int h, BlurTaps taps) {
+  extern __shared__ float smem[];
+  const int r = taps.radius;
+  const int side = kTile + 2 * r;
+  float* raw = smem;                // side x side
+  float* rows = smem + side * side;  // side x kTile
+  const int x0 = blockIdx.x * kTile, y0 = blockIdx.y * kTile;
+  const int tid = threadIdx.y * kTile + threadIdx.x;
+  constexpr int kThreads = kTile * kBlurRows;
+  for (int i = tid; i < side * side; i += kThreads) {
+    const int ry = i / side, rx = i - ry * side;
+    const int gy = Reflect101(y0 + ry - r, h), gx = Reflect101(x0 + rx - r, w);
+    raw[i] = in[static_cast<size_t>(gy) * w + gx];
+  }
+  __syncthreads();
+  for (int i = tid; i < side * kTile; i += kThreads) {
+    const int ry = i / kTile, cx = i - ry * kTile;
+    const float* p = raw + ry * side + cx + r;
+    float acc = taps.k[0] * p[0];
+    for (int j = 1; j <= r; ++j) acc += taps.k[j] * (p[-j] + p[j]);
+    rows[i] = acc;
+  }
+  __syncthreads();
+  for (int i = tid; i < kTile * kTile; i += kThreads) {
+    const int oy = i / kTile, ox = i - oy * kTile;
+    const int gx = x0 + ox, gy = y0 + oy;
+    if (gx >= w || gy >= h) continue;
+    const float* c = rows + (oy + r) * kTile + ox;
+    float acc = taps.k[0] * c[0];
+    for (int j = 1; j <= r; ++j) acc += taps.k[j] * (c[-j * kTile] + c[j * kTile]);
+    const size_t o = static_cast<size_t>(gy) * w + gx;
+    out[o] = acc;
+    if (dog != nullptr) dog[o] = acc - raw[(oy + r) * side + ox + r];
+  }
+}
+
+// Bilinear 2x onto (2w-1) x (2h-1), as Upsample2x in sift.cc.
+__global__ void Upsample2xKernel(const float* __restrict__ in, int w, int h,
+                                 float* __restrict__ out) {
+  const int ow = 2 * w - 1, oh = 2 * h - 1;
+  const int ox = blockIdx.x * blockDim.x + threadIdx.x;
+  const int oy = blockIdx.y * blockDim.y + threadIdx.y;
+  if (ox >= ow || oy >= oh) return;
+  const int y0 = oy / 2, y1 = (oy % 2) ? y0 + 1 : y0;
+  const int x0 = ox / 2, x1 = (ox % 2) ? x0 + 1 : x0;
+  const float* a = in + static_cast<size_t>(y0) * w;
+  const float* b = in + static_cast<size_t>(y1) * w;
+  out[static_cast<size_t>(oy) * ow + ox] = 0.25f * ((a[x0] + a[x1]) + (b[x0] + b[x1]));
+}
+
+__global__ void Downsample2xKernel(const float* __restrict__ in, int w, float* __restrict__ out,
+                                   int ow, int oh) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= ow || y >= oh) return;
+  out[static_cast<size_t>(y) * ow + x] = in[static_cast<size_t>(2 * y) * w + 2 * x];
+}
+
+// Central-difference gradient; zero on the outermost pixels (they never vote).
+__global__ void GradientKernel(const float* __restrict__ L, int w, int h,
+                               float* __restrict__ magnitude, float* __restrict__ angle) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= w || y >= h) return;
+  const size_t i = static_cast<size_t>(y) * w + x;
+  if (x == 0 || y == 0 || x == w - 1 || y == h - 1) {
+    magnitude[i] = 0.0f;
+    angle[i] = 0.0f;
+    return;
+  }
+  const float dx = L[i + 1] - L[i - 1];
+  const float dy = L[i + w] - L[i - w];
+  magnitude[i] = sqrtf(dx * dx + dy * dy);
+  angle[i] = atan2f(dy, dx);
+}
+
+// Extrema of D_1..D_S (blockIdx.z = layer - 1) with the CPU's tie rule, appended to the
+// queue. The slot order depends on scheduling; the host sorts the refined results.
+__global__ void DetectKernel(const float* __restrict__ dog, int w, int h, float prefilter,
+                             int octave, Candidate* __restrict__ queue, int* __restrict__ count,
+                             int capacity) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x + kSiftBorder;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y + kSiftBorder;
+  const int layer = blockIdx.z + 1;
+  if (x >= w - kSiftBorder || y >= h - kSiftBorder) return;
+  const size_t plane = static_cast<size_t>(w) * h;
+  const float* cur = dog + layer * plane;
+  const float v = cur[static_cast<size_t>(y) * w + x];
+  if (!(fabsf(v) > prefilter)) return;
+  const float* prev = cur - plane;
+  const float* next = cur + plane;
+  const float sign = v > 0 ? 1.0f : -1.0f;
+  const float sv = sign * v;
+  bool extremum = true;
+  for (int dy = -1; dy <= 1 && extremum; ++dy) {
+    for (int dx = -1; dx <= 1 && extremum; ++dx) {
+      const size_t o = static_cast<size_t>(y + dy) * w + (x + dx);
+      const float a = sign * prev[o];
+      const float b = sign * next[o];
+      const float c = sign * cur[o];
+      const bool c_before = dy < 0 || (dy == 0 && dx < 0);
+      const bool c_ok = (dx == 0 && dy == 0) || (c_before ? sv > c : sv >= c);
+      extremum = sv > a && sv >= b && c_ok;
+    }
+  }
+  if (!extremum) return;
+  const int slot = atomicAdd(count, 1);
+  if (slot < capacity) queue[slot] = Candidate{octave, layer, x, y};
+}
+
+// SiftCpu::Refine in double, operation for operation (float differences of DoG samples,
+// then double), one thread per queued candidate.
+__global__ void RefineKernel(PyramidView pyr, RefineParams params,
+                             const Candidate* __restrict__ queue, const int* __restrict__ count,
+                             int capacity, GpuDetection* __restrict__ out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= min(*count, capacity)) return;
+  const Candidate cand = queue[i];
+  GpuDetection det;
+  det.valid = 0;
+  det.octave = cand.octave;
+  det.cand_layer = cand.layer;
+  det.cand_x = cand.x;
+  det.cand_y = cand.y;
+  const int S = pyr.S;
+  const int o = cand.octave;
+  const int w = pyr.width[o], h = pyr.height[o];
+  const size_t plane = static_cast<size_t>(w) * h;
+  const float* dog = pyr.dog + pyr.dog_offset[o];
+  int x = cand.x, y = cand.y, layer = cand.layer;
+  double g[3], H[9], off[3];
+  double value = 0;
+  int prev_x = -1, prev_y = -1, prev_layer = -1;
+  bool ok = true;
+  for (int moves = 0;; ++moves) {
+    const float* prev = dog + (layer - 1) * plane;
+    const float* cur = dog + layer * plane;
+    const float* next = dog + (layer + 1) * plane;
+    auto C = [&](int xx, int yy) { return cur[static_cast<size_t>(yy) * w + xx]; };
+    auto P = [&](int xx, int yy) { return prev[static_cast<size_t>(yy) * w + xx]; };
+    auto N = [&](int xx, int yy) { return next[static_cast<size_t>(yy) * w + xx]; };
+    value = C(x, y);
+    g[0] = 0.5 * (C(x + 1, y) - C(x - 1, y));
+    g[1] = 0.5 * (C(x, y + 1) - C(x, y - 1));
+    g[2] = 0.5 * (N(x, y) - P(x, y));
+    const double dxx = (C(x + 1, y) + C(x - 1, y)) - 2.0 * value;
+    const double dyy = (C(x, y + 1) + C(x, y - 1)) - 2.0 * value;
+    const double dss = (N(x, y) + P(x, y)) - 2.0 * value;
+    const double dxy = 0.25 * (C(x + 1, y + 1) - C(x - 1, y + 1) - C(x + 1, y - 1) + C(x - 1, y - 1));
+    const double dxs = 0.25 * (N(x + 1, y) - N(x - 1, y) - P(x + 1, y) + P(x - 1, y));
+    const double dys = 0.25 * (N(x, y + 1) - N(x, y - 1) - P(x, y + 1) + P(x, y - 1));
+    H[0] = dxx; H[1] = dxy; H[2] = dxs;
+    H[3] = dxy; H[4] = dyy; H[5] = dys;
+    H[6] = dxs; H[7] = dys; H[8] = dss;
+    // Inverse by cofactors (what Eigen does for 3x3), with its invertibility threshold.
+    const double c00 = H[4] * H[8] - H[5] * H[7];
+    const double c01 = H[5] * H[6] - H[3] * H[8];
+    const double c02 = H[3] * H[7] - H[4] * H[6];
+    const double det3 = H[0] * c00 + H[1] * c01 + H[2] * c02;
+    if (!(fabs(det3) > 1e-30)) { ok = false; break; }
+    const double inv_det = 1.0 / det3;
+    const double i00 = c00 * inv_det;
+    const double i01 = (H[2] * H[7] - H[1] * H[8]) * inv_det;
+    const double i02 = (H[1] * H[5] - H[2] * H[4]) * inv_det;
+    const double i10 = c01 * inv_det;
+    const double i11 = (H[0] * H[8] - H[2] * H[6]) * inv_det;
+    const double i12 = (H[2] * H[3] - H[0] * H[5]) * inv_det;
+    const double i20 = c02 * inv_det;
+    const double i21 = (H[1] * H[6] - H[0] * H[7]) * inv_det;
+    const double i22 = (H[0] * H[4] - H[1] * H[3]) * inv_det;
+    off[0] = -(i00 * g[0] + i01 * g[1] + i02 * g[2]);
+    off[1] = -(i10 * g[0] + i11 * g[1] + i12 * g[2]);
+    off[2] = -(i20 * g[0] + i21 * g[1] + i22 * g[2]);
+    double max_abs = 0;
+    bool finite = true;
+    for (int k = 0; k < 3; ++k) {
+      finite = finite && isfinite(off[k]);
+      max_abs = fmax(max_abs, fabs(off[k]));
+    }
+    if (!finite || max_abs > 1e6) { ok = false; break; }
+    const int step_x = fabs(off[0]) > 0.5 ? static_cast<int>(llround(off[0])) : 0;
+    const int step_y = fabs(off[1]) > 0.5 ? static_cast<int>(llround(off[1])) : 0;
+    const int step_s =
+        fabs(off[2]) > 0.5 ? min(max(static_cast<int>(llround(off[2])), 1 - layer), S - layer)
+                           : 0;
+    const bool converged = step_x == 0 && step_y == 0 && step_s == 0;
+    const bool bouncing =
+        x + step_x == prev_x && y + step_y == prev_y && layer + step_s == prev_layer;
+    if (converged || bouncing) {
+      ok = max_abs < 1.0;
+      break;
+    }
+    if (moves == kMaxRefineMoves) { ok = false; break; }
+    prev_x = x;
+    prev_y = y;
+    prev_layer = layer;
+    x += step_x;
+    y += step_y;
+    layer += step_s;
+    if (x < kSiftBorder || x >= w - kSiftBorder || y < kSiftBorder || y >= h - kSiftBorder) {
+      ok = false;
+      break;
+    }
+  }
+  if (ok) {
+    const double contrast = value + 0.5 * (g[0] * off[0] + g[1] * off[1] + g[2] * off[2]);
+    const double tr = H[0] + H[4];
+    const double det2 = H[0] * H[4] - H[1] * H[1];
+    const double r = params.edge_threshold;
+    if (fabs(contrast) * S < params.contrast_threshold) {
+      ok = false;
+    } else if (det2 <= 0 || tr * tr * r >= (r + 1) * (r + 1) * det2) {
+      ok = false;
+    }
+    if (ok) {
+      det.valid = 1;
+      det.layer = layer;
+      det.xi = x;
+      det.yi = y;
+      det.x = x + off[0];
+      det.y = y + off[1];
+      det.layer_offset = off[2];
+      det.response = fabs(contrast);
+    }
+  }
+  out[i] = det;
+}
+
+// One block per detection: 36-bin orientation histogram (per-thread rows in shared
+// memory, summed per bin in thread order), [1 4 6 4 1] smoothing, peaks >= 80%.
+__global__ void __launch_bounds__(kOrientationThreads)
+    OrientationKernel(PyramidView pyr, const OrientationTask* __restrict__ tasks,
+                      float* __restrict__ angles, int* __restrict__ num_angles) {
+  constexpr int n = kOrientationBins;
+  constexpr int stride = kOrientationThreads + 1;
+  __shared__ float hist[n * stride];
+  __shared__ float total[n];
+  const OrientationTask t = tasks[blockIdx.x];
+  const int tid = threadIdx.x;
+  for (int b = 0; b < n; ++b) hist[b * stride + tid] = 0.0f;
+  const int w = pyr.width[t.octave], h = pyr.height[t.octave];
+  const size_t plane_off =
+      pyr.grad_offset[t.octave] + static_cast<size_t>(t.layer - 1) * w * h;
+  const float* mag = pyr.magnitude + plane_off;
+  const float* ang = pyr.angle + plane_off;
+  const int r = t.radius, side = 2 * r + 1;
+  const float bin_scale = static_cast<float>(n / kTwoPi);
+  for (int p = tid; p < side * side; p += kOrientationThreads) {
+    const int j = p / side - r, i = p % side - r;
+    const int py = t.cy + j, px = t.cx + i;
+    if (py < 1 || py >= h - 1 || px < 1 || px >= w - 1 || i * i + j * j > r * r) continue;
+    const size_t idx = static_cast<size_t>(py) * w + px;
+    const float dx = i - t.ox, dy = j - t.oy;
+    const float weight = expf(-(dx * dx + dy * dy) * t.inv_two_sw2) * mag[idx];
+    float bin = ang[idx] * bin_scale;
+    if (bin < 0) bin += n;
+    const float b0 = floorf(bin);
+    const float frac = bin - b0;
+    const int i0 = static_cast<int>(b0) % n;
+    hist[i0 * stride + tid] += weight * (1.0f - frac);
+    hist[((i0 + 1) % n) * stride + tid] += weight * frac;
+  }
+  __syncthreads();
+  if (tid < n) {
+    float s = 0.0f;
+    for (int k = 0; k < kOrientationThreads; ++k) s += hist[tid * stride + k];
+    total[tid] = s;
+  }
+  __syncthreads();
+  if (tid != 0) return;
+  float smooth[n];
+  for (int i = 0; i < n; ++i) {
+    smooth[i] = (total[(i + n - 2) % n] + total[(i + 2) % n]) * (1.0f / 16) +
+                (total[(i + n - 1) % n] + total[(i + 1) % n]) * (4.0f / 16) +
+                total[i] * (6.0f / 16);
+  }
+  float peak = smooth[0];
+  for (int i = 1; i < n; ++i) peak = fmaxf(peak, smooth[i]);
+  int count = 0;
+  if (peak > 0) {
+    for (int i = 0; i < n; ++i) {
+      const float l = smooth[(i + n - 1) % n], c = smooth[i], rr = smooth[(i + 1) % n];
+      if (c > l && c > rr && c >= kOrientationPeakRatio * peak) {
+        const float offset = 0.5f * (l - rr) / (l - 2.0f * c + rr);
+        float a = (i + offset) * (kTwoPiF / n);
+        if (a < 0) a += kTwoPiF;
+        if (a >= kTwoPiF) a -= kTwoPiF;
+        angles[blockIdx.x * kMaxPeaks + count++] = a;
+      }
+    }
+  }
+  num_angles[blockIdx.x] = count;
+}
+
+// One block per keypoint: the 4 x 4 x 8 descriptor with trilinear votes into per-thread
+// histograms, summed per bin in thread order, normalised, clipped, quantised.
+__global__ void __launch_bounds__(kDescriptorThreads)
+    DescriptorKernel(PyramidView pyr, const DescriptorTask* __restrict__ tasks, int root_sift,
+                     uint8_t* __restrict__ out) {
+  constexpr int d = kDescriptorWidth, nb = kDescriptorBins, n = kDescriptorSize;
+  constexpr int stride = kDescriptorThreads + 1;
+  __shared__ float hist[n * stride];
+  __shared__ float v[n];
+  const DescriptorTask t = tasks[blockIdx.x];
+  const int tid = threadIdx.x;
+  for (int b = 0; b < n; ++b) hist[b * stride + tid] = 0.0f;
+  const int w = pyr.width[t.octave], h = pyr.height[t.octave];
+  const size_t plane_off =
+      pyr.grad_offset[t.octave] + static_cast<size_t>(t.layer - 1) * w * h;
+  const float* mag = pyr.magnitude + plane_off;
+  const float* ang = pyr.angle + plane_off;
+  const int r = t.radius, side = 2 * r + 1;
+  const float inv_two_sigma2 = 1.0f / (2.0f * (0.5f * d) * (0.5f * d));
+  const float obin_scale = static_cast<float>(nb / kTwoPi);
+  for (int p = tid; p < side * side; p += kDescriptorThreads) {
+    const int j = p / side - r, i = p % side - r;
+    const int py = t.cy + j, px = t.cx + i;
+    if (py < 1 || py >= h - 1 || px < 1 || px >= w - 1) continue;
+    const float dx = i - t.ox, dy = j - t.oy;
+    const float rx = t.cos_t * dx + t.sin_t * dy;
+    const float ry = -t.sin_t * dx + t.cos_t * dy;
+    const float cbin = rx + 0.5f * d - 0.5f;
+    const float rbin = ry + 0.5f * d - 0.5f;
+    if (rbin <= -1 || rbin >= d || cbin <= -1 || cbin >= d) continue;
+    const size_t idx = static_cast<size_t>(py) * w + px;
+    const float weight = expf(-(rx * rx + ry * ry) * inv_two_sigma2) * mag[idx];
+    float rel = ang[idx] - t.angle;
+    rel -= kTwoPiF * floorf(rel / kTwoPiF);
+    float obin = rel * obin_scale;
+    if (obin >= nb) obin -= nb;
+    const int r0 = static_cast<int>(floorf(rbin));
+    const int c0 = static_cast<int>(floorf(cbin));
+    const int o0 = static_cast<int>(floorf(obin));
+    const float fr = rbin - r0, fc = cbin - c0, fo = obin - o0;
+    for (int a = 0; a < 2; ++a) {
+      const int rr = r0 + a;
+      if (rr < 0 || rr >= d) continue;
+      const float wr = weight * (a ? fr : 1.0f - fr);
+      for (int b = 0; b < 2; ++b) {
+        const int cc = c0 + b;
+        if (cc < 0 || cc >= d) continue;
+        const float wc = wr * (b ? fc : 1.0f - fc);
+        float* cell = &hist[((rr * d + cc) * nb) * stride + tid];
+        cell[(o0 % nb) * stride] += wc * (1.0f - fo);
+        cell[((o0 + 1) % nb) * stride] += wc * fo;
+      }
+    }
+  }
+  __syncthreads();
+  for (int b = tid; b < n; b += kDescriptorThreads) {
+    float s = 0.0f;
+    for (int k = 0; k < kDescriptorThreads; ++k) s += hist[b * stride + k];
+    v[b] = s;
+  }
+  __syncthreads();
+  // Normalisation by one warp in a fixed order (deterministic).
+  if (tid < 32) {
+    float s = 0.0f;
+    for (int k = 0; k < n / 32; ++k) s += v[tid * (n / 32) + k] * v[tid * (n / 32) + k];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    const float norm2 = __shfl_sync(0xffffffffu, s, 0);
+    if (norm2 > 0) {
+      const float clip = kDescriptorClip * sqrtf(norm2);
+      float s2 = 0.0f;
+      for (int k = 0; k < n / 32; ++k) {
+        const int b = tid * (n / 32) + k;
+        v[b] = fminf(v[b], clip);
+        s2 += v[b] * v[b];
+      }
+      for (int o = 16; o > 0; o >>= 1) s2 += __shfl_down_sync(0xffffffffu, s2, o);
+      const float inv = 1.0f / sqrtf(__shfl_sync(0xffffffffu, s2, 0));
+      for (int k = 0; k < n / 32; ++k) v[tid * (n / 32) + k] *= inv;
+      if (root_sift) {
+        float l1 = 0.0f;
+        for (int k = 0; k < n / 32; ++k) l1 += v[tid * (n / 32) + k];
+        for (int o = 16; o > 0; o >>= 1) l1 += __shfl_down_sync(0xffffffffu, l1, o);
+        l1 = __shfl_sync(0xffffffffu, l1, 0);
+        for (int k = 0; k < n / 32; ++k) v[tid * (n / 32) + k] = sqrtf(v[tid * (n / 32) + k] / l1);
+      }
+    }
+    __syncwarp();
+    uint8_t* dst = out + static_cast<size_t>(blockIdx.x) * n;
+    for (int k = 0; k < n / 32; ++k) {
+      const int b = tid * (n / 32) + k;
+      const float q = rintf(kDescriptorQuantScale * v[b]);
+      dst[b] = static_cast<uint8_t>(fminf(255.0f, fmaxf(0.0f, q)));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Host side.
+
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  // Grows (never shrinks) to hold n elements; the old contents are lost.
+  Status Reserve(size_t n, const char* what) {
+    if (n <= capacity_) return Status::Ok();
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+    capacity_ = 0;
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
+    const cudaError_t err = cudaMalloc(&ptr_, bytes);
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      (void)cudaGetLastError();  // clear the sticky allocation error
+      if (err == cudaErrorMemoryAllocation) {
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaMemGetInfo(&free_bytes, &total_bytes);
+        return Status::OutOfMemory("CUDA SIFT: out of GPU memory allocating " +
+                                   std::to_string(bytes >> 20) + " MiB for " + what + " (" +
+                                   std::to_string(free_bytes >> 20) + " MiB free of " +
+                                   std::to_string(total_bytes >> 20) +
+                                   "); use fewer cuda streams, smaller images or --device cpu");
+      }
+      return Status::Unavailable(std::string("CUDA SIFT: cudaMalloc for ") + what + ": " +
+                                 cudaGetErrorString(err));
+    }
+    capacity_ = n;
+    return Status::Ok();
+  }
+  T* get() const { return ptr_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+template <typename T>
+class PinnedArray {
+ public:
+  PinnedArray() = default;
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  ~PinnedArray() {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  }
+  Status Reserve(size_t n, const char* what) {
+    if (n <= capacity_) return Status::Ok();
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    capacity_ = 0;
+    // Grow by half again so that slowly growing counts do not reallocate every image.
+    const size_t want = std::max(n, capacity_ + capacity_ / 2);
+    const cudaError_t err = cudaHostAlloc(&ptr_, std::max<size_t>(want, 1) * sizeof(T),
+                                          cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      (void)cudaGetLastError();  // clear the sticky allocation error
+      return Status::OutOfMemory(std::string("CUDA SIFT: cannot allocate pinned host memory for ") +
+                                 what + " (" + std::to_string(want * sizeof(T) >> 20) +
+                                 " MiB): " + cudaGetErrorString(err));
+    }
+    capacity_ = want;
+    return Status::Ok();
+  }
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// The CPU reference's Gaussian taps (sift.cc GaussianBlur), as floats.
+BlurTaps MakeTaps(double sigma) {
+  BlurTaps taps;
+  const int r = std::max(1, static_cast<int>(std::ceil(4.0 * sigma)));
+  taps.radius = r;
+  std::vector<float> k(r + 1);
+  double sum = 0;
+  for (int i = 0; i <= r; ++i) {
+    const double v = std::exp(-0.5 * i * i / (sigma * sigma));
+    k[i] = static_cast<float>(v);
+    sum += i == 0 ? v : 2 * v;
+  }
+  for (float& v : k) v = static_cast<float>(v / sum);
+  std::fill(std::begin(taps.k), std::end(taps.k), 0.0f);
+  for (int i = 0; i <= r && i <= kSiftCudaMaxBlurRadius; ++i) taps.k[i] = k[i];
+  return taps;
+}
+
+int BlurRadius(double sigma) { return std::max(1, static_cast<int>(std::ceil(4.0 * sigma))); }
+
+dim3 Grid2d(int w, int h, dim3 block) {
+  return dim3((w + block.x - 1) / block.x, (h + block.y - 1) / block.y);
+}
+
+// Everything one image in flight needs: a stream, device pyramid, queues, pinned staging.
+class SiftCudaWorker {
+ public:
+  SiftCudaWorker(const SiftOptions& options, int device) : options_(options), device_(device) {}
+  ~SiftCudaWorker() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  Status Extract(const GrayImage& image, Features* features);
+
+ private:
+  Status Init();
+  Status Pyramid(int w0, int h0, int num_octaves, const GrayImage& image);
+
+  SiftOptions options_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+
+  DeviceArray<float> d_image_, d_upsampled_, d_gauss_, d_dog_, d_magnitude_, d_angle_;
+  DeviceArray<Candidate> d_queue_;
+  DeviceArray<GpuDetection> d_detections_;
+  DeviceArray<int> d_count_;
+  DeviceArray<OrientationTask> d_orientation_tasks_;
+  DeviceArray<float> d_angles_;
+  DeviceArray<int> d_num_angles_;
+  DeviceArray<DescriptorTask> d_descriptor_tasks_;
+  DeviceArray<uint8_t> d_descriptors_;
+
+  PinnedArray<float> h_image_;
+  PinnedArray<int> h_count_;
+  PinnedArray<GpuDetection> h_detections_;
+  PinnedArray<OrientationTask> h_orientation_tasks_;
+  PinnedArray<float> h_angles_;
+  PinnedArray<int> h_num_angles_;
+  PinnedArray<DescriptorTask> h_descriptor_tasks_;
+  PinnedArray<uint8_t> h_descriptors_;
+
+  PyramidView view_{};
+  int candidate_capacity_ = kInitialCandidateCapacity;
+};
+
+Status SiftCudaWorker::Init() {
+  // Every call: the calling thread may be new (ExtractBatch starts threads per batch).
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  if (stream_ != nullptr) return Status::Ok();
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  return Status::Ok();
+}
+
+// Builds the DoG pyramid and gradients of every octave and fills the candidate queue.
+Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage& image) {
+  const int S = options_.octave_layers;
+  const size_t base_pixels = static_cast<size_t>(w0) * h0;
+  view_.num_octaves = num_octaves;
+  view_.S = S;
+  long long total = 0;
+  for (int o = 0, w = w0, h = h0; o < num_octaves; ++o, w = (w + 1) / 2, h = (h + 1) / 2) {
+    view_.width[o] = w;
+    view_.height[o] = h;
+    view_.dog_offset[o] = total * (S + 2);
+    view_.grad_offset[o] = total * S;
+    total += static_cast<long long>(w) * h;
+  }
+  const std::string size = std::to_string(image.width) + " x " + std::to_string(image.height);
+  const std::string pyr_what = "the pyramid of a " + size + " image";
+  TIEPOINT_RETURN_IF_ERROR(d_image_.Reserve(image.pixels.size(), "the input image"));
+  if (options_.upsample) {
+    TIEPOINT_RETURN_IF_ERROR(d_upsampled_.Reserve(base_pixels, pyr_what.c_str()));
+  }
+  TIEPOINT_RETURN_IF_ERROR(d_gauss_.Reserve(base_pixels * (S + 3), pyr_what.c_str()));
+  TIEPOINT_RETURN_IF_ERROR(d_dog_.Reserve(static_cast<size_t>(total) * (S + 2), pyr_what.c_str()));
+  TIEPOINT_RETURN_IF_ERROR(d_magnitude_.Reserve(static_cast<size_t>(total) * S, pyr_what.c_str()));
+  TIEPOINT_RETURN_IF_ERROR(d_angle_.Reserve(static_cast<size_t>(total) * S, pyr_what.c_str()));
+  TIEPOINT_RETURN_IF_ERROR(d_count_.Reserve(1, "a counter"));
+  TIEPOINT_RETURN_IF_ERROR(d_queue_.Reserve(candidate_capacity_, "the candidate queue"));
+  TIEPOINT_RETURN_IF_ERROR(d_detections_.Reserve(candidate_capacity_, "the detections"));
+  view_.dog = d_dog_.get();
+  view_.magnitude = d_magnitude_.get();
+  view_.angle = d_angle_.get();
+
+  // Upload through pinned memory (the copy is asynchronous only from pinned pages).
+  TIEPOINT_RETURN_IF_ERROR(h_image_.Reserve(image.pixels.size(), "the image upload"));
+  std::memcpy(h_image_.get(), image.pixels.data(), image.pixels.size() * sizeof(float));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_image_.get(), h_image_.get(),
+                                                image.pixels.size() * sizeof(float),
+                                                cudaMemcpyHostToDevice, stream_));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_count_.get(), 0, sizeof(int), stream_));
+
+  std::vector<double> layer_sigma(S + 3), increment(S + 3, 0.0);
+  for (int i = 0; i < S + 3; ++i) layer_sigma[i] = options_.sigma * std::pow(2.0, double(i) / S);
+  for (int i = 1; i < S + 3; ++i) {
+    increment[i] = std::sqrt(layer_sigma[i] * layer_sigma[i] -
+                             layer_sigma[i - 1] * layer_sigma[i - 1]);
+  }
+  const double input_blur = options_.upsample ? 2.0 * kInputBlur : kInputBlur;
+  const double sigma0 =
+      std::sqrt(std::max(options_.sigma * options_.sigma - input_blur * input_blur, 0.01));
+
+  const dim3 block2d(32, 8);
+  const dim3 blur_block(kTile, kBlurRows);
+  auto blur = [&](const float* in, float* out, float* dog, int w, int h,
+                  const BlurTaps& taps) -> Status {
+    const int side = kTile + 2 * taps.radius;
+    const size_t smem = sizeof(float) * (static_cast<size_t>(side) * side + side * kTile);
+    BlurDogKernel<<<Grid2d(w, h, dim3(kTile, kTile)), blur_block, smem, stream_>>>(in, out, dog,
+                                                                                   w, h, taps);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Status::Ok();
+  };
+  float* gauss = d_gauss_.get();
+  auto G = [&](int i) { return gauss + static_cast<size_t>(i) * base_pixels; };
+
+  const float* base_in = d_image_.get();
+  if (options_.upsample) {
+    Upsample2xKernel<<<Grid2d(w0, h0, block2d), block2d, 0, stream_>>>(
+        d_image_.get(), image.width, image.height, d_upsampled_.get());
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    base_in = d_upsampled_.get();
+  }
+  TIEPOINT_RETURN_IF_ERROR(blur(base_in, G(0), nullptr, w0, h0, MakeTaps(sigma0)));
+  std::vector<BlurTaps> taps(S + 3);
+  for (int i = 1; i < S + 3; ++i) taps[i] = MakeTaps(increment[i]);
+  const float prefilter = static_cast<float>(0.5 * options_.contrast_threshold / S);
+  for (int o = 0; o < num_octaves; ++o) {
+    const int w = view_.width[o], h = view_.height[o];
+    const size_t plane = static_cast<size_t>(w) * h;
+    float* dog = d_dog_.get() + view_.dog_offset[o];
+    for (int i = 1; i < S + 3; ++i) {
+      TIEPOINT_RETURN_IF_ERROR(blur(G(i - 1), G(i), dog + (i - 1) * plane, w, h, taps[i]));
+    }
+    for (int layer = 1; layer <= S; ++layer) {
+      const size_t g = view_.grad_offset[o] + (layer - 1) * plane;
+      GradientKernel<<<Grid2d(w, h, block2d), block2d, 0, stream_>>>(
+          G(layer), w, h, d_magnitude_.get() + g, d_angle_.get() + g);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    }
+    const int iw = w - 2 * kSiftBorder, ih = h - 2 * kSiftBorder;
+    if (iw > 0 && ih > 0) {
+      dim3 grid = Grid2d(iw, ih, block2d);
+      grid.z = S;
+      DetectKernel<<<grid, block2d, 0, stream_>>>(dog, w, h, prefilter, o, d_queue_.get(),
+                                                  d_count_.get(), candidate_capacity_);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    }
+    if (o + 1 < num_octaves) {
+      const int nw = view_.width[o + 1], nh = view_.height[o + 1];
+      Downsample2xKernel<<<Grid2d(nw, nh, block2d), block2d, 0, stream_>>>(G(S), w, G(0), nw,
+                                                                           nh);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    }
+  }
+  const RefineParams params{options_.contrast_threshold, options_.edge_threshold};
+  RefineKernel<<<(candidate_capacity_ + 127) / 128, 128, 0, stream_>>>(
+      view_, params, d_queue_.get(), d_count_.get(), candidate_capacity_, d_detections_.get());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
+  if (image.width < 0 || image.height < 0 ||
+      image.pixels.size() != static_cast<size_t>(image.width) * image.height) {
+    return Status::InvalidInput("SIFT: image of " + std::to_string(image.width) + " x " +
+                                std::to_string(image.height) + " pixels holds " +
+                                std::to_string(image.pixels.size()) + " values");
+  }
+  TIEPOINT_RETURN_IF_ERROR(Init());
+  const int S = options_.octave_layers;
+  Features result;
+  int base_w = image.width, base_h = image.height;
+  if (options_.upsample && base_w > 0 && base_h > 0) {
+    base_w = 2 * base_w - 1;
+    base_h = 2 * base_h - 1;
+  }
+  int num_octaves = 0;
+  for (int w = base_w, h = base_h; w >= kSiftMinOctaveSide && h >= kSiftMinOctaveSide;
+       w = (w + 1) / 2, h = (h + 1) / 2) {
+    ++num_octaves;
+  }
+  if (num_octaves == 0) {
+    *features = std::move(result);
+    return Status::Ok();
+  }
+  if (num_octaves > kMaxOctaves) {
+    return Status::InvalidInput("CUDA SIFT: an image of " + std::to_string(image.width) + " x " +
+                                std::to_string(image.height) + " needs more than " +
+                                std::to_string(kMaxOctaves) + " octaves");
+  }
+
+  // Detection and refinement; again with a larger queue when it overflowed (rare: the
+  // queue starts at 65536 candidates), so the result never depends on the capacity.
+  int count = 0;
+  for (;;) {
+    TIEPOINT_RETURN_IF_ERROR(Pyramid(base_w, base_h, num_octaves, image));
+    TIEPOINT_RETURN_IF_ERROR(h_count_.Reserve(1, "a counter"));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_count_.get(), d_count_.get(), sizeof(int),
+                                                  cudaMemcpyDeviceToHost, stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    count = *h_count_.get();
+    if (count <= candidate_capacity_) break;
+    candidate_capacity_ = count + count / 4;
+  }
+  TIEPOINT_RETURN_IF_ERROR(h_detections_.Reserve(count, "the detections"));
+  if (count > 0) {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_detections_.get(), d_detections_.get(),
+                                                  sizeof(GpuDetection) * count,
+                                                  cudaMemcpyDeviceToHost, stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  }
+
+  // The CPU's order: (octave, layer, row, column) of the refined sample; of detections
+  // refined onto the same sample the first in scan order is kept.
+  std::vector<GpuDetection> dets;
+  dets.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    if (h_detections_.get()[i].valid) dets.push_back(h_detections_.get()[i]);
+  }
+  auto key = [](const GpuDetection& d) { return std::make_tuple(d.octave, d.layer, d.yi, d.xi); };
+  auto scan = [](const GpuDetection& d) {
+    return std::make_tuple(d.octave, d.cand_layer, d.cand_y, d.cand_x);
+  };
+  std::sort(dets.begin(), dets.end(), [&](const GpuDetection& a, const GpuDetection& b) {
+    const auto ka = key(a), kb = key(b);
+    return ka != kb ? ka < kb : scan(a) < scan(b);
+  });
+  dets.erase(std::unique(dets.begin(), dets.end(),
+                         [&](const GpuDetection& a, const GpuDetection& b) {
+                           return key(a) == key(b);
+                         }),
+             dets.end());
+  const int num_dets = static_cast<int>(dets.size());
+  if (num_dets == 0) {
+    *features = std::move(result);
+    return Status::Ok();
+  }
+  auto lowe_sigma = [&](const GpuDetection& d) {
+    return options_.sigma * std::pow(2.0, (d.layer + d.layer_offset) / S);
+  };
+
+  // Orientations, one block per detection.
+  TIEPOINT_RETURN_IF_ERROR(h_orientation_tasks_.Reserve(num_dets, "orientation tasks"));
+  TIEPOINT_RETURN_IF_ERROR(d_orientation_tasks_.Reserve(num_dets, "orientation tasks"));
+  TIEPOINT_RETURN_IF_ERROR(h_angles_.Reserve(static_cast<size_t>(num_dets) * kMaxPeaks, "angles"));
+  TIEPOINT_RETURN_IF_ERROR(d_angles_.Reserve(static_cast<size_t>(num_dets) * kMaxPeaks, "angles"));
+  TIEPOINT_RETURN_IF_ERROR(h_num_angles_.Reserve(num_dets, "angle counts"));
+  TIEPOINT_RETURN_IF_ERROR(d_num_angles_.Reserve(num_dets, "angle counts"));
+  for (int i = 0; i < num_dets; ++i) {
+    const GpuDetection& d = dets[i];
+    const double sw = kOrientationSigmaFactor * lowe_sigma(d);
+    OrientationTask& t = h_orientation_tasks_.get()[i];
+    t.octave = d.octave;
+    t.layer = d.layer;
+    t.cx = static_cast<int>(std::lround(d.x));
+    t.cy = static_cast<int>(std::lround(d.y));
+    t.radius = static_cast<int>(std::lround(kOrientationRadiusFactor * sw));
+    t.ox = static_cast<float>(d.x - t.cx);
+    t.oy = static_cast<float>(d.y - t.cy);
+    t.inv_two_sw2 = static_cast<float>(1.0 / (2.0 * sw * sw));
+  }
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_orientation_tasks_.get(),
+                                                h_orientation_tasks_.get(),
+                                                sizeof(OrientationTask) * num_dets,
+                                                cudaMemcpyHostToDevice, stream_));
+  OrientationKernel<<<num_dets, kOrientationThreads, 0, stream_>>>(
+      view_, d_orientation_tasks_.get(), d_angles_.get(), d_num_angles_.get());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_num_angles_.get(), d_num_angles_.get(),
+                                                sizeof(int) * num_dets, cudaMemcpyDeviceToHost,
+                                                stream_));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_angles_.get(), d_angles_.get(),
+                                                sizeof(float) * num_dets * kMaxPeaks,
+                                                cudaMemcpyDeviceToHost, stream_));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+
+  struct Oriented {
+    int detection;
+    float angle;
+  };
+  std::vector<Oriented> oriented;
+  oriented.reserve(num_dets + num_dets / 4);
+  for (int i = 0; i < num_dets; ++i) {
+    for (int k = 0; k < h_num_angles_.get()[i]; ++k) {
+      oriented.push_back({i, h_angles_.get()[static_cast<size_t>(i) * kMaxPeaks + k]});
+    }
+  }
+  if (options_.max_features > 0 && oriented.size() > static_cast<size_t>(options_.max_features)) {
+    std::vector<size_t> order(oriented.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return dets[oriented[a].detection].response > dets[oriented[b].detection].response;
+    });
+    order.resize(options_.max_features);
+    std::sort(order.begin(), order.end());
+    std::vector<Oriented> kept;
+    kept.reserve(order.size());
+    for (size_t i : order) kept.push_back(oriented[i]);
+    oriented = std::move(kept);
+  }
+  const int n = static_cast<int>(oriented.size());
+  result.keypoints.resize(n);
+  result.descriptors.resize(static_cast<size_t>(n) * kSiftDescriptorDim);
+  if (n == 0) {
+    *features = std::move(result);
+    return Status::Ok();
+  }
+
+  // Descriptors, one block per keypoint.
+  TIEPOINT_RETURN_IF_ERROR(h_descriptor_tasks_.Reserve(n, "descriptor tasks"));
+  TIEPOINT_RETURN_IF_ERROR(d_descriptor_tasks_.Reserve(n, "descriptor tasks"));
+  TIEPOINT_RETURN_IF_ERROR(h_descriptors_.Reserve(static_cast<size_t>(n) * kSiftDescriptorDim,
+                                                  "descriptors"));
+  TIEPOINT_RETURN_IF_ERROR(d_descriptors_.Reserve(static_cast<size_t>(n) * kSiftDescriptorDim,
+                                                  "descriptors"));
+  const double up = options_.upsample ? 0.5 : 1.0;
+  const double characteristic = std::pow(2.0, 0.5 / S);
+  constexpr int d = kDescriptorWidth;
+  for (int i = 0; i < n; ++i) {
+    const GpuDetection& det = dets[oriented[i].detection];
+    const double sigma_l = lowe_sigma(det);
+    const double angle = oriented[i].angle;
+    const double bin_width = kDescriptorBinFactor * sigma_l;
+    DescriptorTask& t = h_descriptor_tasks_.get()[i];
+    t.octave = det.octave;
+    t.layer = det.layer;
+    t.cx = static_cast<int>(std::lround(det.x));
+    t.cy = static_cast<int>(std::lround(det.y));
+    t.radius = static_cast<int>(std::lround(bin_width * std::sqrt(2.0) * (d + 1) * 0.5));
+    t.ox = static_cast<float>(det.x - t.cx);
+    t.oy = static_cast<float>(det.y - t.cy);
+    t.cos_t = static_cast<float>(std::cos(angle) / bin_width);
+    t.sin_t = static_cast<float>(std::sin(angle) / bin_width);
+    t.angle = oriented[i].angle;
+
+    const double factor = std::ldexp(up, det.octave);
+    Keypoint& k = result.keypoints[i];
+    k.x = static_cast<float>(det.x * factor);
+    k.y = static_cast<float>(det.y * factor);
+    k.scale = static_cast<float>(sigma_l * characteristic * factor);
+    k.orientation = oriented[i].angle;
+    if (k.orientation >= kTwoPiF) k.orientation = 0.0f;
+  }
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_descriptor_tasks_.get(), h_descriptor_tasks_.get(),
+                                                sizeof(DescriptorTask) * n,
+                                                cudaMemcpyHostToDevice, stream_));
+  DescriptorKernel<<<n, kDescriptorThreads, 0, stream_>>>(view_, d_descriptor_tasks_.get(),
+                                                          options_.root_sift ? 1 : 0,
+                                                          d_descriptors_.get());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_descriptors_.get(), d_descriptors_.get(),
+                                                static_cast<size_t>(n) * kSiftDescriptorDim,
+                                                cudaMemcpyDeviceToHost, stream_));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  std::memcpy(result.descriptors.data(), h_descriptors_.get(),
+              static_cast<size_t>(n) * kSiftDescriptorDim);
+  *features = std::move(result);
+  return Status::Ok();
+}
+
+class SiftCuda : public FeatureExtractor {
+ public:
+  SiftCuda(const SiftOptions& options, int device) : options_(options), device_(device) {
+    for (int i = 0; i < options.cuda_streams; ++i) {
+      workers_.push_back(std::make_unique<SiftCudaWorker>(options, device));
+    }
+  }
+
+  Status Extract(const GrayImage& image, Features* features) override {
+    return workers_[0]->Extract(image, features);
+  }
+
+  void ExtractBatch(const std::vector<const GrayImage*>& images, std::vector<Features>* features,
+                    std::vector<Status>* statuses) override {
+    features->assign(images.size(), Features());
+    statuses->assign(images.size(), Status::Ok());
+    std::atomic<size_t> next{0};
+    auto work = [&](SiftCudaWorker* worker) {
+      for (size_t i = next++; i < images.size(); i = next++) {
+        Status s = worker->Extract(*images[i], &(*features)[i]);
+        if (!s.ok()) (*features)[i] = Features();
+        std::swap((*statuses)[i], s);
+      }
+    };
+    const size_t num_threads = std::min(workers_.size(), images.size());
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < num_threads; ++t) threads.emplace_back(work, workers_[t].get());
+    if (num_threads > 0) work(workers_[0].get());
+    for (std::thread& t : threads) t.join();
+  }
+
+ private:
+  SiftOptions options_;
+  int device_ = 0;
+  std::vector<std::unique_ptr<SiftCudaWorker>> workers_;
+};
+
+}  // namespace
+
+Status CreateCudaSiftExtractor(const SiftOptions& options,
+                               std::unique_ptr<FeatureExtractor>* extractor) {
+  std::vector<CudaDeviceInfo> devices;
+  const Status found = QueryCudaDevices(&devices);
+  if (!found.ok()) {
+    return Status::Unavailable("CUDA SIFT: no usable GPU (" + found.message() +
+                               "); use --device cpu");
+  }
+  const int S = options.octave_layers;
+  const double blur = options.upsample ? 2.0 * kInputBlur : kInputBlur;
+  int widest = BlurRadius(std::sqrt(std::max(options.sigma * options.sigma - blur * blur, 0.01)));
+  for (int i = 1; i < S + 3; ++i) {
+    const double a = options.sigma * std::pow(2.0, double(i) / S);
+    const double b = options.sigma * std::pow(2.0, double(i - 1) / S);
+    widest = std::max(widest, BlurRadius(std::sqrt(a * a - b * b)));
+  }
+  if (widest > kSiftCudaMaxBlurRadius) {
+    return Status::InvalidOptions(
+        "CUDA SIFT: sigma " + std::to_string(options.sigma) + " with octave_layers " +
+        std::to_string(S) + " needs a Gaussian kernel of radius " + std::to_string(widest) +
+        "; the GPU blur takes at most " + std::to_string(kSiftCudaMaxBlurRadius) +
+        " (use --device cpu, or more octave layers or a smaller sigma)");
+  }
+  *extractor = std::make_unique<SiftCuda>(options, devices.front().index);
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,54 @@
+// SIFT on an NVIDIA GPU: the algorithm of features/sift.h, computed with the CPU
+// reference's arithmetic (same Gaussian taps, same mirrored borders, same order of float
+// additions in the blurs, no fused multiply-adds, refinement in double), so that the two
+// agree to rounding: in tests >= 99% of keypoints within 0.05 px of the CPU's, descriptors
+// within 1 of 255 per element (tests/features/sift_cuda_test.cc).
+//
+// Kernels (features/sift_cuda.cu), per image:
+//  - one fused kernel per Gaussian level: a 32 x 32 output tile and its halo are read
+//    once into shared memory, blurred along rows there, then along columns, and L_i and
+//    D_{i-1} = L_i - L_{i-1} are written; the row-blurred intermediate never reaches
+//    global memory. Gradient magnitude and angle of L_1..L_S are kept for orientation and
+//    descriptors; the next octave's base is L_S at even pixels.
+//  - extremum detection over D_1..D_S of an octave appends candidates to a queue through
+//    an atomic counter; refinement (double precision, one thread per queued candidate, so
+//    no warp waits on pixels that are not extrema) runs once over the queue of all octaves.
+//  - the host sorts the refined detections by (octave, layer, row, column), which fixes
+//    the output order whatever order the atomics produced, and drops duplicates as the CPU
+//    does; orientation runs one block per detection, descriptors one block per keypoint,
+//    both with per-thread histograms in shared memory summed in a fixed order
+//    (deterministic: the same image gives the same bytes in the same order every run).
+//
+// Workspace: the extractor owns, per stream, device buffers for one image's pyramid and
+// pinned host staging buffers; they grow to the largest image seen and are reused for
+// every later image (no allocation per image once warm). The extractor is owned by the
+// caller (FeatureExtractor::Create), so the workspace lives as long as the caller keeps it.
+//
+// Streams: ExtractBatch runs options.cuda_streams host threads, each with its own CUDA
+// stream and workspace, taking images in index order from a shared counter: while one
+// image uploads (pinned memory, cudaMemcpyAsync), the kernels of others run. Extract()
+// uses stream 0 from the calling thread.
+//
+// Errors: kUnavailable when the build has no CUDA or no GPU is usable (the message names
+// --device cpu); kOutOfMemory naming the bytes when an image's workspace does not fit in
+// GPU memory; kInvalidOptions when sigma and octave_layers need a blur wider than
+// kSiftCudaMaxBlurRadius.
+#pragma once
+
+#include <memory>
+
+#include "features/sift.h"
+#include "io/base/status.h"
+
+namespace tiepoint {
+
+// Largest Gaussian kernel radius (ceil(4 sigma_increment)) the fused shared-memory blur
+// takes: a (32 + 2r)^2 tile plus its row pass fit the default 48 KiB of shared memory.
+// The default options need 13.
+constexpr int kSiftCudaMaxBlurRadius = 32;
+
+// Creates the CUDA extractor (options already checked by FeatureExtractor::Create).
+Status CreateCudaSiftExtractor(const SiftOptions& options,
+                               std::unique_ptr<FeatureExtractor>* extractor);
+
+}  // namespace tiepoint
