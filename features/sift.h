@@ -100,7 +100,7 @@ struct SiftOptions {
   // CUDA only: images of a batch in flight at once, each with its own stream, host
   // thread, device workspace and pinned staging buffers (ExtractBatch). Never changes
   // the output.
-  int cuda_streams = 4;
+  int cuda_streams = 8;
 
   // Explains the first option out of range, naming the field.
   Status Check() const;

@@ -58,6 +58,8 @@ constexpr int kBlurRows = 8;
 // conflict on banks): 36 x 129 and 128 x 65 floats, 18.6 and 33.3 KB.
 constexpr int kOrientationThreads = 128;
 constexpr int kDescriptorThreads = 64;
+// Uploads go in chunks of at least this many pixels (1 MiB), at most 8 per image.
+constexpr size_t kUploadChunkPixels = 1 << 18;
 // Candidates the queue holds before it grows (and the image is detected again).
 constexpr int kInitialCandidateCapacity = 1 << 16;
 
@@ -130,32 +132,31 @@ __global__ void BlurDogKernel(const float* __restrict__ in, float* __restrict__ 
   float* raw = smem;                // side x side
   float* rows = smem + side * side;  // side x kTile
   const int x0 = blockIdx.x * kTile, y0 = blockIdx.y * kTile;
-  const int tid = threadIdx.y * kTile + threadIdx.x;
-  constexpr int kThreads = kTile * kBlurRows;
-  for (int i = tid; i < side * side; i += kThreads) {
-    const int ry = i / side, rx = i - ry * side;
-    const int gy = Reflect101(y0 + ry - r, h), gx = Reflect101(x0 + rx - r, w);
-    raw[i] = in[static_cast<size_t>(gy) * w + gx];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  // Loops stride by the block's shape, so no index is divided; borders mirror as the CPU's.
+  for (int ry = ty; ry < side; ry += kBlurRows) {
+    const float* src = in + static_cast<size_t>(Reflect101(y0 + ry - r, h)) * w;
+    for (int rx = tx; rx < side; rx += kTile) raw[ry * side + rx] = src[Reflect101(x0 + rx - r, w)];
   }
   __syncthreads();
-  for (int i = tid; i < side * kTile; i += kThreads) {
-    const int ry = i / kTile, cx = i - ry * kTile;
-    const float* p = raw + ry * side + cx + r;
+  for (int ry = ty; ry < side; ry += kBlurRows) {
+    const float* p = raw + ry * side + tx + r;
     float acc = taps.k[0] * p[0];
     for (int j = 1; j <= r; ++j) acc += taps.k[j] * (p[-j] + p[j]);
-    rows[i] = acc;
+    rows[ry * kTile + tx] = acc;
   }
   __syncthreads();
-  for (int i = tid; i < kTile * kTile; i += kThreads) {
-    const int oy = i / kTile, ox = i - oy * kTile;
-    const int gx = x0 + ox, gy = y0 + oy;
-    if (gx >= w || gy >= h) continue;
-    const float* c = rows + (oy + r) * kTile + ox;
+  const int gx = x0 + tx;
+  if (gx >= w) return;
+  for (int oy = ty; oy < kTile; oy += kBlurRows) {
+    const int gy = y0 + oy;
+    if (gy >= h) break;
+    const float* c = rows + (oy + r) * kTile + tx;
     float acc = taps.k[0] * c[0];
     for (int j = 1; j <= r; ++j) acc += taps.k[j] * (c[-j * kTile] + c[j * kTile]);
     const size_t o = static_cast<size_t>(gy) * w + gx;
     out[o] = acc;
-    if (dog != nullptr) dog[o] = acc - raw[(oy + r) * side + ox + r];
+    if (dog != nullptr) dog[o] = acc - raw[(oy + r) * side + tx + r];
   }
 }
 
@@ -181,22 +182,26 @@ __global__ void Downsample2xKernel(const float* __restrict__ in, int w, float* _
   out[static_cast<size_t>(y) * ow + x] = in[static_cast<size_t>(2 * y) * w + 2 * x];
 }
 
-// Central-difference gradient; zero on the outermost pixels (they never vote).
-__global__ void GradientKernel(const float* __restrict__ L, int w, int h,
+// Central-difference gradient of L_1..L_S (blockIdx.z = layer - 1; L_i starts at
+// L + i * gauss_stride); zero on the outermost pixels (they never vote).
+__global__ void GradientKernel(const float* __restrict__ L, size_t gauss_stride, int w, int h,
                                float* __restrict__ magnitude, float* __restrict__ angle) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x;
   const int y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= w || y >= h) return;
+  const size_t plane = static_cast<size_t>(w) * h;
+  const float* src = L + (blockIdx.z + 1) * gauss_stride;
   const size_t i = static_cast<size_t>(y) * w + x;
+  const size_t o = blockIdx.z * plane + i;
   if (x == 0 || y == 0 || x == w - 1 || y == h - 1) {
-    magnitude[i] = 0.0f;
-    angle[i] = 0.0f;
+    magnitude[o] = 0.0f;
+    angle[o] = 0.0f;
     return;
   }
-  const float dx = L[i + 1] - L[i - 1];
-  const float dy = L[i + w] - L[i - w];
-  magnitude[i] = sqrtf(dx * dx + dy * dy);
-  angle[i] = atan2f(dy, dx);
+  const float dx = src[i + 1] - src[i - 1];
+  const float dy = src[i + w] - src[i - w];
+  magnitude[o] = sqrtf(dx * dx + dy * dy);
+  angle[o] = atan2f(dy, dx);
 }
 
 // Extrema of D_1..D_S (blockIdx.z = layer - 1) with the CPU's tie rule, appended to the
@@ -235,11 +240,12 @@ __global__ void DetectKernel(const float* __restrict__ dog, int w, int h, float 
 
 // SiftCpu::Refine in double, operation for operation (float differences of DoG samples,
 // then double), one thread per queued candidate.
+// Accepted detections are appended to `out` through count[1] (any order: the host sorts).
 __global__ void RefineKernel(PyramidView pyr, RefineParams params,
-                             const Candidate* __restrict__ queue, const int* __restrict__ count,
+                             const Candidate* __restrict__ queue, int* __restrict__ count,
                              int capacity, GpuDetection* __restrict__ out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= min(*count, capacity)) return;
+  if (i >= min(count[0], capacity)) return;
   const Candidate cand = queue[i];
   GpuDetection det;
   det.valid = 0;
@@ -348,7 +354,7 @@ __global__ void RefineKernel(PyramidView pyr, RefineParams params,
       det.response = fabs(contrast);
     }
   }
-  out[i] = det;
+  if (det.valid) out[atomicAdd(&count[1], 1)] = det;
 }
 
 // One block per detection: 36-bin orientation histogram (per-thread rows in shared
@@ -690,7 +696,7 @@ Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage&
   TIEPOINT_RETURN_IF_ERROR(d_dog_.Reserve(static_cast<size_t>(total) * (S + 2), pyr_what.c_str()));
   TIEPOINT_RETURN_IF_ERROR(d_magnitude_.Reserve(static_cast<size_t>(total) * S, pyr_what.c_str()));
   TIEPOINT_RETURN_IF_ERROR(d_angle_.Reserve(static_cast<size_t>(total) * S, pyr_what.c_str()));
-  TIEPOINT_RETURN_IF_ERROR(d_count_.Reserve(1, "a counter"));
+  TIEPOINT_RETURN_IF_ERROR(d_count_.Reserve(2, "counters"));
   TIEPOINT_RETURN_IF_ERROR(d_queue_.Reserve(candidate_capacity_, "the candidate queue"));
   TIEPOINT_RETURN_IF_ERROR(d_detections_.Reserve(candidate_capacity_, "the detections"));
   view_.dog = d_dog_.get();
@@ -699,11 +705,17 @@ Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage&
 
   // Upload through pinned memory (the copy is asynchronous only from pinned pages).
   TIEPOINT_RETURN_IF_ERROR(h_image_.Reserve(image.pixels.size(), "the image upload"));
-  std::memcpy(h_image_.get(), image.pixels.data(), image.pixels.size() * sizeof(float));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_image_.get(), h_image_.get(),
-                                                image.pixels.size() * sizeof(float),
-                                                cudaMemcpyHostToDevice, stream_));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_count_.get(), 0, sizeof(int), stream_));
+  // In chunks, so that copying one chunk into pinned memory overlaps the DMA of the last.
+  const size_t num_pixels = image.pixels.size();
+  const size_t chunk = std::max<size_t>(kUploadChunkPixels, (num_pixels + 7) / 8);
+  for (size_t begin = 0; begin < num_pixels; begin += chunk) {
+    const size_t n = std::min(chunk, num_pixels - begin);
+    std::memcpy(h_image_.get() + begin, image.pixels.data() + begin, n * sizeof(float));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_image_.get() + begin, h_image_.get() + begin,
+                                                  n * sizeof(float), cudaMemcpyHostToDevice,
+                                                  stream_));
+  }
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_count_.get(), 0, 2 * sizeof(int), stream_));
 
   std::vector<double> layer_sigma(S + 3), increment(S + 3, 0.0);
   for (int i = 0; i < S + 3; ++i) layer_sigma[i] = options_.sigma * std::pow(2.0, double(i) / S);
@@ -747,10 +759,12 @@ Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage&
     for (int i = 1; i < S + 3; ++i) {
       TIEPOINT_RETURN_IF_ERROR(blur(G(i - 1), G(i), dog + (i - 1) * plane, w, h, taps[i]));
     }
-    for (int layer = 1; layer <= S; ++layer) {
-      const size_t g = view_.grad_offset[o] + (layer - 1) * plane;
-      GradientKernel<<<Grid2d(w, h, block2d), block2d, 0, stream_>>>(
-          G(layer), w, h, d_magnitude_.get() + g, d_angle_.get() + g);
+    {
+      dim3 grid = Grid2d(w, h, block2d);
+      grid.z = S;
+      GradientKernel<<<grid, block2d, 0, stream_>>>(G(0), base_pixels, w, h,
+                                                    d_magnitude_.get() + view_.grad_offset[o],
+                                                    d_angle_.get() + view_.grad_offset[o]);
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     }
     const int iw = w - 2 * kSiftBorder, ih = h - 2 * kSiftBorder;
@@ -810,14 +824,14 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   int count = 0;
   for (;;) {
     TIEPOINT_RETURN_IF_ERROR(Pyramid(base_w, base_h, num_octaves, image));
-    TIEPOINT_RETURN_IF_ERROR(h_count_.Reserve(1, "a counter"));
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_count_.get(), d_count_.get(), sizeof(int),
+    TIEPOINT_RETURN_IF_ERROR(h_count_.Reserve(2, "counters"));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_count_.get(), d_count_.get(), 2 * sizeof(int),
                                                   cudaMemcpyDeviceToHost, stream_));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    count = *h_count_.get();
-    if (count <= candidate_capacity_) break;
-    candidate_capacity_ = count + count / 4;
+    if (h_count_.get()[0] <= candidate_capacity_) break;
+    candidate_capacity_ = h_count_.get()[0] + h_count_.get()[0] / 4;
   }
+  count = h_count_.get()[1];  // accepted detections
   TIEPOINT_RETURN_IF_ERROR(h_detections_.Reserve(count, "the detections"));
   if (count > 0) {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_detections_.get(), d_detections_.get(),
