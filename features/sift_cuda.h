@@ -5,19 +5,23 @@
 // within 1 of 255 per element (tests/features/sift_cuda_test.cc).
 //
 // Kernels (features/sift_cuda.cu), per image:
-//  - one fused kernel per Gaussian level: a 32 x 32 output tile and its halo are read
-//    once into shared memory, blurred along rows there, then along columns, and L_i and
-//    D_{i-1} = L_i - L_{i-1} are written; the row-blurred intermediate never reaches
-//    global memory. Gradient magnitude and angle of L_1..L_S are kept for orientation and
-//    descriptors; the next octave's base is L_S at even pixels.
+//  - one fused kernel per Gaussian level: an output tile (32 x 64) and its halo are read
+//    once into shared memory, blurred along rows there, then along columns (radius as a
+//    template parameter, so the tap loops unroll), and L_i and D_{i-1} = L_i - L_{i-1}
+//    are written; the row-blurred intermediate never reaches global memory. Gradient
+//    magnitude and angle of L_1..L_S are kept for orientation and descriptors; the next
+//    octave's base is L_S at even pixels.
 //  - extremum detection over D_1..D_S of an octave appends candidates to a queue through
 //    an atomic counter; refinement (double precision, one thread per queued candidate, so
-//    no warp waits on pixels that are not extrema) runs once over the queue of all octaves.
+//    no warp waits on pixels that are not extrema) runs once over the queue of all octaves
+//    and appends the accepted detections to a second queue.
 //  - the host sorts the refined detections by (octave, layer, row, column), which fixes
 //    the output order whatever order the atomics produced, and drops duplicates as the CPU
-//    does; orientation runs one block per detection, descriptors one block per keypoint,
-//    both with per-thread histograms in shared memory summed in a fixed order
-//    (deterministic: the same image gives the same bytes in the same order every run).
+//    does; orientation runs one block per detection, descriptors one block per keypoint.
+//    Their histograms take every vote as a 64-bit fixed-point integer (units of 2^-32)
+//    added with shared-memory atomics: integer sums do not depend on the order of the
+//    additions, so the output is deterministic (the same image gives the same bytes in the
+//    same order every run) although all threads of a block vote at once.
 //
 // Workspace: the extractor owns, per stream, device buffers for one image's pyramid and
 // pinned host staging buffers; they grow to the largest image seen and are reused for
