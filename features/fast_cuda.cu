@@ -1,0 +1,560 @@
+// The CUDA frontend: pyramid, FAST, suppression (this file) and LK (lk_cuda.cu). The
+// design is in features/fast_cuda.h; the per-pixel test is features/fast_score_inl.h, the
+// same source the CPU reference compiles, so corners agree bit for bit.
+#include "features/fast_cuda.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "features/fast_score_inl.h"
+#include "features/lk_cuda.h"
+#include "io/base/cuda_check.h"
+#include "io/base/cuda_device.h"
+
+namespace tiepoint {
+namespace {
+
+using cuda_internal::DeviceBuffer;
+using cuda_internal::kMaxLevels;
+using cuda_internal::PinnedBuffer;
+using cuda_internal::PyramidView;
+
+// One cell's winner (level -1: none). 16 bytes, one store per cell.
+struct CellCorner {
+  float score;
+  int level;
+  int x;
+  int y;
+};
+
+struct PlainCorner {
+  float score;
+  int level;
+  int x;
+  int y;
+};
+
+constexpr int kNmsWarps = 4;  // warps per cell block: a 32x32 cell gives each warp 8 rows
+
+__device__ __forceinline__ int MirrorIndex(int i, int n) {
+  if (n == 1) return 0;
+  if (i < 0) i = -i;
+  if (i >= n) i = 2 * n - 2 - i;
+  return min(max(i, 0), n - 1);
+}
+
+// Level l+1 from level l: 5x5 binomial, integer, exactly as features/pyramid.cc.
+__global__ void DownsampleKernel(const uint8_t* __restrict__ in, int in_w, int in_h,
+                                 uint8_t* __restrict__ out, int out_w, int out_h) {
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= out_w || y >= out_h) return;
+  const int w[5] = {1, 4, 6, 4, 1};
+  int cols[5];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) cols[i] = MirrorIndex(2 * x + i - 2, in_w);
+  int s = 0;
+#pragma unroll
+  for (int j = 0; j < 5; ++j) {
+    const uint8_t* row = in + static_cast<size_t>(MirrorIndex(2 * y + j - 2, in_h)) * in_w;
+    int r = 0;
+#pragma unroll
+    for (int i = 0; i < 5; ++i) r += w[i] * __ldg(row + cols[i]);
+    s += w[j] * r;
+  }
+  out[static_cast<size_t>(y) * out_w + x] = static_cast<uint8_t>((s + 128) >> 8);
+}
+
+struct ScoreParams {
+  int threshold;
+  int arc_length;
+  int score_kind;
+};
+
+struct MapView {
+  float* level[kMaxLevels];
+};
+
+// Segment test + score of every pixel of level blockIdx.z; -inf for no corner.
+__global__ void ScoreKernel(PyramidView pyr, MapView maps, ScoreParams p,
+                            const uint32_t* __restrict__ table) {
+  const int l = blockIdx.z;
+  const int w = pyr.width[l], h = pyr.height[l];
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= w || y >= h) return;
+  float s = -INFINITY;
+  if (x >= kFastBorder && y >= kFastBorder && x < w - kFastBorder && y < h - kFastBorder) {
+    s = fast_internal::PixelScore(pyr.level[l] + static_cast<size_t>(y) * w + x, w, p.threshold,
+                                  p.arc_length, p.score_kind, table);
+  }
+  maps.level[l][static_cast<size_t>(y) * w + x] = s;
+}
+
+__device__ __forceinline__ bool Beats(float sa, int la, int ya, int xa, float sb, int lb, int yb,
+                                      int xb) {
+  if (sa != sb) return sa > sb;
+  if (la != lb) return la < lb;
+  if (ya != yb) return ya < yb;
+  return xa < xb;
+}
+
+__device__ __forceinline__ bool LocalMax(const float* map, int w, int h, int level, int x, int y,
+                                         float s, int radius) {
+  for (int qy = max(0, y - radius); qy <= min(h - 1, y + radius); ++qy) {
+    for (int qx = max(0, x - radius); qx <= min(w - 1, x + radius); ++qx) {
+      if (qx == x && qy == y) continue;
+      const float q = map[static_cast<size_t>(qy) * w + qx];
+      if (q == -INFINITY) continue;
+      if (!Beats(s, level, y, x, q, level, qy, qx)) return false;
+    }
+  }
+  return true;
+}
+
+// Grid suppression: a block per cell, kNmsWarps warps; warp w takes the cell rows
+// w, w + kNmsWarps, ... of each level, lane i the columns i, i + 32, ...
+__global__ void __launch_bounds__(32 * kNmsWarps)
+    GridNmsKernel(PyramidView pyr, MapView maps, int levels, int cell_w, int cell_h, int grid_x,
+                  const uint8_t* __restrict__ blocked, CellCorner* __restrict__ cells) {
+  const int cell = blockIdx.x;
+  const int cx = cell % grid_x, cy = cell / grid_x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ CellCorner warp_best[kNmsWarps];
+  if (blocked && blocked[cell]) {
+    if (threadIdx.x == 0) cells[cell] = {-INFINITY, -1, 0, 0};
+    return;
+  }
+  float bs = -INFINITY;
+  int bl = -1, bx = 0, by = 0;
+  for (int l = 0; l < levels; ++l) {
+    const int w = pyr.width[l], h = pyr.height[l];
+    const int scale = 1 << l;
+    const int x_begin = (cx * cell_w + scale - 1) / scale;
+    const int x_end = min(w, ((cx + 1) * cell_w + scale - 1) / scale);
+    const int y_begin = (cy * cell_h + scale - 1) / scale;
+    const int y_end = min(h, ((cy + 1) * cell_h + scale - 1) / scale);
+    const float* map = maps.level[l];
+    for (int y = y_begin + warp; y < y_end; y += kNmsWarps) {
+      for (int x = x_begin + lane; x < x_end; x += 32) {
+        const float s = map[static_cast<size_t>(y) * w + x];
+        if (s == -INFINITY) continue;
+        if (bl >= 0 && !Beats(s, l, y, x, bs, bl, by, bx)) continue;
+        if (!LocalMax(map, w, h, l, x, y, s, 1)) continue;
+        bs = s;
+        bl = l;
+        bx = x;
+        by = y;
+      }
+    }
+  }
+  // Butterfly over the warp: every lane ends with the warp's best.
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) {
+    const float os = __shfl_xor_sync(0xffffffffu, bs, m);
+    const int ol = __shfl_xor_sync(0xffffffffu, bl, m);
+    const int ox = __shfl_xor_sync(0xffffffffu, bx, m);
+    const int oy = __shfl_xor_sync(0xffffffffu, by, m);
+    if (ol >= 0 && (bl < 0 || Beats(os, ol, oy, ox, bs, bl, by, bx))) {
+      bs = os;
+      bl = ol;
+      bx = ox;
+      by = oy;
+    }
+  }
+  if (lane == 0) warp_best[warp] = {bs, bl, bx, by};
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    CellCorner best = warp_best[0];
+    for (int i = 1; i < kNmsWarps; ++i) {
+      const CellCorner c = warp_best[i];
+      if (c.level >= 0 &&
+          (best.level < 0 || Beats(c.score, c.level, c.y, c.x, best.score, best.level, best.y, best.x))) {
+        best = c;
+      }
+    }
+    cells[cell] = best;
+  }
+}
+
+// Plain suppression: a thread per pixel of level blockIdx.z; survivors appended.
+__global__ void PlainNmsKernel(PyramidView pyr, MapView maps, int radius, int capacity,
+                               PlainCorner* __restrict__ out, int* __restrict__ count) {
+  const int l = blockIdx.z;
+  const int w = pyr.width[l], h = pyr.height[l];
+  const int x = blockIdx.x * blockDim.x + threadIdx.x;
+  const int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= w || y >= h) return;
+  const float s = maps.level[l][static_cast<size_t>(y) * w + x];
+  if (s == -INFINITY) return;
+  if (!LocalMax(maps.level[l], w, h, l, x, y, s, radius)) return;
+  const int i = atomicAdd(count, 1);
+  if (i < capacity) out[i] = {s, l, x, y};
+}
+
+class CudaFrontEnd : public FastLkFrontEnd {
+ public:
+  explicit CudaFrontEnd(const FrontEndOptions& options)
+      : options_(options), slots_(options.slots) {}
+
+  ~CudaFrontEnd() override {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      for (cudaEvent_t e : events_) {
+        if (e) cudaEventDestroy(e);
+      }
+      cudaStreamDestroy(stream_);
+    }
+  }
+
+  Status Init() {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    for (cudaEvent_t& e : events_) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    const std::array<uint32_t, 2048> table = FastLookupTable(options_.fast.arc_length);
+    TIEPOINT_RETURN_IF_ERROR(d_table_.Reserve(table.size()));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_table_.get(), table.data(),
+                                             table.size() * sizeof(uint32_t),
+                                             cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+
+  Status SetFrame(int slot, const ImageU8& image) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, false));
+    if (image.empty()) return Status::InvalidInput("frontend: empty image");
+    if (image.data.size() != static_cast<size_t>(image.width) * image.height) {
+      return Status::InvalidInput("frontend: image data size disagrees with its sides");
+    }
+    Slot& s = slots_[slot];
+    s.filled = false;
+    s.view = PyramidView();
+    s.view.levels = PyramidLevelsFor(image.width, image.height, options_.pyramid_levels());
+    size_t total = 0;
+    size_t offsets[kMaxLevels];
+    for (int l = 0; l < s.view.levels; ++l) {
+      PyramidLevelSize(image.width, image.height, l, &s.view.width[l], &s.view.height[l]);
+      offsets[l] = total;
+      total += static_cast<size_t>(s.view.width[l]) * s.view.height[l];
+    }
+    TIEPOINT_RETURN_IF_ERROR(s.data.Reserve(total));
+    for (int l = 0; l < s.view.levels; ++l) s.view.level[l] = s.data.get() + offsets[l];
+    s.total = total;
+    TIEPOINT_RETURN_IF_ERROR(h_frame_.Reserve(image.data.size()));
+    std::memcpy(h_frame_.get(), image.data.data(), image.data.size());
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[0], stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.data.get(), h_frame_.get(), image.data.size(),
+                                                  cudaMemcpyHostToDevice, stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1], stream_));
+    for (int l = 1; l < s.view.levels; ++l) {
+      const dim3 block(32, 8);
+      const dim3 grid((s.view.width[l] + 31) / 32, (s.view.height[l] + 7) / 8);
+      DownsampleKernel<<<grid, block, 0, stream_>>>(
+          s.view.level[l - 1], s.view.width[l - 1], s.view.height[l - 1],
+          s.data.get() + offsets[l], s.view.width[l], s.view.height[l]);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    }
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2], stream_));
+    // The pinned staging buffer is reused by the next call: wait for the copy.
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    float ms = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[0], events_[1]));
+    times_.upload_us = 1e3 * ms;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[1], events_[2]));
+    times_.pyramid_us = 1e3 * ms;
+    s.filled = true;
+    return Status::Ok();
+  }
+
+  Status GetPyramid(int slot, ImagePyramid* pyramid) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
+    const Slot& s = slots_[slot];
+    pyramid->levels.resize(s.view.levels);
+    for (int l = 0; l < s.view.levels; ++l) {
+      ImageU8& img = pyramid->levels[l];
+      img.width = s.view.width[l];
+      img.height = s.view.height[l];
+      img.data.resize(static_cast<size_t>(img.width) * img.height);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(img.data.data(), s.view.level[l], img.data.size(),
+                                                    cudaMemcpyDeviceToHost, stream_));
+    }
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+  Status DetectRaw(int slot, std::vector<std::vector<FastCorner>>* per_level) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
+    int levels = 0;
+    TIEPOINT_RETURN_IF_ERROR(LaunchScores(slot, &levels));
+    const Slot& s = slots_[slot];
+    per_level->assign(levels, {});
+    std::vector<float> map;
+    for (int l = 0; l < levels; ++l) {
+      const int w = s.view.width[l], h = s.view.height[l];
+      map.resize(static_cast<size_t>(w) * h);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(map.data(), maps_.level[l], map.size() * sizeof(float),
+                                                    cudaMemcpyDeviceToHost, stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          const float v = map[static_cast<size_t>(y) * w + x];
+          if (v == -INFINITY) continue;
+          FastCorner c;
+          c.level = l;
+          c.level_x = x;
+          c.level_y = y;
+          c.x = static_cast<float>(x << l);
+          c.y = static_cast<float>(y << l);
+          c.score = v;
+          (*per_level)[l].push_back(c);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Detect(int slot, const std::vector<uint8_t>* blocked_cells,
+                std::vector<FastCorner>* corners) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
+    const Slot& s = slots_[slot];
+    const FastOptions& fo = options_.fast;
+    corners->clear();
+    const int gx = FastGridColumns(s.view.width[0], fo.cell_width);
+    const int gy = FastGridRows(s.view.height[0], fo.cell_height);
+    const int cells = gx * gy;
+    if (fo.nms == FastNms::kGrid && blocked_cells) {
+      if (blocked_cells->size() != static_cast<size_t>(cells)) {
+        return Status::InvalidInput("FAST: blocked-cell mask of " +
+                                    std::to_string(blocked_cells->size()) + " cells, expected " +
+                                    std::to_string(cells));
+      }
+      TIEPOINT_RETURN_IF_ERROR(h_blocked_.Reserve(cells));
+      TIEPOINT_RETURN_IF_ERROR(d_blocked_.Reserve(cells));
+      std::memcpy(h_blocked_.get(), blocked_cells->data(), cells);
+    }
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[3], stream_));
+    if (fo.nms == FastNms::kGrid && blocked_cells) {
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_blocked_.get(), h_blocked_.get(), cells,
+                                                    cudaMemcpyHostToDevice, stream_));
+    }
+    int levels = 0;
+    TIEPOINT_RETURN_IF_ERROR(LaunchScores(slot, &levels));
+    if (fo.nms == FastNms::kGrid) {
+      TIEPOINT_RETURN_IF_ERROR(d_cells_.Reserve(cells));
+      TIEPOINT_RETURN_IF_ERROR(h_cells_.Reserve(cells));
+      GridNmsKernel<<<cells, 32 * kNmsWarps, 0, stream_>>>(
+          s.view, maps_, levels, fo.cell_width, fo.cell_height, gx,
+          blocked_cells ? d_blocked_.get() : nullptr, d_cells_.get());
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[4], stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_cells_.get(), d_cells_.get(),
+                                                    cells * sizeof(CellCorner),
+                                                    cudaMemcpyDeviceToHost, stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[5], stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      for (int i = 0; i < cells; ++i) {
+        const CellCorner& c = h_cells_.get()[i];
+        if (c.level < 0) continue;
+        corners->push_back(MakeCorner(c.level, c.x, c.y, c.score));
+      }
+    } else {
+      size_t total = 0;
+      for (int l = 0; l < levels; ++l) total += static_cast<size_t>(s.view.width[l]) * s.view.height[l];
+      const int capacity = static_cast<int>(total);
+      TIEPOINT_RETURN_IF_ERROR(d_plain_.Reserve(total));
+      TIEPOINT_RETURN_IF_ERROR(d_count_.Reserve(1));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_count_.get(), 0, sizeof(int), stream_));
+      const dim3 block(32, 8);
+      const dim3 grid((s.view.width[0] + 31) / 32, (s.view.height[0] + 7) / 8, levels);
+      PlainNmsKernel<<<grid, block, 0, stream_>>>(s.view, maps_, fo.nms_radius, capacity,
+                                                  d_plain_.get(), d_count_.get());
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[4], stream_));
+      int count = 0;
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&count, d_count_.get(), sizeof(int),
+                                                    cudaMemcpyDeviceToHost, stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      count = std::min(count, capacity);
+      std::vector<PlainCorner> found(count);
+      if (count > 0) {
+        TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(found.data(), d_plain_.get(),
+                                                      count * sizeof(PlainCorner),
+                                                      cudaMemcpyDeviceToHost, stream_));
+      }
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[5], stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      std::sort(found.begin(), found.end(), [](const PlainCorner& a, const PlainCorner& b) {
+        if (a.level != b.level) return a.level < b.level;
+        if (a.y != b.y) return a.y < b.y;
+        return a.x < b.x;
+      });
+      for (const PlainCorner& c : found) corners->push_back(MakeCorner(c.level, c.x, c.y, c.score));
+    }
+    float ms = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[3], events_[4]));
+    times_.detect_us = 1e3 * ms;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[4], events_[5]));
+    times_.download_us = 1e3 * ms;
+    return Status::Ok();
+  }
+
+  Status Track(int from, int to, const std::vector<Point2f>& points,
+               const std::vector<Point2f>* guesses, std::vector<LkResult>* results) override {
+    TIEPOINT_RETURN_IF_ERROR(options_.lk.Check());
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(from, true));
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(to, true));
+    const Slot& a = slots_[from];
+    const Slot& b = slots_[to];
+    if (a.view.width[0] != b.view.width[0] || a.view.height[0] != b.view.height[0]) {
+      return Status::InvalidInput("LK: frames differ in size (" + std::to_string(a.view.width[0]) +
+                                  "x" + std::to_string(a.view.height[0]) + " then " +
+                                  std::to_string(b.view.width[0]) + "x" +
+                                  std::to_string(b.view.height[0]) + ")");
+    }
+    if (guesses && guesses->size() != points.size()) {
+      return Status::InvalidInput("LK: " + std::to_string(guesses->size()) + " guesses for " +
+                                  std::to_string(points.size()) + " points");
+    }
+    const int n = static_cast<int>(points.size());
+    results->assign(n, LkResult());
+    if (n == 0) return Status::Ok();
+    const int levels = std::min({options_.lk.levels, a.view.levels, b.view.levels});
+    const size_t floats = 2 * static_cast<size_t>(n) * (guesses ? 2 : 1);
+    TIEPOINT_RETURN_IF_ERROR(h_points_.Reserve(floats));
+    TIEPOINT_RETURN_IF_ERROR(d_points_.Reserve(floats));
+    TIEPOINT_RETURN_IF_ERROR(h_results_.Reserve(n));
+    TIEPOINT_RETURN_IF_ERROR(d_results_.Reserve(n));
+    float* hp = h_points_.get();
+    for (int i = 0; i < n; ++i) {
+      hp[2 * i] = points[i].x;
+      hp[2 * i + 1] = points[i].y;
+      if (guesses) {
+        hp[2 * n + 2 * i] = (*guesses)[i].x;
+        hp[2 * n + 2 * i + 1] = (*guesses)[i].y;
+      }
+    }
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_points_.get(), hp, floats * sizeof(float),
+                                                  cudaMemcpyHostToDevice, stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[6], stream_));
+    TIEPOINT_RETURN_IF_ERROR(cuda_internal::LaunchLk(
+        a.view, b.view, levels, d_points_.get(), guesses ? d_points_.get() + 2 * n : nullptr, n,
+        options_.lk, d_results_.get(), stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[7], stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_results_.get(), d_results_.get(),
+                                                  n * sizeof(cuda_internal::LkDeviceResult),
+                                                  cudaMemcpyDeviceToHost, stream_));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    float ms = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[6], events_[7]));
+    times_.track_us = 1e3 * ms;
+    for (int i = 0; i < n; ++i) {
+      const cuda_internal::LkDeviceResult& d = h_results_.get()[i];
+      LkResult& r = (*results)[i];
+      r.x = d.x;
+      r.y = d.y;
+      r.fb_error = d.fb_error;
+      r.gain = d.gain;
+      r.bias = d.bias;
+      r.status = static_cast<LkStatus>(d.status);
+    }
+    return Status::Ok();
+  }
+
+  const CudaFrontEndTimes& times() const { return times_; }
+
+ private:
+  struct Slot {
+    DeviceBuffer<uint8_t> data;
+    PyramidView view;
+    size_t total = 0;
+    bool filled = false;
+  };
+
+  static FastCorner MakeCorner(int level, int x, int y, float score) {
+    FastCorner c;
+    c.level = level;
+    c.level_x = x;
+    c.level_y = y;
+    c.x = static_cast<float>(x << level);
+    c.y = static_cast<float>(y << level);
+    c.score = score;
+    return c;
+  }
+
+  Status CheckSlot(int slot, bool must_be_filled) const {
+    if (slot < 0 || slot >= options_.slots) {
+      return Status::InvalidOptions("frontend slot " + std::to_string(slot) + ": expected 0.." +
+                                    std::to_string(options_.slots - 1));
+    }
+    if (must_be_filled && !slots_[slot].filled) {
+      return Status::InvalidOptions("frontend slot " + std::to_string(slot) + " holds no frame");
+    }
+    return Status::Ok();
+  }
+
+  // Score maps of the searched levels of `slot` into maps_ (asynchronous).
+  Status LaunchScores(int slot, int* levels) {
+    const Slot& s = slots_[slot];
+    *levels = std::min(options_.fast.levels, s.view.levels);
+    TIEPOINT_RETURN_IF_ERROR(d_maps_.Reserve(s.total));
+    size_t offset = 0;
+    for (int l = 0; l < kMaxLevels; ++l) maps_.level[l] = nullptr;
+    for (int l = 0; l < *levels; ++l) {
+      maps_.level[l] = d_maps_.get() + offset;
+      offset += static_cast<size_t>(s.view.width[l]) * s.view.height[l];
+    }
+    ScoreParams p{options_.fast.threshold, options_.fast.arc_length,
+                  static_cast<int>(options_.fast.score)};
+    const dim3 block(32, 8);
+    const dim3 grid((s.view.width[0] + 31) / 32, (s.view.height[0] + 7) / 8, *levels);
+    ScoreKernel<<<grid, block, 0, stream_>>>(s.view, maps_, p, d_table_.get());
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Status::Ok();
+  }
+
+  FrontEndOptions options_;
+  std::vector<Slot> slots_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t events_[8] = {};
+  DeviceBuffer<uint32_t> d_table_;
+  DeviceBuffer<float> d_maps_;
+  MapView maps_{};
+  DeviceBuffer<uint8_t> d_blocked_;
+  PinnedBuffer<uint8_t> h_blocked_;
+  DeviceBuffer<CellCorner> d_cells_;
+  PinnedBuffer<CellCorner> h_cells_;
+  DeviceBuffer<PlainCorner> d_plain_;
+  DeviceBuffer<int> d_count_;
+  PinnedBuffer<uint8_t> h_frame_;
+  PinnedBuffer<float> h_points_;
+  DeviceBuffer<float> d_points_;
+  PinnedBuffer<cuda_internal::LkDeviceResult> h_results_;
+  DeviceBuffer<cuda_internal::LkDeviceResult> d_results_;
+  CudaFrontEndTimes times_;
+};
+
+}  // namespace
+
+Status CreateCudaFrontEnd(const FrontEndOptions& options, std::unique_ptr<FastLkFrontEnd>* frontend) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  std::vector<CudaDeviceInfo> devices;
+  const Status s = QueryCudaDevices(&devices);
+  if (!s.ok()) {
+    return Status::Unavailable("no usable CUDA device (" + s.message() + "); use --device cpu");
+  }
+  auto fe = std::make_unique<CudaFrontEnd>(options);
+  TIEPOINT_RETURN_IF_ERROR(fe->Init());
+  *frontend = std::move(fe);
+  return Status::Ok();
+}
+
+Status LastCudaFrontEndTimes(FastLkFrontEnd* frontend, CudaFrontEndTimes* times) {
+  auto* cuda = dynamic_cast<CudaFrontEnd*>(frontend);
+  if (!cuda) return Status::InvalidOptions("not a CUDA frontend");
+  *times = cuda->times();
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,16 @@
+// Built when TIEPOINT_WITH_CUDA is OFF.
+#include "features/fast_cuda.h"
+
+namespace tiepoint {
+
+Status CreateCudaFrontEnd(const FrontEndOptions&, std::unique_ptr<FastLkFrontEnd>*) {
+  return Status::Unavailable(
+      "this tiepoint was built without CUDA (TIEPOINT_WITH_CUDA=OFF or no nvcc found); "
+      "use --device cpu");
+}
+
+Status LastCudaFrontEndTimes(FastLkFrontEnd*, CudaFrontEndTimes*) {
+  return Status::InvalidOptions("not a CUDA frontend");
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,205 @@
+#include "features/frontend.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "features/fast_cuda.h"
+
+namespace tiepoint {
+
+Status FrontEndOptions::Check() const {
+  TIEPOINT_RETURN_IF_ERROR(fast.Check());
+  TIEPOINT_RETURN_IF_ERROR(lk.Check());
+  if (slots < 2 || slots > 64) {
+    return Status::InvalidOptions("frontend slots " + std::to_string(slots) + ": expected 2..64");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+class CpuFrontEnd : public FastLkFrontEnd {
+ public:
+  explicit CpuFrontEnd(const FrontEndOptions& options)
+      : options_(options), pyramids_(options.slots), filled_(options.slots, false) {}
+
+  Status SetFrame(int slot, const ImageU8& image) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, false));
+    TIEPOINT_RETURN_IF_ERROR(BuildPyramid(image, options_.pyramid_levels(),
+                                          options_.fast.num_threads, &pyramids_[slot]));
+    filled_[slot] = true;
+    return Status::Ok();
+  }
+  Status GetPyramid(int slot, ImagePyramid* pyramid) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
+    *pyramid = pyramids_[slot];
+    return Status::Ok();
+  }
+  Status DetectRaw(int slot, std::vector<std::vector<FastCorner>>* per_level) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
+    return DetectFastRaw(pyramids_[slot], options_.fast, per_level);
+  }
+  Status Detect(int slot, const std::vector<uint8_t>* blocked_cells,
+                std::vector<FastCorner>* corners) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
+    return DetectFast(pyramids_[slot], options_.fast, blocked_cells, corners);
+  }
+  Status Track(int from, int to, const std::vector<Point2f>& points,
+               const std::vector<Point2f>* guesses, std::vector<LkResult>* results) override {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(from, true));
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(to, true));
+    return TrackLk(pyramids_[from], pyramids_[to], points, guesses, options_.lk, results);
+  }
+
+ private:
+  Status CheckSlot(int slot, bool must_be_filled) const {
+    if (slot < 0 || slot >= options_.slots) {
+      return Status::InvalidOptions("frontend slot " + std::to_string(slot) + ": expected 0.." +
+                                    std::to_string(options_.slots - 1));
+    }
+    if (must_be_filled && !filled_[slot]) {
+      return Status::InvalidOptions("frontend slot " + std::to_string(slot) + " holds no frame");
+    }
+    return Status::Ok();
+  }
+
+  FrontEndOptions options_;
+  std::vector<ImagePyramid> pyramids_;
+  std::vector<bool> filled_;
+};
+
+}  // namespace
+
+Status FastLkFrontEnd::Create(const FrontEndOptions& options, Device device,
+                              std::unique_ptr<FastLkFrontEnd>* frontend) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  switch (device) {
+    case Device::kCpu:
+      *frontend = std::make_unique<CpuFrontEnd>(options);
+      return Status::Ok();
+    case Device::kCuda:
+      return CreateCudaFrontEnd(options, frontend);
+  }
+  return Status::Internal("unknown device");
+}
+
+namespace {
+
+// Guesses of where each track is in the next frame (see the header).
+void PredictMotion(const std::vector<TrackPoint>& tracks, std::vector<Point2f>* guess) {
+  std::vector<size_t> moving;
+  for (size_t i = 0; i < tracks.size(); ++i) {
+    if (tracks[i].vx != 0.0f || tracks[i].vy != 0.0f) moving.push_back(i);
+  }
+  constexpr size_t kNeighbours = 5;
+  std::vector<std::pair<float, size_t>> near;
+  std::vector<float> mx, my;
+  for (size_t i = 0; i < tracks.size(); ++i) {
+    const TrackPoint& t = tracks[i];
+    (*guess)[i] = {t.x + t.vx, t.y + t.vy};
+    if (t.vx != 0.0f || t.vy != 0.0f || moving.empty()) continue;
+    near.clear();
+    for (size_t j : moving) {
+      const float dx = tracks[j].x - t.x, dy = tracks[j].y - t.y;
+      near.push_back({dx * dx + dy * dy, j});
+    }
+    const size_t k = std::min(kNeighbours, near.size());
+    std::partial_sort(near.begin(), near.begin() + k, near.end());
+    mx.clear();
+    my.clear();
+    for (size_t m = 0; m < k; ++m) {
+      mx.push_back(tracks[near[m].second].vx);
+      my.push_back(tracks[near[m].second].vy);
+    }
+    std::nth_element(mx.begin(), mx.begin() + k / 2, mx.end());
+    std::nth_element(my.begin(), my.begin() + k / 2, my.end());
+    (*guess)[i] = {t.x + mx[k / 2], t.y + my[k / 2]};
+  }
+}
+
+}  // namespace
+
+SequenceTracker::SequenceTracker(FastLkFrontEnd* frontend, const FrontEndOptions& options)
+    : frontend_(frontend), options_(options) {}
+
+Status SequenceTracker::AddFrame(const ImageU8& frame, std::vector<TrackPoint>* points) {
+  if (options_.fast.nms != FastNms::kGrid) {
+    return Status::InvalidOptions("tracking re-detects in empty cells: it needs grid suppression");
+  }
+  const bool first = summary_.frames == 0;
+  if (first) {
+    width_ = frame.width;
+    height_ = frame.height;
+  } else if (frame.width != width_ || frame.height != height_) {
+    return Status::InvalidInput("frame " + std::to_string(summary_.frames) + " is " +
+                                std::to_string(frame.width) + "x" + std::to_string(frame.height) +
+                                ", the sequence started at " + std::to_string(width_) + "x" +
+                                std::to_string(height_));
+  }
+  const int slot = first ? 0 : 1 - current_slot_;
+  TIEPOINT_RETURN_IF_ERROR(frontend_->SetFrame(slot, frame));
+
+  std::vector<TrackPoint> live;
+  if (!first) {
+    const size_t n = live_.size();
+    std::vector<Point2f> from(n), guess(n);
+    for (size_t i = 0; i < n; ++i) from[i] = {live_[i].x, live_[i].y};
+    PredictMotion(live_, &guess);
+    std::vector<LkResult> results;
+    TIEPOINT_RETURN_IF_ERROR(frontend_->Track(current_slot_, slot, from, &guess, &results));
+    // Retry at rest the tracks lost with a prediction that moved them.
+    std::vector<size_t> retry;
+    for (size_t i = 0; i < n; ++i) {
+      if (results[i].status != LkStatus::kTracked &&
+          (guess[i].x != from[i].x || guess[i].y != from[i].y)) {
+        retry.push_back(i);
+      }
+    }
+    if (!retry.empty()) {
+      std::vector<Point2f> again(retry.size());
+      for (size_t k = 0; k < retry.size(); ++k) again[k] = from[retry[k]];
+      std::vector<LkResult> second;
+      TIEPOINT_RETURN_IF_ERROR(frontend_->Track(current_slot_, slot, again, nullptr, &second));
+      for (size_t k = 0; k < retry.size(); ++k) {
+        if (second[k].status == LkStatus::kTracked) results[retry[k]] = second[k];
+      }
+    }
+    int leaving = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (results[i].status != LkStatus::kTracked) {
+        const bool has_velocity = live_[i].vx != 0.0f || live_[i].vy != 0.0f;
+        leaving += has_velocity && (guess[i].x < 0.0f || guess[i].y < 0.0f ||
+                                    guess[i].x > width_ - 1.0f || guess[i].y > height_ - 1.0f);
+        continue;
+      }
+      live.push_back({live_[i].track_id, results[i].x, results[i].y, results[i].x - from[i].x,
+                      results[i].y - from[i].y});
+      summary_.fb_errors.push_back(results[i].fb_error);
+    }
+    summary_.tracks_in.push_back(static_cast<int>(n));
+    summary_.tracks_survived.push_back(static_cast<int>(live.size()));
+    summary_.tracks_lost_leaving.push_back(leaving);
+  }
+  const int gx = FastGridColumns(width_, options_.fast.cell_width);
+  const int gy = FastGridRows(height_, options_.fast.cell_height);
+  std::vector<uint8_t> blocked(static_cast<size_t>(gx) * gy, 0);
+  for (const TrackPoint& t : live) {
+    const int cx = std::min(gx - 1, std::max(0, static_cast<int>(t.x + 0.5f) / options_.fast.cell_width));
+    const int cy = std::min(gy - 1, std::max(0, static_cast<int>(t.y + 0.5f) / options_.fast.cell_height));
+    blocked[static_cast<size_t>(cy) * gx + cx] = 1;
+  }
+  std::vector<FastCorner> corners;
+  TIEPOINT_RETURN_IF_ERROR(frontend_->Detect(slot, &blocked, &corners));
+  for (const FastCorner& c : corners) {
+    live.push_back({next_id_++, c.x, c.y, 0.0f, 0.0f});
+    ++summary_.tracks_started;
+  }
+  live_ = std::move(live);
+  current_slot_ = slot;
+  ++summary_.frames;
+  if (points) *points = live_;
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

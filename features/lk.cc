@@ -1,0 +1,178 @@
+#include "features/lk.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "features/lk_inl.h"
+
+namespace tiepoint {
+
+const char* ToString(LkStatus status) {
+  switch (status) {
+    case LkStatus::kTracked: return "tracked";
+    case LkStatus::kFlat: return "flat";
+    case LkStatus::kOutside: return "outside";
+    case LkStatus::kForwardBackward: return "forward-backward";
+  }
+  return "unknown";
+}
+
+Status LkOptions::Check() const {
+  if (levels < 1 || levels > 8) {
+    return Status::InvalidOptions("LK levels " + std::to_string(levels) + ": expected 1..8");
+  }
+  if (coarse_level < 0) return Status::InvalidOptions("LK coarse_level must be >= 0");
+  if (max_iterations < 1 || max_iterations > 1000) {
+    return Status::InvalidOptions("LK max_iterations " + std::to_string(max_iterations) +
+                                  ": expected 1..1000");
+  }
+  if (!(min_step > 0.0f)) return Status::InvalidOptions("LK min_step must be > 0 pixels");
+  if (!(min_eigenvalue >= 0.0f)) return Status::InvalidOptions("LK min_eigenvalue must be >= 0");
+  if (!std::isfinite(fb_threshold)) return Status::InvalidOptions("LK fb_threshold must be finite");
+  if (num_threads < 0) return Status::InvalidOptions("LK num_threads must be >= 0");
+  return Status::Ok();
+}
+
+namespace {
+
+using lk_internal::Bilinear;
+using lk_internal::InsideLevel;
+using lk_internal::kLkMaxGain;
+using lk_internal::kLkMaxLevelShift;
+using lk_internal::kLkMinGain;
+using lk_internal::LkUnknowns;
+
+// One pass previous -> next. Returns the status; *out the level-0 position in `next`.
+LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels, Point2f p,
+                  Point2f guess, const LkOptions& o, Point2f* out, float* gain, float* bias) {
+  std::vector<float> tv, tgx, tgy;
+  float dx = 0, dy = 0, alpha = 0, beta = 0;
+  for (int l = levels - 1; l >= 0; --l) {
+    const float scale = 1.0f / static_cast<float>(1 << l);
+    if (l == levels - 1) {
+      dx = (guess.x - p.x) * scale;
+      dy = (guess.y - p.y) * scale;
+    } else {
+      dx *= 2.0f;
+      dy *= 2.0f;
+    }
+    const ImageU8& ti = prev.levels[l];
+    const ImageU8& ni = next.levels[l];
+    const float px = p.x * scale, py = p.y * scale;
+    const int patch = LkPatchSize(o, l);
+    const int unknowns = LkUnknowns(o.gain_bias, o.coarse_level, l);
+    const float half = 0.5f * static_cast<float>(patch - 1);
+    const int n = patch * patch;
+    tv.resize(n);
+    tgx.resize(n);
+    tgy.resize(n);
+    // G = sum u u^T, u = [gx gy T 1], packed upper triangle (accumulated in float, the
+    // precision the GPU uses).
+    float gf[10] = {0};
+    for (int k = 0; k < n; ++k) {
+      const float sx = px + static_cast<float>(k % patch) - half;
+      const float sy = py + static_cast<float>(k / patch) - half;
+      lk_internal::TemplateSample(ti.data.data(), ti.width, ti.height, sx, sy, &tv[k], &tgx[k],
+                                  &tgy[k]);
+      const float u[4] = {tgx[k], tgy[k], 1.0f, tv[k]};
+      for (int r = 0; r < 4; ++r) {
+        for (int c = r; c < 4; ++c) gf[lk_internal::Packed(r, c)] += u[r] * u[c];
+      }
+    }
+    double g[10], chol[16];
+    for (int i = 0; i < 10; ++i) g[i] = gf[i];
+    if (!lk_internal::Cholesky(g, unknowns, chol)) return LkStatus::kFlat;
+    if (l == 0 && lk_internal::MinEigen2(g[0], g[1], g[4]) / n < o.min_eigenvalue) {
+      return LkStatus::kFlat;
+    }
+    for (int it = 0; it < o.max_iterations; ++it) {
+      float bf[4] = {0, 0, 0, 0};
+      const float gain1 = 1.0f + alpha;
+      for (int k = 0; k < n; ++k) {
+        const float sx = px + dx + static_cast<float>(k % patch) - half;
+        const float sy = py + dy + static_cast<float>(k / patch) - half;
+        const float e = Bilinear(ni.data.data(), ni.width, ni.height, sx, sy) - gain1 * tv[k] - beta;
+        bf[0] += tgx[k] * e;
+        bf[1] += tgy[k] * e;
+        bf[2] += e;
+        bf[3] += tv[k] * e;
+      }
+      const double b[4] = {bf[0], bf[1], bf[2], bf[3]};
+      double z[4] = {0, 0, 0, 0};
+      lk_internal::CholeskySolve(chol, unknowns, b, z);
+      const float step_x = static_cast<float>(-z[0] / gain1);
+      const float step_y = static_cast<float>(-z[1] / gain1);
+      dx += step_x;
+      dy += step_y;
+      beta += static_cast<float>(z[2]);
+      alpha = std::clamp(alpha + static_cast<float>(z[3]), kLkMinGain - 1.0f, kLkMaxGain - 1.0f);
+      if (!(std::fabs(dx) < kLkMaxLevelShift && std::fabs(dy) < kLkMaxLevelShift) ||
+          !InsideLevel(px + dx, py + dy, ni.width, ni.height, half)) {
+        return LkStatus::kOutside;
+      }
+      if (step_x * step_x + step_y * step_y < o.min_step * o.min_step) break;
+    }
+  }
+  out->x = p.x + dx;
+  out->y = p.y + dy;
+  *gain = 1.0f + alpha;
+  *bias = beta;
+  const ImageU8& base = next.levels[0];
+  if (!(out->x >= 0.0f && out->y >= 0.0f && out->x <= base.width - 1.0f &&
+        out->y <= base.height - 1.0f)) {
+    return LkStatus::kOutside;
+  }
+  return LkStatus::kTracked;
+}
+
+}  // namespace
+
+Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
+               const std::vector<Point2f>& points, const std::vector<Point2f>* guesses,
+               const LkOptions& options, std::vector<LkResult>* results) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  if (previous.levels.empty() || next.levels.empty()) {
+    return Status::InvalidInput("LK: empty pyramid");
+  }
+  if (previous.levels[0].width != next.levels[0].width ||
+      previous.levels[0].height != next.levels[0].height) {
+    return Status::InvalidInput(
+        "LK: frames differ in size (" + std::to_string(previous.levels[0].width) + "x" +
+        std::to_string(previous.levels[0].height) + " then " +
+        std::to_string(next.levels[0].width) + "x" + std::to_string(next.levels[0].height) + ")");
+  }
+  if (guesses && guesses->size() != points.size()) {
+    return Status::InvalidInput("LK: " + std::to_string(guesses->size()) + " guesses for " +
+                                std::to_string(points.size()) + " points");
+  }
+  const int levels =
+      std::min({options.levels, previous.num_levels(), next.num_levels()});
+  const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  results->assign(points.size(), LkResult());
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+  for (long long i = 0; i < static_cast<long long>(points.size()); ++i) {
+    LkResult& r = (*results)[i];
+    const Point2f p = points[i];
+    const Point2f g = guesses ? (*guesses)[i] : p;
+    Point2f fwd;
+    r.status = TrackOne(previous, next, levels, p, g, options, &fwd, &r.gain, &r.bias);
+    r.x = fwd.x;
+    r.y = fwd.y;
+    if (r.status != LkStatus::kTracked || options.fb_threshold <= 0.0f) continue;
+    Point2f back;
+    float gain_b, bias_b;
+    const LkStatus bs = TrackOne(next, previous, levels, fwd, p, options, &back, &gain_b, &bias_b);
+    if (bs != LkStatus::kTracked) {
+      r.status = LkStatus::kForwardBackward;
+      r.fb_error = INFINITY;
+      continue;
+    }
+    r.fb_error = std::hypot(back.x - p.x, back.y - p.y);
+    if (!(r.fb_error <= options.fb_threshold)) r.status = LkStatus::kForwardBackward;
+  }
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,92 @@
+// Pyramidal inverse-compositional Lucas-Kanade tracking with affine illumination (gain and
+// bias), one feature at a time, and a forward-backward check (after Baker & Matthews,
+// "Lucas-Kanade 20 Years On", IJCV 2004, and Nagy, Foehn & Scaramuzza, IROS 2020). This is
+// the CPU reference (OpenMP over features); features/lk_cuda.cu runs a warp per feature and
+// agrees to well under 0.01 px.
+//
+// Model, on pyramid level l (features/pyramid.h; a level-0 point p sits at p / 2^l):
+// template T is the P x P patch of the previous frame centred on the feature, sampled
+// bilinearly at offsets (i - (P-1)/2, j - (P-1)/2), i, j = 0..P-1 (P = 16 on levels below
+// coarse_level, 8 from it up); its gradient is the central difference of bilinear samples
+// one pixel apart. The next frame's patch is matched as
+//     I(x + d) ~ (1 + alpha) T(x) + beta
+// minimising sum_x e(x)^2, e = I(x + d) - (1 + alpha) T(x) - beta, over
+// q = (d_x, d_y, alpha, beta) by Gauss-Newton with the template's Jacobian
+//     J = [ (1 + alpha) grad T, T, 1 ]   (sign folded into the update),
+// so sum J J^T = S G S with G = sum u u^T, u = [gx gy T 1], computed once per level and
+// S = diag(1 + alpha, 1 + alpha, -1, -1): no image gradient of the next frame is ever taken
+// (the inverse-compositional saving). Each iteration solves G z = sum u e (Cholesky of G,
+// factored once per level) and updates d -= (z_0, z_1) / (1 + alpha), alpha += z_2,
+// beta += z_3, until |delta d| < min_step (level pixels) or max_iterations.
+// Intensities are 8-bit values (0..255); beta is in those units.
+// Coarse to fine: d at level l+1 doubles into level l; alpha and beta carry over.
+// Samples outside a level are clamped to its border.
+//
+// A feature is lost (LkStatus) when: the 4x4 system is singular or the smallest eigenvalue
+// of the level-0 gradient matrix sum grad T grad T^T / P^2 is below min_eigenvalue
+// (kFlat); the tracked point leaves the level-0 image (kOutside); tracking it back from the
+// next frame to the previous one ends more than fb_threshold level-0 pixels from where it
+// started (kForwardBackward; fb_threshold <= 0 disables the backward pass).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "features/pyramid.h"
+#include "io/base/status.h"
+
+namespace tiepoint {
+
+struct LkOptions {
+  // Pyramid levels used (1..8); fewer when the image is too small.
+  int levels = 4;
+  // Levels >= coarse_level use 8x8 patches, finer ones 16x16.
+  int coarse_level = 2;
+  // Gauss-Newton iterations per level, at most.
+  int max_iterations = 30;
+  // Stop a level when the translation update is below this (level pixels).
+  float min_step = 0.002f;
+  // Smallest eigenvalue of the mean level-0 gradient matrix (grey levels^2 / px^2).
+  float min_eigenvalue = 1.0f;
+  // Forward-backward threshold in level-0 pixels; <= 0 skips the backward pass.
+  float fb_threshold = 0.5f;
+  // Estimate gain and bias; false keeps alpha = beta = 0 (translation only).
+  bool gain_bias = true;
+  // OpenMP threads of the CPU reference; 0 uses all. Never changes the output.
+  int num_threads = 0;
+
+  // Explains the first option out of range, naming the field.
+  Status Check() const;
+};
+
+enum class LkStatus : uint8_t { kTracked = 0, kFlat, kOutside, kForwardBackward };
+const char* ToString(LkStatus status);
+
+struct Point2f {
+  float x = 0;
+  float y = 0;
+};
+
+struct LkResult {
+  float x = 0;         // tracked position in the next frame, level-0 pixels
+  float y = 0;
+  float fb_error = 0;  // |backward(forward(p)) - p|, level-0 pixels (0 when not checked)
+  float gain = 1;      // 1 + alpha of the finest level
+  float bias = 0;      // beta, grey levels
+  LkStatus status = LkStatus::kTracked;
+};
+
+// Patch side of level `level`.
+inline int LkPatchSize(const LkOptions& options, int level) {
+  return level >= options.coarse_level ? 8 : 16;
+}
+
+// Tracks `points` (level-0 pixels of the previous frame) into the next frame. `guesses`
+// (optional, same size) are predicted positions in the next frame; without them the
+// prediction is the point itself. Both pyramids must have the same level-0 size.
+Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
+               const std::vector<Point2f>& points, const std::vector<Point2f>* guesses,
+               const LkOptions& options, std::vector<LkResult>* results);
+
+}  // namespace tiepoint

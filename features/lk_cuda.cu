@@ -1,0 +1,180 @@
+// LK on the GPU: a warp per feature (features/fast_cuda.h describes the design). The
+// per-sample arithmetic is features/lk_inl.h, shared with the CPU reference; only the
+// summation order differs (butterfly instead of sequential), which moves the converged
+// positions by far less than 0.01 px (tests/features/lk_test.cc).
+#include "features/lk_cuda.h"
+
+#include <cmath>
+
+#include "features/lk_inl.h"
+
+namespace tiepoint::cuda_internal {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kMaxSamplesPerLane = 8;  // 16 x 16 / 32
+
+struct LkParams {
+  int levels;
+  int coarse_level;
+  int max_iterations;
+  float min_step;
+  float min_eigenvalue;
+  float fb_threshold;
+  int gain_bias;
+};
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// One pass prev -> next for the warp's feature; every lane returns the same values.
+__device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, const LkParams& o,
+                            float px0, float py0, float gx0, float gy0, float* out_x,
+                            float* out_y, float* out_gain, float* out_bias) {
+  const int lane = threadIdx.x & 31;
+  float dx = 0.f, dy = 0.f, alpha = 0.f, beta = 0.f;
+  for (int l = o.levels - 1; l >= 0; --l) {
+    const float scale = 1.0f / static_cast<float>(1 << l);
+    if (l == o.levels - 1) {
+      dx = (gx0 - px0) * scale;
+      dy = (gy0 - py0) * scale;
+    } else {
+      dx *= 2.0f;
+      dy *= 2.0f;
+    }
+    const uint8_t* ti = prev.level[l];
+    const int tw = prev.width[l], th = prev.height[l];
+    const uint8_t* ni = next.level[l];
+    const int nw = next.width[l], nh = next.height[l];
+    const float px = px0 * scale, py = py0 * scale;
+    const int patch = l >= o.coarse_level ? 8 : 16;
+    const int per_lane = patch * patch / 32;
+    const int unknowns = lk_internal::LkUnknowns(o.gain_bias, o.coarse_level, l);
+    const float half = 0.5f * static_cast<float>(patch - 1);
+
+    float tv[kMaxSamplesPerLane], tgx[kMaxSamplesPerLane], tgy[kMaxSamplesPerLane];
+    float ox[kMaxSamplesPerLane], oy[kMaxSamplesPerLane];
+    float g[10];
+#pragma unroll
+    for (int i = 0; i < 10; ++i) g[i] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxSamplesPerLane; ++j) {
+      tv[j] = tgx[j] = tgy[j] = 0.f;
+      ox[j] = oy[j] = 0.f;
+      if (j < per_lane) {
+        const int k = lane + 32 * j;
+        ox[j] = static_cast<float>(k % patch) - half;
+        oy[j] = static_cast<float>(k / patch) - half;
+        lk_internal::TemplateSample(ti, tw, th, px + ox[j], py + oy[j], &tv[j], &tgx[j], &tgy[j]);
+        const float u[4] = {tgx[j], tgy[j], 1.0f, tv[j]};
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+#pragma unroll
+          for (int c = r; c < 4; ++c) g[lk_internal::Packed(r, c)] += u[r] * u[c];
+        }
+      }
+    }
+    double gd[10], chol[16];
+#pragma unroll
+    for (int i = 0; i < 10; ++i) gd[i] = WarpSum(g[i]);
+    if (!lk_internal::Cholesky(gd, unknowns, chol)) return static_cast<int>(LkStatus::kFlat);
+    if (l == 0 && lk_internal::MinEigen2(gd[0], gd[1], gd[4]) / (patch * patch) < o.min_eigenvalue) {
+      return static_cast<int>(LkStatus::kFlat);
+    }
+    for (int it = 0; it < o.max_iterations; ++it) {
+      float b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
+      const float gain1 = 1.0f + alpha;
+#pragma unroll
+      for (int j = 0; j < kMaxSamplesPerLane; ++j) {
+        if (j < per_lane) {
+          const float e = lk_internal::Bilinear(ni, nw, nh, px + dx + ox[j], py + dy + oy[j]) -
+                          gain1 * tv[j] - beta;
+          b0 += tgx[j] * e;
+          b1 += tgy[j] * e;
+          b2 += e;
+          b3 += tv[j] * e;
+        }
+      }
+      const double b[4] = {WarpSum(b0), WarpSum(b1), WarpSum(b2), WarpSum(b3)};
+      double z[4] = {0, 0, 0, 0};
+      lk_internal::CholeskySolve(chol, unknowns, b, z);
+      const float step_x = static_cast<float>(-z[0] / gain1);
+      const float step_y = static_cast<float>(-z[1] / gain1);
+      dx += step_x;
+      dy += step_y;
+      beta += static_cast<float>(z[2]);
+      alpha = fminf(fmaxf(alpha + static_cast<float>(z[3]), lk_internal::kLkMinGain - 1.0f),
+                    lk_internal::kLkMaxGain - 1.0f);
+      if (!(fabsf(dx) < lk_internal::kLkMaxLevelShift && fabsf(dy) < lk_internal::kLkMaxLevelShift) ||
+          !lk_internal::InsideLevel(px + dx, py + dy, nw, nh, half)) {
+        return static_cast<int>(LkStatus::kOutside);
+      }
+      if (step_x * step_x + step_y * step_y < o.min_step * o.min_step) break;
+    }
+  }
+  *out_x = px0 + dx;
+  *out_y = py0 + dy;
+  *out_gain = 1.0f + alpha;
+  *out_bias = beta;
+  if (!(*out_x >= 0.0f && *out_y >= 0.0f && *out_x <= next.width[0] - 1.0f &&
+        *out_y <= next.height[0] - 1.0f)) {
+    return static_cast<int>(LkStatus::kOutside);
+  }
+  return static_cast<int>(LkStatus::kTracked);
+}
+
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    LkKernel(PyramidView prev, PyramidView next, LkParams params, const float* __restrict__ points,
+             const float* __restrict__ guesses, int n, LkDeviceResult* __restrict__ results) {
+  const int feature = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (feature >= n) return;  // whole warps leave together
+  const float px = points[2 * feature], py = points[2 * feature + 1];
+  const float gx = guesses ? guesses[2 * feature] : px;
+  const float gy = guesses ? guesses[2 * feature + 1] : py;
+  LkDeviceResult r;
+  r.fb_error = 0.f;
+  r.x = r.y = 0.f;
+  r.gain = 1.f;
+  r.bias = 0.f;
+  r.status = TrackOneWarp(prev, next, params, px, py, gx, gy, &r.x, &r.y, &r.gain, &r.bias);
+  if (r.status == static_cast<int>(LkStatus::kTracked) && params.fb_threshold > 0.f) {
+    float bx = 0.f, by = 0.f, bg, bb;
+    const int bs = TrackOneWarp(next, prev, params, r.x, r.y, px, py, &bx, &by, &bg, &bb);
+    if (bs != static_cast<int>(LkStatus::kTracked)) {
+      r.status = static_cast<int>(LkStatus::kForwardBackward);
+      r.fb_error = INFINITY;
+    } else {
+      r.fb_error = hypotf(bx - px, by - py);
+      if (!(r.fb_error <= params.fb_threshold)) {
+        r.status = static_cast<int>(LkStatus::kForwardBackward);
+      }
+    }
+  }
+  if ((threadIdx.x & 31) == 0) results[feature] = r;
+}
+
+}  // namespace
+
+Status LaunchLk(const PyramidView& prev, const PyramidView& next, int levels,
+                const float* d_points, const float* d_guesses, int n, const LkOptions& options,
+                LkDeviceResult* d_results, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  LkParams p;
+  p.levels = levels;
+  p.coarse_level = options.coarse_level;
+  p.max_iterations = options.max_iterations;
+  p.min_step = options.min_step;
+  p.min_eigenvalue = options.min_eigenvalue;
+  p.fb_threshold = options.fb_threshold;
+  p.gain_bias = options.gain_bias ? 1 : 0;
+  const int blocks = (n + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  LkKernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(prev, next, p, d_points, d_guesses, n,
+                                                       d_results);
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return Status::Ok();
+}
+
+}  // namespace tiepoint::cuda_internal

@@ -1,0 +1,90 @@
+// Internal to the CUDA frontend (features/fast_cuda.cu, features/lk_cuda.cu): device
+// buffers, the device view of a pyramid and the LK launch. Include from .cu files only;
+// the public interface is features/fast_cuda.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "features/lk.h"
+#include "io/base/cuda_check.h"
+#include "io/base/status.h"
+
+namespace tiepoint::cuda_internal {
+
+constexpr int kMaxLevels = 8;
+
+// RAII device memory; grows, never shrinks.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  Status Reserve(size_t count) {
+    if (count <= capacity_) return Status::Ok();
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    capacity_ = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+    capacity_ = count;
+    return Status::Ok();
+  }
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// RAII pinned host memory; grows, never shrinks.
+template <typename T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  Status Reserve(size_t count) {
+    if (count <= capacity_) return Status::Ok();
+    if (ptr_) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    capacity_ = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+    capacity_ = count;
+    return Status::Ok();
+  }
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// A pyramid in device memory, passed to kernels by value.
+struct PyramidView {
+  const uint8_t* level[kMaxLevels] = {};
+  int width[kMaxLevels] = {};
+  int height[kMaxLevels] = {};
+  int levels = 0;
+};
+
+struct LkDeviceResult {
+  float x, y, fb_error, gain, bias;
+  int status;  // LkStatus
+};
+
+// Tracks n points (float2 pairs, level-0 pixels) from `prev` into `next`; d_guesses may
+// be null. Asynchronous on `stream`.
+Status LaunchLk(const PyramidView& prev, const PyramidView& next, int levels,
+                const float* d_points, const float* d_guesses, int n, const LkOptions& options,
+                LkDeviceResult* d_results, cudaStream_t stream);
+
+}  // namespace tiepoint::cuda_internal

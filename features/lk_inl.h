@@ -1,0 +1,106 @@
+// Internal: pieces of the LK tracker of features/lk.h shared by the CPU reference (lk.cc)
+// and the CUDA kernel (lk_cuda.cu). Not a public header.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define TIEPOINT_LK_HD __host__ __device__ __forceinline__
+#else
+#define TIEPOINT_LK_HD inline
+#endif
+
+namespace tiepoint::lk_internal {
+
+// Gain 1 + alpha is kept in [kLkMinGain, kLkMaxGain]: outside it the patch is being matched
+// by a near-constant (gain collapsing to 0), a degenerate fit seen on KITTI, not a change
+// of exposure.
+constexpr float kLkMinGain = 0.5f;
+constexpr float kLkMaxGain = 2.0f;
+// A feature whose shift on one level exceeds this (level pixels) has diverged.
+constexpr float kLkMaxLevelShift = 64.0f;
+
+// Unknowns on `level`: (dx, dy) always, the bias beta with gain_bias, and the gain alpha
+// only on fine levels (8x8 coarse patches estimate it badly).
+TIEPOINT_LK_HD int LkUnknowns(bool gain_bias, int coarse_level, int level) {
+  return !gain_bias ? 2 : (level >= coarse_level ? 3 : 4);
+}
+
+// True while the patch centre stays within half a patch of the level.
+TIEPOINT_LK_HD bool InsideLevel(float x, float y, int w, int h, float half) {
+  return x >= -half && y >= -half && x <= w - 1 + half && y <= h - 1 + half;
+}
+
+// Bilinear sample of an 8-bit level at (x, y), clamped to the border.
+TIEPOINT_LK_HD float Bilinear(const uint8_t* img, int w, int h, float x, float y) {
+  x = fminf(fmaxf(x, -1.0f), static_cast<float>(w));
+  y = fminf(fmaxf(y, -1.0f), static_cast<float>(h));
+  const float xf = floorf(x), yf = floorf(y);
+  const float fx = x - xf, fy = y - yf;
+  const int x0 = static_cast<int>(xf), y0 = static_cast<int>(yf);
+  const int xa = x0 < 0 ? 0 : (x0 > w - 1 ? w - 1 : x0);
+  const int xb = x0 + 1 < 0 ? 0 : (x0 + 1 > w - 1 ? w - 1 : x0 + 1);
+  const int ya = y0 < 0 ? 0 : (y0 > h - 1 ? h - 1 : y0);
+  const int yb = y0 + 1 < 0 ? 0 : (y0 + 1 > h - 1 ? h - 1 : y0 + 1);
+  const float a = img[ya * w + xa], b = img[ya * w + xb];
+  const float c = img[yb * w + xa], d = img[yb * w + xb];
+  return (1.0f - fy) * ((1.0f - fx) * a + fx * b) + fy * ((1.0f - fx) * c + fx * d);
+}
+
+// Template value and central-difference gradient at (x, y).
+TIEPOINT_LK_HD void TemplateSample(const uint8_t* img, int w, int h, float x, float y, float* t,
+                                   float* gx, float* gy) {
+  *t = Bilinear(img, w, h, x, y);
+  *gx = 0.5f * (Bilinear(img, w, h, x + 1.0f, y) - Bilinear(img, w, h, x - 1.0f, y));
+  *gy = 0.5f * (Bilinear(img, w, h, x, y + 1.0f) - Bilinear(img, w, h, x, y - 1.0f));
+}
+
+// Index of G(r, c), r <= c, in the packed upper triangle of a 4x4 symmetric matrix:
+// (0,0) (0,1) (0,2) (0,3) (1,1) (1,2) (1,3) (2,2) (2,3) (3,3).
+TIEPOINT_LK_HD int Packed(int r, int c) {
+  const int start[4] = {0, 4, 7, 9};
+  return start[r] + (c - r);
+}
+
+// In-place Cholesky of the leading n x n block (n = 2 or 4) of a packed symmetric matrix
+// into L (row-major n x n, lower). False when a pivot is not clearly positive.
+TIEPOINT_LK_HD bool Cholesky(const double* g, int n, double* l) {
+  for (int i = 0; i < 16; ++i) l[i] = 0.0;
+  for (int j = 0; j < n; ++j) {
+    double d = g[Packed(j, j)];
+    for (int k = 0; k < j; ++k) d -= l[j * 4 + k] * l[j * 4 + k];
+    if (!(d > 1e-9 * g[Packed(j, j)]) || !(d > 0.0)) return false;
+    const double s = sqrt(d);
+    l[j * 4 + j] = s;
+    for (int i = j + 1; i < n; ++i) {
+      double v = g[Packed(j, i)];
+      for (int k = 0; k < j; ++k) v -= l[i * 4 + k] * l[j * 4 + k];
+      l[i * 4 + j] = v / s;
+    }
+  }
+  return true;
+}
+
+// Solves L L^T z = b for the leading n entries.
+TIEPOINT_LK_HD void CholeskySolve(const double* l, int n, const double* b, double* z) {
+  double y[4];
+  for (int i = 0; i < n; ++i) {
+    double v = b[i];
+    for (int k = 0; k < i; ++k) v -= l[i * 4 + k] * y[k];
+    y[i] = v / l[i * 4 + i];
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    double v = y[i];
+    for (int k = i + 1; k < n; ++k) v -= l[k * 4 + i] * z[k];
+    z[i] = v / l[i * 4 + i];
+  }
+}
+
+// Smallest eigenvalue of [[a, b], [b, c]].
+TIEPOINT_LK_HD double MinEigen2(double a, double b, double c) {
+  const double h = 0.5 * (a - c);
+  return 0.5 * (a + c) - sqrt(h * h + b * b);
+}
+
+}  // namespace tiepoint::lk_internal
