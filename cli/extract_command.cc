@@ -1,12 +1,20 @@
 // tiepoint extract IMAGE... -o DIR: keypoints and descriptors of each image, written to
 // DIR/<image file name>.tpfeat (and .txt with --txt). A batch goes on past bad images;
-// they are listed on stderr at the end and make the exit code 2.
+// they are listed on stderr at the end and make the exit code 2 (3 when one failed for
+// want of GPU memory or device).
+//
+// Images go in groups (2 x --cuda-streams with --device cuda, 4 on the CPU): a group is
+// decoded on parallel threads, then extracted with ExtractBatch (on the GPU, uploads of some
+// images overlap the kernels of others), then written in input order. The per-image time
+// printed is the decoding time plus the image's share of its group's extraction time.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,6 +32,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Images decoded together (on parallel threads) before the CPU extractor takes them one
+// after another: decoding a JPEG is single-threaded, extraction is not.
+constexpr int kCpuGroupSize = 4;
+
 struct ExtractArgs {
   std::vector<std::string> images;
   std::string detector = "sift";
@@ -32,6 +44,7 @@ struct ExtractArgs {
   bool upsample = false;
   bool root_sift = false;
   int threads = 0;
+  int cuda_streams = SiftOptions().cuda_streams;
   std::string output_dir;
   bool txt = false;
   bool quiet = false;
@@ -57,6 +70,7 @@ int RunExtract(const ExtractArgs& a) {
   options.upsample = a.upsample;
   options.root_sift = a.root_sift;
   options.num_threads = a.threads;
+  options.cuda_streams = a.cuda_streams;
   std::unique_ptr<FeatureExtractor> extractor;
   if (!(s = FeatureExtractor::Create(options, device, &extractor)).ok()) {
     return ReportError(cmd, s);
@@ -75,43 +89,94 @@ int RunExtract(const ExtractArgs& a) {
   const Timer total;
   long long total_features = 0;
   const int num_images = static_cast<int>(a.images.size());
-  for (int i = 0; i < num_images; ++i) {
-    const std::string& path = a.images[i];
-    const std::string name = fs::path(path).filename().string();
-    const std::string out = (fs::path(a.output_dir) / (name + ".tpfeat")).string();
-    const auto [it, fresh] = written_by.emplace(out, path);
-    if (!fresh) {
-      failed.emplace_back(path, "its output " + out + " would overwrite the features of " +
-                                    it->second + " (same file name)");
-      std::fprintf(stderr, "tiepoint %s: error: %s: %s\n", cmd, path.c_str(),
-                   failed.back().second.c_str());
-      continue;
+  int exit_code = 2;  // when an image failed
+  const int group_size = device == Device::kCuda ? 2 * options.cuda_streams : kCpuGroupSize;
+  auto fail = [&](const std::string& path, const std::string& reason, bool name_path) {
+    failed.emplace_back(path, reason);
+    if (name_path) {
+      std::fprintf(stderr, "tiepoint %s: error: %s: %s\n", cmd, path.c_str(), reason.c_str());
+    } else {
+      std::fprintf(stderr, "tiepoint %s: error: %s\n", cmd, reason.c_str());
     }
-    ProgressLine progress(show);
-    progress.Update("[" + std::to_string(i + 1) + "/" + std::to_string(num_images) +
-                    "] extracting " + path + " ...");
-    const Timer timer;
+  };
+  struct Job {
+    std::string path, name, out;
     GrayImage image;
-    Features features;
-    s = ReadImageGray(path, &image);
-    const double read_s = timer.Seconds();
-    if (s.ok()) s = extractor->Extract(image, &features);
-    const double extract_s = timer.Seconds() - read_s;
-    if (s.ok()) s = WriteFeatures(out, features);
-    if (s.ok() && a.txt) {
-      s = WriteFeaturesText((fs::path(a.output_dir) / (name + ".txt")).string(), features);
-      if (!s.ok()) RemoveFileQuietly(out);  // all outputs of an image or none
+    Status status;
+    double read_s = 0;
+  };
+  for (int begin = 0; begin < num_images; begin += group_size) {
+    const int end = std::min(num_images, begin + group_size);
+    std::vector<Job> jobs;
+    for (int i = begin; i < end; ++i) {
+      Job job;
+      job.path = a.images[i];
+      job.name = fs::path(job.path).filename().string();
+      job.out = (fs::path(a.output_dir) / (job.name + ".tpfeat")).string();
+      const auto [it, fresh] = written_by.emplace(job.out, job.path);
+      if (!fresh) {
+        fail(job.path, "its output " + job.out + " would overwrite the features of " + it->second +
+                           " (same file name)", true);
+        continue;
+      }
+      jobs.push_back(std::move(job));
+    }
+    if (jobs.empty()) continue;
+    ProgressLine progress(show);
+    progress.Update("[" + std::to_string(begin + 1) + (jobs.size() > 1 ? "-" + std::to_string(end) : "") +
+                    "/" + std::to_string(num_images) + "] extracting " + jobs.front().path + " ...");
+    // Decode (in parallel for a group), then extract the group in one batch.
+    auto read = [](Job* job) {
+      const Timer timer;
+      job->status = ReadImageGray(job->path, &job->image);
+      job->read_s = timer.Seconds();
+    };
+    if (jobs.size() == 1) {
+      read(&jobs[0]);
+    } else {
+      std::vector<std::thread> readers;
+      for (Job& job : jobs) readers.emplace_back(read, &job);
+      for (std::thread& t : readers) t.join();
+    }
+    std::vector<const GrayImage*> batch;
+    std::vector<size_t> batch_job;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!jobs[j].status.ok()) continue;
+      batch.push_back(&jobs[j].image);
+      batch_job.push_back(j);
+    }
+    std::vector<Features> features;
+    std::vector<Status> statuses;
+    const Timer extract_timer;
+    if (!batch.empty()) extractor->ExtractBatch(batch, &features, &statuses);
+    // Per image: its share of the batch's extraction time.
+    const double extract_s = batch.empty() ? 0.0 : extract_timer.Seconds() / batch.size();
+    std::vector<Features> features_of(jobs.size());
+    for (size_t b = 0; b < batch.size(); ++b) {
+      jobs[batch_job[b]].status = statuses[b];
+      features_of[batch_job[b]] = std::move(features[b]);
     }
     progress.Done();
-    if (!s.ok()) {
-      std::fprintf(stderr, "tiepoint %s: error: %s\n", cmd, s.ToString().c_str());
-      failed.emplace_back(path, s.ToString());
-      continue;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      Job& job = jobs[j];
+      Status st = job.status;
+      if (st.ok()) st = WriteFeatures(job.out, features_of[j]);
+      if (st.ok() && a.txt) {
+        st = WriteFeaturesText((fs::path(a.output_dir) / (job.name + ".txt")).string(),
+                               features_of[j]);
+        if (!st.ok()) RemoveFileQuietly(job.out);  // all outputs of an image or none
+      }
+      if (!st.ok()) {
+        // Out of GPU memory or a lost device is exit code 3, as for every command.
+        if (st.ExitCode() == 3) exit_code = 3;
+        fail(job.path, st.ToString(), false);
+        continue;
+      }
+      total_features += static_cast<long long>(features_of[j].size());
+      std::printf("%s: %d x %d, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
+                  job.path.c_str(), job.image.width, job.image.height, features_of[j].size(),
+                  job.read_s + extract_s, job.read_s, extract_s, job.out.c_str());
     }
-    total_features += static_cast<long long>(features.size());
-    std::printf("%s: %d x %d, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
-                path.c_str(), image.width, image.height, features.size(), timer.Seconds(),
-                read_s, extract_s, out.c_str());
     std::fflush(stdout);
   }
   const int ok = num_images - static_cast<int>(failed.size());
@@ -124,7 +189,7 @@ int RunExtract(const ExtractArgs& a) {
     for (const auto& [path, reason] : failed) {
       std::fprintf(stderr, "  %s\n", path.c_str());
     }
-    return 2;
+    return exit_code;
   }
   return 0;
 }
@@ -145,6 +210,9 @@ Runner RegisterExtract(CLI::App& app) {
   app.add_flag("--root-sift", a->root_sift, "Root-SIFT descriptors (L1 normalise, sqrt)");
   app.add_option("--threads", a->threads, "Worker threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--cuda-streams", a->cuda_streams,
+                 "With --device cuda: images in flight at once (1..64)")
+      ->capture_default_str();
   app.add_option("-o,--output", a->output_dir,
                  "Output directory (created if missing): <image file name>.tpfeat per image")
       ->required();
