@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
   const Runner run_bench = RegisterBench(*bench);
   CLI::App* extract = app.add_subcommand("extract", "Detect and describe features (SIFT) in images");
   const Runner run_extract = RegisterExtract(*extract);
+  CLI::App* track = app.add_subcommand("track", "Track FAST corners through an image sequence (LK)");
+  const Runner run_track = RegisterTrack(*track);
   CLI::App* version = app.add_subcommand("version", "Print version, commit, build flags and GPUs");
 
   try {
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
   if (synth->parsed()) return run_synth();
   if (bench->parsed()) return run_bench();
   if (extract->parsed()) return run_extract();
+  if (track->parsed()) return run_track();
   if (version->parsed()) return RunVersion();
   return 2;
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# track_sequence.sh TIEPOINT WORKDIR IMAGE: `tiepoint track` over three copies of one frame
+# (nothing moves): every track of frame 0 is in frames 1 and 2 at the same place, lines are
+# "track_id frame x y", one SVG per frame embedding the frame as a PNG. Then failures that
+# must leave no output: a frame of another size (named, exit 2) and two frames whose SVGs
+# would have the same name.
+set -u
+tp=$1; dir=$2; img=$3
+rm -rf "$dir"; mkdir -p "$dir/b"
+for i in 0 1 2; do cp "$img" "$dir/frame$i.pgm"; done
+cp "$img" "$dir/b/frame0.pgm"
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$dir/stdout"; echo "--- stderr"; cat "$dir/stderr"; exit 1; }
+"$tp" track "$dir"/frame0.pgm "$dir"/frame1.pgm "$dir"/frame2.pgm --fast-threshold 10 \
+  -o "$dir/tracks.txt" --svg "$dir/svg" >"$dir/stdout" 2>"$dir/stderr"
+rc=$?
+[ "$rc" = 0 ] || fail "exit code $rc, expected 0"
+[ -s "$dir/tracks.txt" ] || fail "no tracks file"
+awk '!/^#/ && NF != 4 {bad=1} END {exit bad}' "$dir/tracks.txt" || fail "a line is not 'track_id frame x y'"
+n0=$(awk '!/^#/ && $2 == 0' "$dir/tracks.txt" | wc -l)
+[ "$n0" -gt 0 ] || fail "no tracks in frame 0"
+for f in 1 2; do
+  diff <(awk -v f=0 '!/^#/ && $2 == f {print $1, $3, $4}' "$dir/tracks.txt") \
+       <(awk -v f=$f '!/^#/ && $2 == f {print $1, $3, $4}' "$dir/tracks.txt") >/dev/null ||
+    fail "frame $f does not repeat frame 0's tracks"
+done
+for i in 0 1 2; do
+  s="$dir/svg/frame$i.pgm.svg"
+  [ -s "$s" ] || fail "missing $s"
+  grep -q "data:image/png;base64,iVBORw0KGgo" "$s" || fail "$s does not embed a PNG"
+  [ "$(grep -c '<circle' "$s")" = "$n0" ] || fail "$s does not draw $n0 tracks"
+done
+grep -Eq "3 frames, $n0 tracks" "$dir/stdout" || fail "no summary line"
+ls "$dir" "$dir/svg" | grep -q "tmp-" && fail "temporary left behind"
+
+# A frame of another size: named, exit 2, no tracks file, no SVG.
+printf 'P5\n40 30\n255\n' >"$dir/small.pgm"
+head -c 1200 /dev/zero >>"$dir/small.pgm"
+rm -rf "$dir/out"
+"$tp" track "$dir/frame0.pgm" "$dir/small.pgm" -o "$dir/out/tracks.txt" --svg "$dir/out/svg" \
+  >"$dir/stdout" 2>"$dir/stderr"
+rc=$?
+[ "$rc" = 2 ] || fail "size mismatch: exit code $rc, expected 2"
+grep -q "small.pgm: frame 1 is 40x30, the sequence started at" "$dir/stderr" || fail "size mismatch not explained"
+[ ! -e "$dir/out" ] || fail "output written for a failed run"
+
+# Two frames whose SVGs would share a name.
+"$tp" track "$dir/frame0.pgm" "$dir/b/frame0.pgm" -o "$dir/clash.txt" --svg "$dir/clash" \
+  >"$dir/stdout" 2>"$dir/stderr"
+rc=$?
+[ "$rc" = 2 ] || fail "SVG name clash: exit code $rc, expected 2"
+grep -q "would overwrite" "$dir/stderr" || fail "SVG name clash not explained"
+[ ! -e "$dir/clash.txt" ] || fail "tracks written although the SVGs failed"
+exit 0
