@@ -1,0 +1,451 @@
+// fast_lk_bench: FAST + grid suppression and LK tracking (features/frontend.h) on the GPU and
+// the CPU, side by side with OpenCV's FAST and calcOpticalFlowPyrLK on the same frames.
+//
+//  detect  A 752x480 frame (the EuRoC size the paper times: a crop of Oxford boat img1),
+//          3 levels, threshold 20, 32x32 cells. CUDA: kernel time (pyramid + segment test
+//          + suppression) from CUDA events, and the upload/download around it; CPU (OpenMP,
+//          all cores) and OpenCV (cv::FAST with its 3x3 suppression on each level of a
+//          cv::pyrDown pyramid): wall time. Medians over --reps runs after warm-up.
+//  track   200 FAST corners of KITTI 00 frame 0 (the 200 best) tracked into frame 1 over 4
+//          levels, 16x16 patches (8x8 from level 2), forward-backward check. CUDA: LK
+//          kernel time (forward + backward); CPU: TrackLk; OpenCV: calcOpticalFlowPyrLK
+//          winSize 16x16, maxLevel 3, forward and backward, on prebuilt pyramids.
+//  batch   The whole tracker (SequenceTracker: upload, pyramid, LK with the check,
+//          re-detection) over --batch frames (KITTI frames 0..4 played back and forth),
+//          frames per second, against an OpenCV loop doing the same work (pyramid, FAST on 3
+//          levels, LK forward + backward).
+// Writes JSON (--out) with the device, commit and build flags.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/features2d.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/video/tracking.hpp>
+
+#include "features/fast.h"
+#include "features/fast_cuda.h"
+#include "features/frontend.h"
+#include "features/lk.h"
+#include "features/pyramid.h"
+#include "io/base/cuda_device.h"
+#include "io/image.h"
+#include "tiepoint/build_info.h"
+
+namespace tiepoint {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double Us(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+bool Load(const std::string& path, ImageU8* out) {
+  GrayImage g;
+  const Status s = ReadImageGray(path, &g);
+  if (!s.ok()) {
+    std::fprintf(stderr, "fast_lk_bench: %s\n", s.ToString().c_str());
+    return false;
+  }
+  *out = QuantizeImage(g);
+  return true;
+}
+
+ImageU8 Crop(const ImageU8& in, int x0, int y0, int w, int h) {
+  ImageU8 out{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h)};
+  for (int y = 0; y < h; ++y) {
+    std::copy_n(&in.data[static_cast<size_t>(y + y0) * in.width + x0], w,
+                &out.data[static_cast<size_t>(y) * w]);
+  }
+  return out;
+}
+
+cv::Mat ToMat(const ImageU8& img) {
+  return cv::Mat(img.height, img.width, CV_8UC1, const_cast<uint8_t*>(img.data.data())).clone();
+}
+
+// OpenCV FAST on `levels` levels of a pyrDown pyramid; returns the corner count.
+size_t OpenCvFast(const cv::Mat& frame, int levels, int threshold) {
+  std::vector<cv::Mat> pyr;
+  cv::buildPyramid(frame, pyr, levels - 1);
+  size_t n = 0;
+  std::vector<cv::KeyPoint> kp;
+  for (int l = 0; l < levels; ++l) {
+    cv::FAST(pyr[l], kp, threshold, true, cv::FastFeatureDetector::TYPE_9_16);
+    n += kp.size();
+  }
+  return n;
+}
+
+int Main(int argc, char** argv) {
+  std::string data = std::getenv("TIEPOINT_SHARED_DATA") ? std::getenv("TIEPOINT_SHARED_DATA")
+                                                          : "../shared/data";
+  std::string out_path;
+  int reps = 200, batch = 100;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fast_lk_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--data") {
+      data = next();
+    } else if (a == "--out") {
+      out_path = next();
+    } else if (a == "--reps") {
+      reps = std::max(1, std::atoi(next().c_str()));
+    } else if (a == "--batch") {
+      batch = std::max(2, std::atoi(next().c_str()));
+    } else {
+      std::fprintf(stderr, "usage: fast_lk_bench [--data DIR] [--out RESULT.json] [--reps N] "
+                           "[--batch FRAMES]\n");
+      return 2;
+    }
+  }
+  const std::string kitti = data + "/multiview/kitti_odometry_00_excerpt/sequences/00/image_0/";
+  ImageU8 boat, k[5];
+  if (!Load(data + "/features/oxford_boat/img1.pgm", &boat)) return 2;
+  for (int f = 0; f < 5; ++f) {
+    if (!Load(kitti + "00000" + std::to_string(f) + ".png", &k[f])) return 2;
+  }
+  const ImageU8 frame = Crop(boat, 49, 100, 752, 480);
+
+  json result;
+  result["benchmark"] = "fast_lk_bench";
+  result["commit"] = kGitCommit;
+  result["build_flags"] = kBuildFlags;
+  result["cpu_threads"] = std::thread::hardware_concurrency();
+  result["opencv"] = CV_VERSION;
+  result["opencv_threads"] = cv::getNumThreads();
+  std::vector<CudaDeviceInfo> devices;
+  const bool gpu = QueryCudaDevices(&devices).ok() && !devices.empty();
+  result["gpu"] = gpu ? devices[0].name : "none";
+  std::printf("fast_lk_bench: commit %s, %u CPU threads, OpenCV %s, GPU %s\n", kGitCommit,
+              std::thread::hardware_concurrency(), CV_VERSION,
+              gpu ? devices[0].name.c_str() : "none");
+
+  // ---- detect ----------------------------------------------------------------------
+  FrontEndOptions options;
+  options.fast.levels = 3;
+  options.fast.threshold = 20;
+  options.lk.levels = 4;
+  json detect;
+  detect["frame"] = "oxford_boat/img1.pgm cropped to 752x480 at (49, 100)";
+  detect["levels"] = 3;
+  detect["threshold"] = 20;
+  detect["cell"] = "32x32";
+  {
+    std::vector<double> t;
+    ImagePyramid pyr;
+    std::vector<FastCorner> corners;
+    FrontEndOptions cpu_options = options;
+    cpu_options.fast.levels = 3;
+    for (int r = 0; r < reps / 4 + 5; ++r) {
+      const auto a = Clock::now();
+      if (!BuildPyramid(frame, 3, 0, &pyr).ok() ||
+          !DetectFast(pyr, cpu_options.fast, nullptr, &corners).ok()) {
+        return 1;
+      }
+      if (r >= 5) t.push_back(Us(a, Clock::now()));
+    }
+    detect["cpu_us"] = Median(t);
+    detect["corners"] = corners.size();
+    std::vector<double> tc;
+    const cv::Mat m = ToMat(frame);
+    size_t n = 0;
+    for (int r = 0; r < reps / 4 + 5; ++r) {
+      const auto a = Clock::now();
+      n = OpenCvFast(m, 3, 20);
+      if (r >= 5) tc.push_back(Us(a, Clock::now()));
+    }
+    detect["opencv_us"] = Median(tc);
+    detect["opencv_corners_before_grid"] = n;
+    std::printf("detect 752x480, 3 levels: CPU %.1f us (%zu corners), OpenCV FAST %.1f us (%zu "
+                "corners, 3x3 suppression only)\n",
+                Median(t), corners.size(), Median(tc), n);
+  }
+  if (gpu) {
+    std::unique_ptr<FastLkFrontEnd> fe;
+    const Status s = FastLkFrontEnd::Create(options, Device::kCuda, &fe);
+    if (!s.ok()) {
+      std::fprintf(stderr, "fast_lk_bench: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::vector<double> kernels, pyramid, det, upload, download, wall;
+    std::vector<FastCorner> corners;
+    for (int r = 0; r < reps + 20; ++r) {
+      const auto a = Clock::now();
+      if (!fe->SetFrame(0, frame).ok() || !fe->Detect(0, nullptr, &corners).ok()) return 1;
+      const auto b = Clock::now();
+      CudaFrontEndTimes times;
+      if (!LastCudaFrontEndTimes(fe.get(), &times).ok()) return 1;
+      if (r < 20) continue;
+      kernels.push_back(times.pyramid_us + times.detect_us);
+      pyramid.push_back(times.pyramid_us);
+      det.push_back(times.detect_us);
+      upload.push_back(times.upload_us);
+      download.push_back(times.download_us);
+      wall.push_back(Us(a, b));
+    }
+    detect["cuda_kernels_us"] = Median(kernels);
+    detect["cuda_pyramid_us"] = Median(pyramid);
+    detect["cuda_fast_nms_us"] = Median(det);
+    detect["cuda_upload_us"] = Median(upload);
+    detect["cuda_download_us"] = Median(download);
+    detect["cuda_wall_us"] = Median(wall);
+    detect["cuda_corners"] = corners.size();
+    detect["target_us"] = 30;
+    detect["opencv_over_cuda_kernels"] = detect["opencv_us"].get<double>() / Median(kernels);
+    detect["opencv_over_cuda_wall"] = detect["opencv_us"].get<double>() / Median(wall);
+    std::printf("detect CUDA: kernels %.1f us (pyramid %.1f + FAST/NMS %.1f; target <= 30), upload "
+                "%.1f us, download %.1f us, wall %.1f us; %zu corners\n",
+                Median(kernels), Median(pyramid), Median(det), Median(upload), Median(download),
+                Median(wall), corners.size());
+  }
+  result["detect"] = detect;
+
+  // ---- track 200 features over 4 levels ---------------------------------------------
+  json track;
+  ImagePyramid p0, p1;
+  if (!BuildPyramid(k[0], 4, 0, &p0).ok() || !BuildPyramid(k[1], 4, 0, &p1).ok()) return 1;
+  std::vector<FastCorner> corners;
+  if (!DetectFast(p0, options.fast, nullptr, &corners).ok()) return 1;
+  std::stable_sort(corners.begin(), corners.end(),
+                   [](const FastCorner& a, const FastCorner& b) { return a.score > b.score; });
+  corners.resize(std::min<size_t>(200, corners.size()));
+  std::vector<Point2f> pts;
+  std::vector<cv::Point2f> cv_pts;
+  for (const FastCorner& c : corners) {
+    pts.push_back({c.x, c.y});
+    cv_pts.emplace_back(c.x, c.y);
+  }
+  track["frames"] = "KITTI 00 000000.png -> 000001.png (1241x376)";
+  track["features"] = pts.size();
+  track["levels"] = 4;
+  {
+    std::vector<double> t;
+    std::vector<LkResult> r;
+    for (int i = 0; i < reps / 4 + 5; ++i) {
+      const auto a = Clock::now();
+      if (!TrackLk(p0, p1, pts, nullptr, options.lk, &r).ok()) return 1;
+      if (i >= 5) t.push_back(Us(a, Clock::now()));
+    }
+    int ok = 0;
+    for (const LkResult& x : r) ok += x.status == LkStatus::kTracked;
+    track["cpu_us"] = Median(t);
+    track["cpu_tracked"] = ok;
+    std::vector<cv::Mat> c0, c1;
+    const cv::Mat m0 = ToMat(k[0]), m1 = ToMat(k[1]);
+    const cv::Size win(16, 16);
+    cv::buildOpticalFlowPyramid(m0, c0, win, 3);
+    cv::buildOpticalFlowPyramid(m1, c1, win, 3);
+    std::vector<cv::Point2f> fwd, back;
+    std::vector<uchar> s1, s2;
+    std::vector<float> e1, e2;
+    std::vector<double> tf, tfb;
+    for (int i = 0; i < reps / 4 + 5; ++i) {
+      const auto a = Clock::now();
+      cv::calcOpticalFlowPyrLK(c0, c1, cv_pts, fwd, s1, e1, win, 3);
+      const auto b = Clock::now();
+      cv::calcOpticalFlowPyrLK(c1, c0, fwd, back, s2, e2, win, 3);
+      const auto c = Clock::now();
+      if (i >= 5) {
+        tf.push_back(Us(a, b));
+        tfb.push_back(Us(a, c));
+      }
+    }
+    int cv_ok = 0;
+    for (size_t i = 0; i < cv_pts.size(); ++i) {
+      cv_ok += s1[i] && s2[i] && cv::norm(back[i] - cv_pts[i]) <= options.lk.fb_threshold;
+    }
+    track["opencv_forward_us"] = Median(tf);
+    track["opencv_forward_backward_us"] = Median(tfb);
+    track["opencv_tracked"] = cv_ok;
+    std::printf("track 200 over 4 levels (with forward-backward): CPU %.1f us (%d tracked), "
+                "OpenCV %.1f us forward, %.1f us both (%d tracked)\n",
+                Median(t), ok, Median(tf), Median(tfb), cv_ok);
+  }
+  if (gpu) {
+    std::unique_ptr<FastLkFrontEnd> fe;
+    if (!FastLkFrontEnd::Create(options, Device::kCuda, &fe).ok()) return 1;
+    FrontEndOptions fwd_only = options;
+    fwd_only.lk.fb_threshold = 0;
+    std::unique_ptr<FastLkFrontEnd> fe_fwd;
+    if (!FastLkFrontEnd::Create(fwd_only, Device::kCuda, &fe_fwd).ok()) return 1;
+    for (FastLkFrontEnd* f : {fe.get(), fe_fwd.get()}) {
+      if (!f->SetFrame(0, k[0]).ok() || !f->SetFrame(1, k[1]).ok()) return 1;
+    }
+    std::vector<double> kern, kern_fwd, wall;
+    std::vector<LkResult> r;
+    for (int i = 0; i < reps + 20; ++i) {
+      const auto a = Clock::now();
+      if (!fe->Track(0, 1, pts, nullptr, &r).ok()) return 1;
+      const auto b = Clock::now();
+      CudaFrontEndTimes times;
+      if (!LastCudaFrontEndTimes(fe.get(), &times).ok()) return 1;
+      std::vector<LkResult> rf;
+      if (!fe_fwd->Track(0, 1, pts, nullptr, &rf).ok()) return 1;
+      CudaFrontEndTimes tf;
+      if (!LastCudaFrontEndTimes(fe_fwd.get(), &tf).ok()) return 1;
+      if (i < 20) continue;
+      kern.push_back(times.track_us);
+      kern_fwd.push_back(tf.track_us);
+      wall.push_back(Us(a, b));
+    }
+    int ok = 0;
+    for (const LkResult& x : r) ok += x.status == LkStatus::kTracked;
+    track["cuda_kernel_us"] = Median(kern);
+    track["cuda_kernel_forward_only_us"] = Median(kern_fwd);
+    track["cuda_wall_us"] = Median(wall);
+    track["cuda_tracked"] = ok;
+    track["target_us"] = 50;
+    track["opencv_over_cuda_kernel"] = track["opencv_forward_backward_us"].get<double>() / Median(kern);
+    track["opencv_over_cuda_wall"] = track["opencv_forward_backward_us"].get<double>() / Median(wall);
+    std::printf("track CUDA: kernel %.1f us with the backward pass (target <= 50), %.1f us forward "
+                "only, wall %.1f us; %d tracked\n",
+                Median(kern), Median(kern_fwd), Median(wall), ok);
+  }
+  result["track"] = track;
+
+  // ---- batch throughput -------------------------------------------------------------
+  json batch_json;
+  batch_json["frames"] = batch;
+  batch_json["sequence"] = "KITTI 00 frames 0..4 played back and forth (1241x376)";
+  auto frame_at = [&](int i) -> const ImageU8& {
+    const int period = 8;  // 0 1 2 3 4 3 2 1
+    const int m = i % period;
+    return k[m <= 4 ? m : period - m];
+  };
+  auto run_tracker = [&](Device device, double* fps, double* survival) -> bool {
+    std::unique_ptr<FastLkFrontEnd> fe;
+    if (!FastLkFrontEnd::Create(options, device, &fe).ok()) return false;
+    SequenceTracker tracker(fe.get(), options);
+    for (int i = 0; i < 3; ++i) {
+      if (!tracker.AddFrame(frame_at(i), nullptr).ok()) return false;
+    }
+    SequenceTracker timed(fe.get(), options);
+    const auto a = Clock::now();
+    for (int i = 0; i < batch; ++i) {
+      if (!timed.AddFrame(frame_at(i), nullptr).ok()) return false;
+    }
+    *fps = batch / (Us(a, Clock::now()) * 1e-6);
+    long long in = 0, kept = 0;
+    for (size_t i = 0; i < timed.summary().tracks_in.size(); ++i) {
+      in += timed.summary().tracks_in[i];
+      kept += timed.summary().tracks_survived[i];
+    }
+    *survival = in ? static_cast<double>(kept) / in : 0;
+    return true;
+  };
+  double fps = 0, survival = 0;
+  if (!run_tracker(Device::kCpu, &fps, &survival)) return 1;
+  batch_json["cpu_frames_per_s"] = fps;
+  batch_json["cpu_survival"] = survival;
+  std::printf("batch CPU tracker: %.1f frames/s (%.1f%% of tracks survive a step)\n", fps,
+              100 * survival);
+  {
+    std::vector<cv::Mat> mats;
+    for (int i = 0; i < 5; ++i) mats.push_back(ToMat(k[i]));
+    auto mat_at = [&](int i) -> const cv::Mat& {
+      const int m = i % 8;
+      return mats[m <= 4 ? m : 8 - m];
+    };
+    const cv::Size win(16, 16);
+    std::vector<cv::Mat> prev_pyr, pyr;
+    std::vector<cv::Point2f> prev_pts;
+    const auto a = Clock::now();
+    for (int i = 0; i < batch; ++i) {
+      cv::buildOpticalFlowPyramid(mat_at(i), pyr, win, 3);
+      std::vector<cv::Point2f> kept;
+      if (!prev_pts.empty()) {
+        std::vector<cv::Point2f> fwd, back;
+        std::vector<uchar> s1, s2;
+        std::vector<float> e1, e2;
+        cv::calcOpticalFlowPyrLK(prev_pyr, pyr, prev_pts, fwd, s1, e1, win, 3);
+        cv::calcOpticalFlowPyrLK(pyr, prev_pyr, fwd, back, s2, e2, win, 3);
+        for (size_t j = 0; j < fwd.size(); ++j) {
+          if (s1[j] && s2[j] && cv::norm(back[j] - prev_pts[j]) <= 0.5) kept.push_back(fwd[j]);
+        }
+      }
+      // Detection on 3 levels with a 32x32 grid (best response per cell) fills the rest.
+      std::map<int, cv::KeyPoint> best;
+      std::vector<cv::Mat> levels;
+      cv::buildPyramid(mat_at(i), levels, 2);
+      std::vector<cv::KeyPoint> kp;
+      std::map<int, bool> occupied;
+      for (const cv::Point2f& p : kept) occupied[(static_cast<int>(p.y) / 32) * 64 + static_cast<int>(p.x) / 32] = true;
+      for (int l = 0; l < 3; ++l) {
+        cv::FAST(levels[l], kp, options.fast.threshold, true);
+        for (const cv::KeyPoint& q : kp) {
+          const float x = q.pt.x * (1 << l), y = q.pt.y * (1 << l);
+          const int cell = (static_cast<int>(y) / 32) * 64 + static_cast<int>(x) / 32;
+          if (occupied.count(cell)) continue;
+          auto it = best.find(cell);
+          if (it == best.end() || it->second.response < q.response) best[cell] = cv::KeyPoint(x, y, 7, -1, q.response);
+        }
+      }
+      for (const auto& kv : best) kept.push_back(kv.second.pt);
+      prev_pts = kept;
+      std::swap(prev_pyr, pyr);
+    }
+    const double cv_fps = batch / (Us(a, Clock::now()) * 1e-6);
+    batch_json["opencv_frames_per_s"] = cv_fps;
+    std::printf("batch OpenCV loop: %.1f frames/s\n", cv_fps);
+  }
+  if (gpu) {
+    if (!run_tracker(Device::kCuda, &fps, &survival)) return 1;
+    batch_json["cuda_frames_per_s"] = fps;
+    batch_json["cuda_survival"] = survival;
+    batch_json["cuda_over_opencv"] = fps / batch_json["opencv_frames_per_s"].get<double>();
+    std::printf("batch CUDA tracker: %.1f frames/s (%.1f%% survive)\n", fps, 100 * survival);
+    // Detection alone, frame after frame (upload + pyramid + FAST + NMS + download).
+    std::unique_ptr<FastLkFrontEnd> fe;
+    if (!FastLkFrontEnd::Create(options, Device::kCuda, &fe).ok()) return 1;
+    std::vector<FastCorner> c;
+    const auto a = Clock::now();
+    for (int i = 0; i < batch; ++i) {
+      if (!fe->SetFrame(i % 2, frame).ok() || !fe->Detect(i % 2, nullptr, &c).ok()) return 1;
+    }
+    batch_json["cuda_detect_752x480_frames_per_s"] = batch / (Us(a, Clock::now()) * 1e-6);
+    std::printf("batch CUDA detection 752x480: %.0f frames/s\n",
+                batch_json["cuda_detect_752x480_frames_per_s"].get<double>());
+  }
+  result["batch"] = batch_json;
+
+  if (!out_path.empty()) {
+    std::ofstream out(out_path);
+    out << result.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "fast_lk_bench: cannot write %s\n", out_path.c_str());
+      return 2;
+    }
+    std::printf("wrote %s\n", out_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tiepoint
+
+int main(int argc, char** argv) { return tiepoint::Main(argc, argv); }
