@@ -25,6 +25,7 @@ struct BaArgs {
   std::string precision = "float";
   std::string jacobian = "stored";
   std::string device = "cpu";
+  int cg_min_iterations = 1;
   int cg_max_iterations = 100;
   double cg_eta = 0.1;
   std::string cg_stop = "quadratic";
@@ -112,6 +113,7 @@ int RunBa(const BaArgs& a) {
                                                    "': expected stored or recompute"));
   }
   options.recompute_jacobian = a.jacobian == "recompute";
+  options.cg_min_iterations = a.cg_min_iterations;
   options.cg_max_iterations = a.cg_max_iterations;
   options.cg_eta = a.cg_eta;
   if (a.cg_stop != "residual" && a.cg_stop != "quadratic") {
@@ -226,6 +228,9 @@ Runner RegisterBa(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--jacobian", a->jacobian,
                  "PCG: stored | recompute (re-evaluate J in every product, for memory)")
+      ->capture_default_str();
+  app.add_option("--cg-min-iterations", a->cg_min_iterations,
+                 "PCG: minimum CG iterations per LM step (before any stopping rule)")
       ->capture_default_str();
   app.add_option("--cg-max-iterations", a->cg_max_iterations, "PCG: maximum CG iterations per LM step")
       ->capture_default_str();

@@ -12,10 +12,8 @@ namespace tiepoint {
 namespace {
 
 constexpr int kThreads = 256;             // threads per block for per-item kernels
-constexpr int kWarpsPerBlock = kThreads / 32;
 
 int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
-int WarpBlocks(int64_t n) { return static_cast<int>((n + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
 // Device memory owned RAII-style; Allocate reports failures as a Status.
 template <typename T>
@@ -160,6 +158,10 @@ __device__ void BalEvaluate(const double* cam, const double* X, const double* ob
   jc[8] = f * r2 * r2 * px;  jc[17] = f * r2 * r2 * py;
 }
 
+// Jacobian storage: structure-of-arrays planes over the observations (point-major order),
+// plane a of J'_c at jc + a n (a < 18: row 0 then row 1), of J'_p at jp + a n (a < 6), of
+// the weighted residual at r + a n (a < 2): consecutive threads (observations) read
+// consecutive addresses, so every warp load is a whole number of 128-byte lines.
 struct ProblemView {
   int64_t n;
   int nc, np;
@@ -170,7 +172,15 @@ struct ProblemView {
   const int* camera_ptr;
   const int* camera_obs;
   const unsigned char* fixed;  // 9 per camera, or null
+  const int* chunk_point;      // first point of each chunk (num_chunks + 1)
+  int num_chunks;
 };
+
+// Chunks of whole points for the fused Schur kernel: at most kChunkObs observations
+// (unless one point has more) and kChunkPoints points each.
+constexpr int kChunkObs = 1024;
+constexpr int kChunkPoints = 1024;
+constexpr int kFusedThreads = 512;
 
 // Per observation: cost (rho), and with `jc`: weighted residual and scaled Jacobian blocks.
 __global__ void EvaluateKernel(ProblemView p, DeviceLoss loss, const double* cams,
@@ -188,13 +198,14 @@ __global__ void EvaluateKernel(ProblemView p, DeviceLoss loss, const double* cam
   if (!jc_out) return;
   const double w = sqrt(drho);
   const unsigned char* f = p.fixed ? p.fixed + 9 * c : nullptr;
+  const int64_t n = p.n;
   for (int row = 0; row < 2; ++row) {
     for (int a = 0; a < 9; ++a) {
       const double v = (f && f[a]) ? 0.0 : jc[9 * row + a] * w * cam_scale[9 * c + a];
-      jc_out[18 * i + 9 * row + a] = static_cast<float>(v);
+      jc_out[(9 * row + a) * n + i] = static_cast<float>(v);
     }
-    for (int a = 0; a < 3; ++a) jp_out[6 * i + 3 * row + a] = static_cast<float>(jp[3 * row + a] * w * pt_scale[3 * j + a]);
-    r_out[2 * i + row] = static_cast<float>(r[row] * w);
+    for (int a = 0; a < 3; ++a) jp_out[(3 * row + a) * n + i] = static_cast<float>(jp[3 * row + a] * w * pt_scale[3 * j + a]);
+    r_out[row * n + i] = static_cast<float>(r[row] * w);
   }
 }
 
@@ -203,13 +214,14 @@ __global__ void PointGradientKernel(ProblemView p, const float* jp, const float*
                                     const double* pt_scale, double* g, double* diag) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.np) return;
+  const int64_t n = p.n;
   double gs[3] = {0, 0, 0}, ds[3] = {0, 0, 0};
   for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
-    const float* J = jp + 6 * static_cast<int64_t>(i);
-    const double r0 = r[2 * static_cast<int64_t>(i)], r1 = r[2 * static_cast<int64_t>(i) + 1];
+    const double r0 = r[i], r1 = r[n + i];
     for (int a = 0; a < 3; ++a) {
-      gs[a] += J[a] * r0 + J[3 + a] * r1;
-      ds[a] += static_cast<double>(J[a]) * J[a] + static_cast<double>(J[3 + a]) * J[3 + a];
+      const double j0 = jp[a * n + i], j1 = jp[(3 + a) * n + i];
+      gs[a] += j0 * r0 + j1 * r1;
+      ds[a] += j0 * j0 + j1 * j1;
     }
   }
   for (int a = 0; a < 3; ++a) {
@@ -223,34 +235,60 @@ __device__ double WarpSum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
   return v;
 }
-__device__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
 
-// Per camera, a warp over its observations: unscaled gradient and diagonal.
-__global__ void CameraGradientKernel(ProblemView p, const float* jc, const float* r,
-                                     const double* cam_scale, double* g, double* diag) {
-  const int c = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (c >= p.nc) return;
-  double gs[9] = {0}, ds[9] = {0};
-  for (int k = p.camera_ptr[c] + lane; k < p.camera_ptr[c + 1]; k += 32) {
+// Per camera (a block of 8 warps over its observations; each lane two of 54 entries: the
+// 45 upper entries of U = J'_c^T J'_c, then the 9 of J'_c^T r), summed over the warps in
+// shared memory: U (81 doubles, scaled) and the unscaled gradient and diagonal.
+constexpr int kGramThreads = 256;
+__global__ void CameraGramKernel(ProblemView p, const float* jc, const float* r,
+                                 const double* cam_scale, double* u0, double* g, double* diag) {
+  __shared__ double part[kGramThreads / 32][54];
+  const int c = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = p.n;
+  int ea[2], eb[2];
+  for (int e = 0; e < 2; ++e) {
+    int idx = lane + 32 * e, a = 0;
+    if (idx >= 45) { ea[e] = -1; eb[e] = idx - 45; continue; }  // gradient entry
+    while (idx >= 9 - a) { idx -= 9 - a; ++a; }
+    ea[e] = a;
+    eb[e] = a + idx;
+  }
+  double acc[2] = {0, 0};
+  for (int k = p.camera_ptr[c] + warp; k < p.camera_ptr[c + 1]; k += kGramThreads / 32) {
     const int64_t i = p.camera_obs[k];
-    const float* J = jc + 18 * i;
-    const double r0 = r[2 * i], r1 = r[2 * i + 1];
-    for (int a = 0; a < 9; ++a) {
-      gs[a] += J[a] * r0 + J[9 + a] * r1;
-      ds[a] += static_cast<double>(J[a]) * J[a] + static_cast<double>(J[9 + a]) * J[9 + a];
+    for (int e = 0; e < 2; ++e) {
+      if (lane + 32 * e >= 54) continue;
+      if (ea[e] < 0) {
+        const int a = eb[e];
+        acc[e] += static_cast<double>(jc[a * n + i]) * r[i] + static_cast<double>(jc[(9 + a) * n + i]) * r[n + i];
+      } else {
+        acc[e] += static_cast<double>(jc[ea[e] * n + i]) * jc[eb[e] * n + i] +
+                  static_cast<double>(jc[(9 + ea[e]) * n + i]) * jc[(9 + eb[e]) * n + i];
+      }
     }
   }
-  for (int a = 0; a < 9; ++a) {
-    const double gsum = WarpSum(gs[a]), dsum = WarpSum(ds[a]);
-    if (lane == 0) {
-      const double s = cam_scale[9 * c + a];
-      g[9 * c + a] = gsum / s;
-      diag[9 * c + a] = dsum / (s * s);
-    }
+  for (int e = 0; e < 2; ++e) {
+    if (lane + 32 * e < 54) part[warp][lane + 32 * e] = acc[e];
+  }
+  __syncthreads();
+  if (threadIdx.x >= 54) return;
+  const int e = threadIdx.x;
+  double s = 0.0;
+  for (int w = 0; w < kGramThreads / 32; ++w) s += part[w][e];
+  if (e >= 45) {
+    const int a = e - 45;
+    g[9 * c + a] = s / cam_scale[9 * c + a];
+    return;
+  }
+  int idx = e, a = 0;
+  while (idx >= 9 - a) { idx -= 9 - a; ++a; }
+  const int b = a + idx;
+  u0[81LL * c + 9 * a + b] = s;
+  u0[81LL * c + 9 * b + a] = s;
+  if (a == b) {
+    const double sc = cam_scale[9 * c + a];
+    diag[9 * c + a] = s / (sc * sc);
   }
 }
 
@@ -259,8 +297,9 @@ __global__ void RescaleKernel(ProblemView p, const double* cam_scale, const doub
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= p.n) return;
   const int c = p.obs_camera[i], j = p.obs_point[i];
-  for (int k = 0; k < 18; ++k) jc[18 * i + k] = static_cast<float>(jc[18 * i + k] * cam_scale[9 * c + k % 9]);
-  for (int k = 0; k < 6; ++k) jp[6 * i + k] = static_cast<float>(jp[6 * i + k] * pt_scale[3 * j + k % 3]);
+  const int64_t n = p.n;
+  for (int k = 0; k < 18; ++k) jc[k * n + i] = static_cast<float>(jc[k * n + i] * cam_scale[9 * c + k % 9]);
+  for (int k = 0; k < 6; ++k) jp[k * n + i] = static_cast<float>(jp[k * n + i] * pt_scale[3 * j + k % 3]);
 }
 
 // Point blocks V_p = J'_p^T J'_p + D'_p, inverted (3x3, adjugate in double).
@@ -268,11 +307,13 @@ __global__ void PointPreconditionerKernel(ProblemView p, const float* jp, const 
                                           const double* pt_scale, float* dp, float* vinv) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.np) return;
+  const int64_t n = p.n;
   double V[9] = {0};
   for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
-    const float* J = jp + 6 * static_cast<int64_t>(i);
+    double J[6];
+    for (int k = 0; k < 6; ++k) J[k] = jp[k * n + i];
     for (int a = 0; a < 3; ++a)
-      for (int b = 0; b < 3; ++b) V[3 * a + b] += static_cast<double>(J[a]) * J[b] + static_cast<double>(J[3 + a]) * J[3 + b];
+      for (int b = 0; b < 3; ++b) V[3 * a + b] += J[a] * J[b] + J[3 + a] * J[3 + b];
   }
   for (int a = 0; a < 3; ++a) {
     const double s = pt_scale[3 * j + a];
@@ -289,45 +330,21 @@ __global__ void PointPreconditionerKernel(ProblemView p, const float* jp, const 
   out[6] = c02 * id; out[7] = (V[1] * V[6] - V[0] * V[7]) * id; out[8] = (V[0] * V[4] - V[1] * V[3]) * id;
 }
 
-// Camera blocks U_i = J'_c^T J'_c (a warp per camera, each lane two of the 45 upper
-// entries), then + D', inverted by Cholesky in double by lane 0.
-__global__ void CameraPreconditionerKernel(ProblemView p, const float* jc, const double* d,
+// Camera blocks U_i + D'_i (U from CameraGramKernel), inverted by Cholesky in double
+// (thread per camera).
+__global__ void CameraPreconditionerKernel(int nc, const double* u0, const double* d,
                                            const double* cam_scale, float* dc, float* uinv) {
-  __shared__ double U[kWarpsPerBlock][81];
-  const int wib = threadIdx.x / 32;
-  const int c = blockIdx.x * kWarpsPerBlock + wib;
-  const int lane = threadIdx.x % 32;
-  if (c >= p.nc) return;
-  int ea[2], eb[2];
-  for (int e = 0; e < 2; ++e) {
-    int idx = lane + 32 * e, a = 0;
-    while (idx >= 9 - a && a < 9) { idx -= 9 - a; ++a; }
-    ea[e] = a;
-    eb[e] = a + idx;
-  }
-  double acc[2] = {0, 0};
-  for (int k = p.camera_ptr[c]; k < p.camera_ptr[c + 1]; ++k) {
-    const float* J = jc + 18 * static_cast<int64_t>(p.camera_obs[k]);
-    for (int e = 0; e < 2; ++e) {
-      if (lane + 32 * e < 45) acc[e] += static_cast<double>(J[ea[e]]) * J[eb[e]] + static_cast<double>(J[9 + ea[e]]) * J[9 + eb[e]];
-    }
-  }
-  for (int e = 0; e < 2; ++e) {
-    if (lane + 32 * e < 45) {
-      U[wib][9 * ea[e] + eb[e]] = acc[e];
-      U[wib][9 * eb[e] + ea[e]] = acc[e];
-    }
-  }
-  __syncwarp();
-  if (lane != 0) return;
-  double* A = U[wib];
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= nc) return;
+  double A[81];
+  for (int k = 0; k < 81; ++k) A[k] = u0[81LL * c + k];
   for (int a = 0; a < 9; ++a) {
     const double s = cam_scale[9 * c + a];
     const double da = d[9 * c + a] * s * s;
     dc[9 * c + a] = static_cast<float>(da);
     A[10 * a] += da;
   }
-  // In-place Cholesky A = L L^T, then inverse = L^-T L^-1 column by column.
+  // A = L L^T, then the inverse L^-T L^-1 column by column.
   double L[81] = {0};
   for (int j = 0; j < 9; ++j) {
     double s = A[10 * j];
@@ -357,68 +374,101 @@ __global__ void CameraPreconditionerKernel(ProblemView p, const float* jc, const
   }
 }
 
-// Schur product, part 1 (thread per point): e_o = J'_c x_c - J'_p V^-1 sum J'_p^T J'_c x_c.
-// With `rhs_mode`, instead e_o = J'_p V^-1 b_p (for the reduced right-hand side).
-__global__ void SchurPointKernel(ProblemView p, const float* jc, const float* jp,
-                                 const float* vinv, const float* x, const float* bp,
-                                 float* e) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= p.np) return;
-  const int begin = p.point_ptr[j], end = p.point_ptr[j + 1];
-  const float* Vi = vinv + 9 * static_cast<int64_t>(j);
-  float acc[3] = {0, 0, 0};
-  if (bp) {
-    for (int a = 0; a < 3; ++a) acc[a] = bp[3 * j + a];
-  } else {
-    for (int i = begin; i < end; ++i) {
-      const float* Jc = jc + 18 * static_cast<int64_t>(i);
-      const float* Jp = jp + 6 * static_cast<int64_t>(i);
-      const float* xc = x + 9 * p.obs_camera[i];
-      float y0 = 0, y1 = 0;
-      for (int a = 0; a < 9; ++a) { y0 += Jc[a] * xc[a]; y1 += Jc[9 + a] * xc[a]; }
-      e[2 * static_cast<int64_t>(i)] = y0;
-      e[2 * static_cast<int64_t>(i) + 1] = y1;
-      for (int a = 0; a < 3; ++a) acc[a] += Jp[a] * y0 + Jp[3 + a] * y1;
+// The Schur product in one streaming pass over the point-major blocks (CG's hot loop),
+// block-persistent over chunks of whole points:
+//   phase 1 (kRhs false): per observation y_o = J'_c x_c, and sum J'_p^T y_o per point in
+//            shared memory;
+//   per point: z = V^-1 (that sum), or z = V^-1 b_p (kRhs: the reduced right-hand side);
+//   phase 2: e_o = y_o - J'_p z (or J'_p z), and J'_c^T e_o summed per camera: in this
+//            block's shared-memory camera accumulators (kSharedCameras, written out as
+//            one partial per block at the end), else straight into `partial` (one buffer).
+// Phase 2 re-reads the chunk's blocks, which the block read a moment before (L2), so
+// DRAM sees each block about once per product. SchurReduceKernel sums the partials.
+template <bool kRhs, bool kSharedCameras>
+__global__ void __launch_bounds__(kFusedThreads)
+SchurFusedKernel(ProblemView p, const float* jc, const float* jp, const float* vinv,
+                 const float* x, const float* bp, float* partial) {
+  extern __shared__ float smem[];
+  float* cam_acc = smem;
+  float* pt = smem + (kSharedCameras ? 9 * p.nc : 0);  // 3 per point of the chunk
+  const int64_t n = p.n;
+  if (kSharedCameras) {
+    for (int k = threadIdx.x; k < 9 * p.nc; k += blockDim.x) cam_acc[k] = 0.0f;
+  }
+  float* cams_out = kSharedCameras ? cam_acc : partial;
+  for (int chunk = blockIdx.x; chunk < p.num_chunks; chunk += gridDim.x) {
+    const int p0 = p.chunk_point[chunk], p1 = p.chunk_point[chunk + 1];
+    const int o0 = p.point_ptr[p0], o1 = p.point_ptr[p1];
+    const int npts = p1 - p0;
+    __syncthreads();  // the previous chunk is done with pt[]
+    if (!kRhs) {
+      for (int k = threadIdx.x; k < 3 * npts; k += blockDim.x) pt[k] = 0.0f;
+      __syncthreads();
+      for (int i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
+        const float* xc = x + 9 * p.obs_camera[i];
+        float y0 = 0.0f, y1 = 0.0f;
+#pragma unroll
+        for (int a = 0; a < 9; ++a) {
+          const float xa = xc[a];
+          y0 += jc[a * n + i] * xa;
+          y1 += jc[(9 + a) * n + i] * xa;
+        }
+        float* acc = pt + 3 * (p.obs_point[i] - p0);
+#pragma unroll
+        for (int a = 0; a < 3; ++a) atomicAdd(acc + a, jp[a * n + i] * y0 + jp[(3 + a) * n + i] * y1);
+      }
+      __syncthreads();
+    }
+    for (int q = threadIdx.x; q < npts; q += blockDim.x) {
+      const int j = p0 + q;
+      float s[3];
+      for (int a = 0; a < 3; ++a) s[a] = kRhs ? bp[3 * j + a] : pt[3 * q + a];
+      const float* Vi = vinv + 9 * static_cast<int64_t>(j);
+      for (int a = 0; a < 3; ++a) pt[3 * q + a] = Vi[3 * a] * s[0] + Vi[3 * a + 1] * s[1] + Vi[3 * a + 2] * s[2];
+    }
+    __syncthreads();
+    for (int i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
+      const int c = p.obs_camera[i];
+      const float* z = pt + 3 * (p.obs_point[i] - p0);
+      float e0 = 0.0f, e1 = 0.0f;
+      if (!kRhs) {
+        const float* xc = x + 9 * c;
+#pragma unroll
+        for (int a = 0; a < 9; ++a) {
+          const float xa = xc[a];
+          e0 += jc[a * n + i] * xa;
+          e1 += jc[(9 + a) * n + i] * xa;
+        }
+      }
+      float w0 = 0.0f, w1 = 0.0f;
+#pragma unroll
+      for (int a = 0; a < 3; ++a) {
+        w0 += jp[a * n + i] * z[a];
+        w1 += jp[(3 + a) * n + i] * z[a];
+      }
+      e0 = kRhs ? w0 : e0 - w0;
+      e1 = kRhs ? w1 : e1 - w1;
+      float* out = cams_out + 9 * c;
+#pragma unroll
+      for (int a = 0; a < 9; ++a) atomicAdd(out + a, jc[a * n + i] * e0 + jc[(9 + a) * n + i] * e1);
     }
   }
-  float z[3];
-  for (int a = 0; a < 3; ++a) z[a] = Vi[3 * a] * acc[0] + Vi[3 * a + 1] * acc[1] + Vi[3 * a + 2] * acc[2];
-  for (int i = begin; i < end; ++i) {
-    const float* Jp = jp + 6 * static_cast<int64_t>(i);
-    const float w0 = Jp[0] * z[0] + Jp[1] * z[1] + Jp[2] * z[2];
-    const float w1 = Jp[3] * z[0] + Jp[4] * z[1] + Jp[5] * z[2];
-    if (bp) {
-      e[2 * static_cast<int64_t>(i)] = w0;
-      e[2 * static_cast<int64_t>(i) + 1] = w1;
-    } else {
-      e[2 * static_cast<int64_t>(i)] -= w0;
-      e[2 * static_cast<int64_t>(i) + 1] -= w1;
-    }
+  if (kSharedCameras) {
+    __syncthreads();
+    float* mine = partial + static_cast<int64_t>(blockIdx.x) * 9 * p.nc;
+    for (int k = threadIdx.x; k < 9 * p.nc; k += blockDim.x) mine[k] = cam_acc[k];
   }
 }
 
-// Schur product, part 2 (a warp per camera): out_c = base_c + sign * sum J'_c^T e_o, with
-// base = D'_c x_c (product) or b_c (reduced right-hand side).
-__global__ void SchurCameraKernel(ProblemView p, const float* jc, const float* e,
-                                  const float* dc, const float* x, const float* b, float sign,
-                                  float* out) {
-  const int c = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (c >= p.nc) return;
-  float acc[9] = {0};
-  for (int k = p.camera_ptr[c] + lane; k < p.camera_ptr[c + 1]; k += 32) {
-    const int64_t i = p.camera_obs[k];
-    const float* J = jc + 18 * i;
-    const float e0 = e[2 * i], e1 = e[2 * i + 1];
-    for (int a = 0; a < 9; ++a) acc[a] += J[a] * e0 + J[9 + a] * e1;
-  }
-  for (int a = 0; a < 9; ++a) {
-    const float s = WarpSum(acc[a]);
-    if (lane == 0) {
-      const float base = b ? b[9 * c + a] : dc[9 * c + a] * x[9 * c + a];
-      out[9 * c + a] = base + sign * s;
-    }
-  }
+// out_k = base_k + sign * sum over `parts` partials, base = D'_c x_c (product) or b_c.
+__global__ void SchurReduceKernel(int64_t nc9, int parts, const float* partial, const float* dc,
+                                  const float* x, const float* b, float sign, float* out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= nc9) return;
+  float s = 0.0f;
+  for (int t = 0; t < parts; ++t) s += partial[t * nc9 + k];
+  const float base = b ? b[k] : dc[k] * x[k];
+  out[k] = base + sign * s;
 }
 
 __global__ void CameraPreconditionKernel(int nc, const float* uinv, const float* in, float* out) {
@@ -438,14 +488,13 @@ __global__ void BackSubstituteKernel(ProblemView p, const float* jc, const float
                                      float* xp) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.np) return;
+  const int64_t n = p.n;
   float r[3] = {bp[3 * j], bp[3 * j + 1], bp[3 * j + 2]};
   for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
-    const float* Jc = jc + 18 * static_cast<int64_t>(i);
-    const float* Jp = jp + 6 * static_cast<int64_t>(i);
     const float* x = xc + 9 * p.obs_camera[i];
     float y0 = 0, y1 = 0;
-    for (int a = 0; a < 9; ++a) { y0 += Jc[a] * x[a]; y1 += Jc[9 + a] * x[a]; }
-    for (int a = 0; a < 3; ++a) r[a] -= Jp[a] * y0 + Jp[3 + a] * y1;
+    for (int a = 0; a < 9; ++a) { y0 += jc[a * n + i] * x[a]; y1 += jc[(9 + a) * n + i] * x[a]; }
+    for (int a = 0; a < 3; ++a) r[a] -= jp[a * n + i] * y0 + jp[(3 + a) * n + i] * y1;
   }
   const float* Vi = vinv + 9 * static_cast<int64_t>(j);
   for (int a = 0; a < 3; ++a) xp[3 * j + a] = Vi[3 * a] * r[0] + Vi[3 * a + 1] * r[1] + Vi[3 * a + 2] * r[2];
@@ -456,21 +505,52 @@ __global__ void JacobianNormKernel(ProblemView p, const float* jc, const float* 
                                    const double* xs, double* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= p.n) return;
+  const int64_t n = p.n;
   const double* xc = xs + 9 * p.obs_camera[i];
   const double* xp = xs + 9LL * p.nc + 3 * p.obs_point[i];
   double s = 0;
   for (int row = 0; row < 2; ++row) {
     double v = 0;
-    for (int a = 0; a < 9; ++a) v += jc[18 * i + 9 * row + a] * xc[a];
-    for (int a = 0; a < 3; ++a) v += jp[6 * i + 3 * row + a] * xp[a];
+    for (int a = 0; a < 9; ++a) v += jc[(9 * row + a) * n + i] * xc[a];
+    for (int a = 0; a < 3; ++a) v += jp[(3 * row + a) * n + i] * xp[a];
     s += v * v;
   }
   out[i] = s;
 }
 
-__global__ void DotKernel(int64_t n, const float* a, const float* b, double* out) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = static_cast<double>(a[i]) * b[i];
+// Several dot products of float vectors at once, in double: per-block partial sums
+// (warp shuffles, then shared memory), then one block sums the partials.
+constexpr int kMaxDots = 4;
+constexpr int kDotBlocks = 256;
+struct DotArgs {
+  const float* a[kMaxDots];
+  const float* b[kMaxDots];
+  int m;
+};
+__global__ void DotsPartialKernel(int64_t n, DotArgs args, double* partial) {
+  __shared__ double sh[kMaxDots][kThreads / 32];
+  double s[kMaxDots] = {0, 0, 0, 0};
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    for (int d = 0; d < args.m; ++d) s[d] += static_cast<double>(args.a[d][i]) * args.b[d][i];
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int d = 0; d < args.m; ++d) {
+    const double w = WarpSum(s[d]);
+    if (lane == 0) sh[d][warp] = w;
+  }
+  __syncthreads();
+  if (threadIdx.x < args.m) {
+    double t = 0.0;
+    for (int w = 0; w < kThreads / 32; ++w) t += sh[threadIdx.x][w];
+    partial[blockIdx.x * kMaxDots + threadIdx.x] = t;
+  }
+}
+__global__ void DotsFinalKernel(int blocks, int m, const double* partial, double* out) {
+  if (threadIdx.x >= m) return;
+  double t = 0.0;
+  for (int b = 0; b < blocks; ++b) t += partial[b * kMaxDots + threadIdx.x];
+  out[threadIdx.x] = t;
 }
 
 // x += alpha p; r -= alpha q.
@@ -571,20 +651,23 @@ class CudaLinearization : public Linearization {
   ProblemView View() const {
     return {p_.num_observations, p_.num_cameras, p_.num_points, obs_camera_.get(),
             obs_point_.get(), obs_xy_.get(), point_ptr_.get(), camera_ptr_.get(),
-            camera_obs_.get(), p_.has_fixed_parameters ? fixed_.get() : nullptr};
+            camera_obs_.get(), p_.has_fixed_parameters ? fixed_.get() : nullptr,
+            chunk_point_.get(), num_chunks_};
   }
 
   const BAProblem& p_;
   DeviceLoss loss_;
   bool scaled_ = false;
   Status error_;  // first CUDA error seen by an interface call that returns a scalar
-  DeviceArray<int> obs_camera_, obs_point_, point_ptr_, camera_ptr_, camera_obs_;
+  DeviceArray<int> obs_camera_, obs_point_, point_ptr_, camera_ptr_, camera_obs_, chunk_point_;
+  int num_chunks_ = 0;
+  DeviceArray<double> u0_;  // 81 per camera: J'_c^T J'_c at the last linearization
   // params_: 9 per camera then 3 per point; scale_ likewise (column scaling s).
   DeviceArray<double> obs_xy_, params_, scale_, g_dev_, diag_dev_, per_obs_;
   const double* cam_scale() const { return scale_.get(); }
   const double* pt_scale() const { return scale_.get() + 9LL * p_.num_cameras; }
   DeviceArray<unsigned char> fixed_;
-  DeviceArray<float> jc_, jp_, r_, e_;
+  DeviceArray<float> jc_, jp_, r_;  // structure-of-arrays planes (see ProblemView)
   DeviceArray<unsigned char> cub_temp_;
   DeviceArray<double> sum_;
   std::vector<double> g_, diag_, cam_scale_h_, pt_scale_h_;
@@ -594,8 +677,8 @@ Status CudaLinearization::Initialize() {
   const int64_t n = p_.num_observations;
   const int nc = p_.num_cameras, np = p_.num_points;
   // Everything the solve keeps on the device, to say how much is needed if it does not fit.
-  const size_t need = n * (4 + 4 + 16 + 4 + 72 + 24 + 8 + 8 + 8) + np * (4 + 24 + 24 + 24 + 36 + 12 + 40) +
-                      nc * (4 + 72 + 72 + 72 + 324 + 36 + 200);
+  const size_t need = n * (4 + 4 + 16 + 4 + 72 + 24 + 8 + 8) + np * (4 + 24 + 24 + 24 + 36 + 12 + 40) +
+                      nc * (4 + 72 + 72 + 72 + 324 + 648 + 36 + 200) + 256LL * 36 * nc;
   size_t free_bytes = 0, total_bytes = 0;
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (need > free_bytes) {
@@ -619,6 +702,25 @@ Status CudaLinearization::Initialize() {
   TIEPOINT_RETURN_IF_ERROR(camera_ptr_.Upload(camera_ptr.data(), nc + 1));
   TIEPOINT_RETURN_IF_ERROR(camera_obs_.Allocate(n));
   TIEPOINT_RETURN_IF_ERROR(camera_obs_.Upload(p_.camera_obs.data(), n));
+  // Chunks of whole points for the fused Schur kernel.
+  {
+    std::vector<int> chunks{0};
+    int obs_in = 0, pts_in = 0;
+    for (int j = 0; j < np; ++j) {
+      const int m = point_ptr[j + 1] - point_ptr[j];
+      if (pts_in > 0 && (obs_in + m > kChunkObs || pts_in == kChunkPoints)) {
+        chunks.push_back(j);
+        obs_in = pts_in = 0;
+      }
+      obs_in += m;
+      ++pts_in;
+    }
+    chunks.push_back(np);
+    num_chunks_ = static_cast<int>(chunks.size()) - 1;
+    TIEPOINT_RETURN_IF_ERROR(chunk_point_.Allocate(chunks.size()));
+    TIEPOINT_RETURN_IF_ERROR(chunk_point_.Upload(chunks.data(), chunks.size()));
+  }
+  TIEPOINT_RETURN_IF_ERROR(u0_.Allocate(81LL * nc));
   if (p_.has_fixed_parameters) {
     TIEPOINT_RETURN_IF_ERROR(fixed_.Allocate(9LL * nc));
     TIEPOINT_RETURN_IF_ERROR(fixed_.Upload(p_.camera_param_fixed.data(), 9LL * nc));
@@ -634,7 +736,6 @@ Status CudaLinearization::Initialize() {
   TIEPOINT_RETURN_IF_ERROR(jc_.Allocate(18 * n));
   TIEPOINT_RETURN_IF_ERROR(jp_.Allocate(6 * n));
   TIEPOINT_RETURN_IF_ERROR(r_.Allocate(2 * n));
-  TIEPOINT_RETURN_IF_ERROR(e_.Allocate(2 * n));
   TIEPOINT_RETURN_IF_ERROR(sum_.Allocate(1));
   size_t sum_bytes = 0, max_bytes = 0;
   cub::DeviceReduce::Sum(nullptr, sum_bytes, per_obs_.get(), sum_.get(), per_obs_.size());
@@ -707,8 +808,10 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
   double* ddev = diag_dev_.get();
   PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, jp_.get(), r_.get(), pt_scale(),
                                                   gdev + 9LL * v.nc, ddev + 9LL * v.nc);
-  CameraGradientKernel<<<WarpBlocks(v.nc), kThreads>>>(v, jc_.get(), r_.get(), cam_scale(),
-                                                      gdev, ddev);
+  if (v.nc > 0) {
+    CameraGramKernel<<<v.nc, kGramThreads>>>(v, jc_.get(), r_.get(), cam_scale(), u0_.get(),
+                                             gdev, ddev);
+  }
   if (!scaled_) {
     // Fix the column scaling s = 1 / sqrt(diag(J^T J)) and rescale the stored blocks: the
     // diagonal comes to the host once per solve.
@@ -720,6 +823,11 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
     Set(s, UploadScales());
     if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
     RescaleKernel<<<Blocks(v.n), kThreads>>>(v, cam_scale(), pt_scale(), jc_.get(), jp_.get());
+    // U' = S U S: the Gram blocks again, from the rescaled blocks (gradient unchanged).
+    if (v.nc > 0) {
+      CameraGramKernel<<<v.nc, kGramThreads>>>(v, jc_.get(), r_.get(), cam_scale(), u0_.get(),
+                                               gdev, ddev);
+    }
     scaled_ = true;
   }
   const cudaError_t err = cudaGetLastError();
@@ -746,14 +854,40 @@ double CudaLinearization::JacobianNormSquared(const double* xc, const double* xp
 class CudaPcg : public LinearSolver {
  public:
   CudaPcg(const PcgOptions& o, CudaLinearization& lin) : o_(o), lin_(lin) {}
+  bool force_global_camera_sums_ = false;  // tests: exercise the global-memory path
 
   Status Initialize() {
-    const int64_t nc9 = 9LL * lin_.p_.num_cameras, np3 = 3LL * lin_.p_.num_points;
+    const int nc = lin_.p_.num_cameras;
+    const int64_t nc9 = 9LL * nc, np3 = 3LL * lin_.p_.num_points;
     for (DeviceArray<float>* a : {&b_, &bc_, &x_, &r_, &z_, &q_, &dir_, &dc_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9));
     for (DeviceArray<float>* a : {&bp_, &xp_, &dp_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(np3));
-    TIEPOINT_RETURN_IF_ERROR(uinv_.Allocate(81LL * lin_.p_.num_cameras));
+    TIEPOINT_RETURN_IF_ERROR(uinv_.Allocate(81LL * nc));
     TIEPOINT_RETURN_IF_ERROR(vinv_.Allocate(9LL * lin_.p_.num_points));
     TIEPOINT_RETURN_IF_ERROR(d_.Allocate(nc9 + np3));
+    TIEPOINT_RETURN_IF_ERROR(dot_partial_.Allocate(kDotBlocks * kMaxDots));
+    TIEPOINT_RETURN_IF_ERROR(dot_out_.Allocate(kMaxDots));
+    // The fused Schur kernel keeps the camera sums in shared memory when they fit (one
+    // partial per block, summed by SchurReduceKernel), else adds them in global memory.
+    int device = 0, sms = 1, max_smem = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const size_t point_bytes = 3 * kChunkPoints * sizeof(float);
+    const size_t camera_bytes = 9 * static_cast<size_t>(nc) * sizeof(float);
+    shared_cameras_ = !force_global_camera_sums_ &&
+                      point_bytes + camera_bytes <= static_cast<size_t>(max_smem) - 8192;
+    smem_bytes_ = point_bytes + (shared_cameras_ ? camera_bytes : 0);
+    int per_sm = 1;
+    if (shared_cameras_) {
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, SchurFusedKernel<false, true>, kFusedThreads, smem_bytes_));
+    } else {
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, SchurFusedKernel<false, false>, kFusedThreads, smem_bytes_));
+    }
+    grid_ = std::max(1, std::min(std::max(1, per_sm) * sms, std::max(1, lin_.num_chunks_)));
+    parts_ = shared_cameras_ ? grid_ : 1;
+    TIEPOINT_RETURN_IF_ERROR(partial_.Allocate(std::max<int64_t>(1, parts_ * nc9)));
     return Status::Ok();
   }
 
@@ -764,25 +898,59 @@ class CudaPcg : public LinearSolver {
   // side in bc_, bp_; leaves the scaled solution in x_ (cameras) and xp_ (points).
   Status SolveDevice(const double* d_dev, LinearSolverSummary* summary);
   Status MeasureBandwidth(int repetitions, CudaBandwidthReport* report);
+  Status OperatorsForTest(const double* d, const std::vector<float>& x,
+                          const std::vector<float>& bc, const std::vector<float>& bp,
+                          std::vector<float>* sx, std::vector<float>* reduced);
 
  private:
   friend class CudaState;
+  // Up to kMaxDots dot products of nc9-long device vectors, one transfer to the host.
+  Status Dots(std::initializer_list<std::pair<const float*, const float*>> pairs, int64_t n,
+              double* out) {
+    DotArgs args{};
+    args.m = 0;
+    for (const auto& ab : pairs) {
+      args.a[args.m] = ab.first;
+      args.b[args.m] = ab.second;
+      ++args.m;
+    }
+    const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(kDotBlocks, Blocks(n))));
+    DotsPartialKernel<<<blocks, kThreads>>>(n, args, dot_partial_.get());
+    DotsFinalKernel<<<1, 32>>>(blocks, args.m, dot_partial_.get(), dot_out_.get());
+    return dot_out_.Download(out, args.m);
+  }
   double Dot(const DeviceArray<float>& a, const DeviceArray<float>& b, int64_t n) {
-    DotKernel<<<Blocks(n), kThreads>>>(n, a.get(), b.get(), lin_.per_obs_.get());
-    return lin_.Sum(lin_.per_obs_.get(), n);
+    double v = 0.0;
+    const Status s = Dots({{a.get(), b.get()}}, n, &v);
+    if (!s.ok() && lin_.error_.ok()) Set(lin_.error_, s);
+    return v;
   }
-  void ApplySchur(const float* x, float* y) {
+  // y = S x (kRhs false), or y = b - W V^-1 bp (kRhs true, x unused).
+  template <bool kRhs>
+  void Schur(const float* x, const float* bp, const float* b, float* y) {
     const ProblemView v = lin_.View();
-    SchurPointKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(), x,
-                                                 nullptr, lin_.e_.get());
-    SchurCameraKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), lin_.e_.get(), dc_.get(), x,
-                                                     nullptr, 1.0f, y);
+    const int64_t nc9 = 9LL * v.nc;
+    if (nc9 == 0) return;
+    if (shared_cameras_) {
+      SchurFusedKernel<kRhs, true><<<grid_, kFusedThreads, smem_bytes_>>>(
+          v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(), x, bp, partial_.get());
+    } else {
+      cudaMemsetAsync(partial_.get(), 0, nc9 * sizeof(float));
+      SchurFusedKernel<kRhs, false><<<grid_, kFusedThreads, smem_bytes_>>>(
+          v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(), x, bp, partial_.get());
+    }
+    SchurReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, parts_, partial_.get(), dc_.get(), x, b,
+                                                 kRhs ? -1.0f : 1.0f, y);
   }
+  void ApplySchur(const float* x, float* y) { Schur<false>(x, nullptr, nullptr, y); }
 
   PcgOptions o_;
   CudaLinearization& lin_;
-  DeviceArray<float> b_, bc_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_;
-  DeviceArray<double> d_;
+  DeviceArray<float> b_, bc_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_, partial_;
+  DeviceArray<double> d_, dot_partial_, dot_out_;
+  bool shared_cameras_ = false;
+  size_t smem_bytes_ = 0;
+  int grid_ = 1, parts_ = 1;
 };
 
 Status CudaPcg::Solve(const double* d_cameras, const double* d_points, const double* rhs_cameras,
@@ -824,13 +992,10 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
   // Damping and the block-Jacobi preconditioners.
   PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_dev + nc9,
                                                         lin_.pt_scale(), dp_.get(), vinv_.get());
-  CameraPreconditionerKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), d_dev,
-                                                            lin_.cam_scale(), dc_.get(), uinv_.get());
+  CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_dev,
+                                                         lin_.cam_scale(), dc_.get(), uinv_.get());
   // Reduced right-hand side b = b_c - W V^-1 b_p.
-  SchurPointKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(),
-                                               nullptr, bp_.get(), lin_.e_.get());
-  SchurCameraKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), lin_.e_.get(), dc_.get(),
-                                                   nullptr, bc_.get(), -1.0f, b_.get());
+  Schur<true>(nullptr, bp_.get(), bc_.get(), b_.get());
   // Preconditioned CG from x = 0 (the same rules as the CPU solver).
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(x_.get(), 0, nc9 * sizeof(float)));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(r_.get(), b_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
@@ -841,24 +1006,28 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dir_.get(), z_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
     double rz = Dot(r_, z_, nc9);
     double q_prev = 0.0;
+    // Two transfers to the host per iteration: p.q, then (r.r, x.b, x.r, r.z) together
+    // (the preconditioned residual is computed before the stopping test).
     while (it < o_.max_iterations) {
       ApplySchur(dir_.get(), q_.get());
       const double pq = Dot(dir_, q_, nc9);
       if (!(pq > 0.0) || !std::isfinite(pq)) break;
       const float alpha = static_cast<float>(rz / pq);
       CgUpdateKernel<<<Blocks(nc9), kThreads>>>(nc9, alpha, dir_.get(), q_.get(), x_.get(), r_.get());
+      CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
+      double dots[4];
+      TIEPOINT_RETURN_IF_ERROR(Dots({{r_.get(), r_.get()}, {x_.get(), b_.get()}, {x_.get(), r_.get()}, {r_.get(), z_.get()}}, nc9, dots));
       ++it;
       if (it >= o_.min_iterations) {
         if (o_.termination == CgTermination::kResidual) {
-          if (std::sqrt(Dot(r_, r_, nc9)) <= o_.eta * r0) break;
+          if (std::sqrt(dots[0]) <= o_.eta * r0) break;
         } else {
-          const double q_now = -0.5 * (Dot(x_, b_, nc9) + Dot(x_, r_, nc9));
+          const double q_now = -0.5 * (dots[1] + dots[2]);
           if (it > 1 && q_now < 0.0 && it * (q_now - q_prev) / q_now < o_.eta) break;
           q_prev = q_now;
         }
       }
-      CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
-      const double rz_new = Dot(r_, z_, nc9);
+      const double rz_new = dots[3];
       const float beta = static_cast<float>(rz_new / rz);
       rz = rz_new;
       CgDirectionKernel<<<Blocks(nc9), kThreads>>>(nc9, beta, z_.get(), dir_.get());
@@ -882,8 +1051,8 @@ Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
   TIEPOINT_RETURN_IF_ERROR(d_.Upload(ones.data(), ones.size()));
   PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_.get() + nc9,
                                                         lin_.pt_scale(), dp_.get(), vinv_.get());
-  CameraPreconditionerKernel<<<WarpBlocks(v.nc), kThreads>>>(v, lin_.jc_.get(), d_.get(),
-                                                            lin_.cam_scale(), dc_.get(), uinv_.get());
+  CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_.get(),
+                                                         lin_.cam_scale(), dc_.get(), uinv_.get());
   std::vector<float> start(nc9, 1.0f);
   TIEPOINT_RETURN_IF_ERROR(dir_.Upload(start.data(), nc9));
   TIEPOINT_RETURN_IF_ERROR(x_.Upload(start.data(), nc9));
@@ -891,27 +1060,43 @@ Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
   cudaEvent_t begin, end;
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&begin));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&end));
-  auto iteration = [&]() {
+  // One CG iteration exactly as SolveDevice runs it: the fused Schur product, p.q, the
+  // vector update, the preconditioner, the four dot products, the direction update; the
+  // two transfers of dot products to the host (synchronizations) are inside the timing.
+  double dots[4];
+  auto iteration = [&]() -> Status {
     ApplySchur(dir_.get(), q_.get());
+    double pq = 0.0;
+    TIEPOINT_RETURN_IF_ERROR(Dots({{dir_.get(), q_.get()}}, nc9, &pq));
     CgUpdateKernel<<<Blocks(nc9), kThreads>>>(nc9, 1e-6f, dir_.get(), q_.get(), x_.get(), r_.get());
     CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
+    TIEPOINT_RETURN_IF_ERROR(Dots({{r_.get(), r_.get()}, {x_.get(), b_.get()}, {x_.get(), r_.get()}, {r_.get(), z_.get()}}, nc9, dots));
     CgDirectionKernel<<<Blocks(nc9), kThreads>>>(nc9, 0.5f, z_.get(), dir_.get());
+    return Status::Ok();
   };
-  iteration();  // warm-up
+  TIEPOINT_RETURN_IF_ERROR(iteration());  // warm-up
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(begin));
-  for (int k = 0; k < repetitions; ++k) iteration();
+  for (int k = 0; k < repetitions; ++k) TIEPOINT_RETURN_IF_ERROR(iteration());
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(end));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(end));
   float ms = 0.0f;
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, begin, end));
-  // Copy bandwidth: the Jacobian blocks copied onto themselves' neighbour buffer.
-  const size_t copy_bytes = 6 * static_cast<size_t>(n) * sizeof(float);
+  // The Schur product alone.
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(begin));
+  for (int k = 0; k < repetitions; ++k) ApplySchur(dir_.get(), q_.get());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(end));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(end));
+  float schur_ms = 0.0f;
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&schur_ms, begin, end));
+  // Copy bandwidth: the largest Jacobian plane set (J'_c, 72 bytes per observation) copied.
+  const size_t copy_bytes = 18 * static_cast<size_t>(n) * sizeof(float);
   DeviceArray<float> copy;
-  TIEPOINT_RETURN_IF_ERROR(copy.Allocate(6 * static_cast<size_t>(n)));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(copy.get(), lin_.jp_.get(), copy_bytes, cudaMemcpyDeviceToDevice));
+  TIEPOINT_RETURN_IF_ERROR(copy.Allocate(18 * static_cast<size_t>(n)));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(copy.get(), lin_.jc_.get(), copy_bytes, cudaMemcpyDeviceToDevice));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(begin));
   for (int k = 0; k < repetitions; ++k) {
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(copy.get(), lin_.jp_.get(), copy_bytes, cudaMemcpyDeviceToDevice));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(copy.get(), lin_.jc_.get(), copy_bytes, cudaMemcpyDeviceToDevice));
   }
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(end));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(end));
@@ -920,20 +1105,50 @@ Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  // Loads and stores per observation: SchurPointKernel reads obs_camera (4), J'_c (72),
-  // J'_p twice (48), stores e (8) and updates it (16); SchurCameraKernel reads camera_obs
-  // (4), J'_c (72) and e (8). Per point: point_ptr (4) and V^-1 (36). Per camera parameter
-  // (nine floats each): x and out of the product, the CG update, the preconditioner (81
-  // floats per camera) and the direction update.
-  const double per_obs = 4 + 72 + 48 + 8 + 16 + 4 + 72 + 8;
-  const double per_point = 4 + 36;
-  const double per_camera = 4 * (9 * 3 + 81 + 9 * 2 + 9 * 5 + 9 * 3);
+  // Bytes one CG iteration must move to or from device memory, counted once each: per
+  // observation obs_camera and obs_point (4 + 4), J'_c (72) and J'_p (24) (the fused
+  // kernel's second pass re-reads the chunk it has just read, from L2, so it is not
+  // counted again); per point V^-1 (36) and point_ptr (4 at chunk bounds, counted in
+  // full); per camera (nine floats each): x read by the product, the partial sums written
+  // and read (one set per block), the product's output, D', the vector update (x, r, p, q
+  // read, x and r written), the preconditioner (81 floats, in and out), the dot products
+  // (10 vector reads) and the direction update (z, p read, p written).
+  const double per_obs = 4 + 4 + 72 + 24;
+  const double per_point = 36 + 4;
+  const double per_camera = 4 * (9 + 2.0 * 9 * parts_ + 9 + 9 + 9 * 6 + (81 + 18) + 9 * 10 + 9 * 3);
   report->bytes_per_observation = per_obs;
   report->bytes_per_iteration = per_obs * n + per_point * v.np + per_camera * v.nc;
   report->cg_iteration_ms = ms / repetitions;
+  report->schur_ms = schur_ms / repetitions;
   report->achieved_gb_per_s = report->bytes_per_iteration / (report->cg_iteration_ms * 1e-3) / 1e9;
   report->copy_gb_per_s = 2.0 * copy_bytes / (copy_ms * 1e-3 / repetitions) / 1e9;
   report->fraction_of_copy = report->achieved_gb_per_s / report->copy_gb_per_s;
+  report->shared_camera_sums = shared_cameras_;
+  report->blocks = grid_;
+  return Status::Ok();
+}
+
+Status CudaPcg::OperatorsForTest(const double* d, const std::vector<float>& x,
+                                 const std::vector<float>& bc, const std::vector<float>& bp,
+                                 std::vector<float>* sx, std::vector<float>* reduced) {
+  TIEPOINT_RETURN_IF_ERROR(lin_.error_);
+  const ProblemView v = lin_.View();
+  const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np;
+  TIEPOINT_RETURN_IF_ERROR(d_.Upload(d, nc9 + np3));
+  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_.get() + nc9,
+                                                        lin_.pt_scale(), dp_.get(), vinv_.get());
+  CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_.get(),
+                                                         lin_.cam_scale(), dc_.get(), uinv_.get());
+  TIEPOINT_RETURN_IF_ERROR(dir_.Upload(x.data(), nc9));
+  ApplySchur(dir_.get(), q_.get());
+  sx->resize(nc9);
+  TIEPOINT_RETURN_IF_ERROR(q_.Download(sx->data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(bc_.Upload(bc.data(), nc9));
+  TIEPOINT_RETURN_IF_ERROR(bp_.Upload(bp.data(), np3));
+  Schur<true>(nullptr, bp_.get(), bc_.get(), b_.get());
+  reduced->resize(nc9);
+  TIEPOINT_RETURN_IF_ERROR(b_.Download(reduced->data(), nc9));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
 }
 
@@ -1014,7 +1229,8 @@ class CudaState : public LmState {
 }  // namespace
 
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
-                                 const LossFunction& loss, LinearSystem* system) {
+                                 const LossFunction& loss, LinearSystem* system,
+                                 bool force_global_camera_sums) {
   if (options.kind != PcgKind::kSchur) {
     return Status::InvalidOptions("--device cuda supports --solver pcg-schur only (for now)");
   }
@@ -1034,6 +1250,7 @@ Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& pro
   auto lin = std::make_unique<CudaLinearization>(problem, loss);
   TIEPOINT_RETURN_IF_ERROR(lin->Initialize());
   auto solver = std::make_unique<CudaPcg>(options, *lin);
+  solver->force_global_camera_sums_ = force_global_camera_sums;
   TIEPOINT_RETURN_IF_ERROR(solver->Initialize());
   system->solver = std::move(solver);
   system->linearization = std::move(lin);
@@ -1061,6 +1278,24 @@ Status MeasureCudaCgBandwidth(const BAProblem& problem, const double* cameras,
   auto* pcg = static_cast<CudaPcg*>(system.solver.get());
   lin->Linearize(cameras, points);
   return pcg->MeasureBandwidth(repetitions, report);
+}
+
+}  // namespace tiepoint
+
+namespace tiepoint {
+
+Status CudaSchurOperatorsForTest(const BAProblem& problem, const LossFunction& loss,
+                                 const double* cameras, const double* points, const double* d,
+                                 const std::vector<float>& x, const std::vector<float>& bc,
+                                 const std::vector<float>& bp, bool global_camera_sums,
+                                 std::vector<float>* sx, std::vector<float>* reduced) {
+  LinearSystem system;
+  TIEPOINT_RETURN_IF_ERROR(CreateCudaPcgLinearSystem(PcgOptions(), problem, loss, &system,
+                                                     global_camera_sums));
+  auto* lin = static_cast<CudaLinearization*>(system.linearization.get());
+  auto* pcg = static_cast<CudaPcg*>(system.solver.get());
+  lin->Linearize(cameras, points);
+  return pcg->OperatorsForTest(d, x, bc, bp, sx, reduced);
 }
 
 }  // namespace tiepoint

@@ -5,12 +5,16 @@
 // the device too and the driver receives scalars only; CreateCudaPcgLinearSystem offers
 // the same kernels behind the host-memory Linearization/LinearSolver interfaces (tests).
 //
-// Kernels (solver/pcg_cuda.cu): per-observation residual/Jacobian evaluation, per-point
-// (point-major blocks) and per-camera (a warp per camera over the camera-major index, warp
-// shuffle reductions) gradient, diagonal, block-Jacobi blocks and Schur products; block
-// reductions through CUB. Tested against the CPU PcgLinearization<float> on random problems
+// Kernels (solver/pcg_cuda.cu): per-observation residual/Jacobian evaluation into
+// structure-of-arrays planes (coalesced); per-point gradient, diagonal and 3x3 blocks;
+// per-camera gradient and 9x9 Gram blocks (a block per camera over the camera-major
+// index, warp-shuffle and shared-memory reductions); the Schur product fused into one
+// streaming pass over the point-major blocks (per-point sums and, when they fit, per-camera
+// sums in shared memory); dot products with block reductions; CUB device reductions. Tested against the CPU PcgLinearization<float> on random problems
 // (tests/solver/pcg_cuda_test.cc, which skips without a GPU).
 #pragma once
+
+#include <vector>
 
 #include "solver/linear_solver.h"
 #include "solver/lm_state.h"
@@ -20,17 +24,32 @@ namespace tiepoint {
 
 // kUnavailable when this build has no CUDA or no device is usable; kOutOfMemory naming the
 // bytes needed when the problem does not fit; kInvalidOptions for pcg-hessian (CPU only).
+// `force_global_camera_sums` (tests): the fused Schur kernel's global-memory path, which
+// problems with too many cameras for shared memory take.
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
-                                 const LossFunction& loss, LinearSystem* system);
+                                 const LossFunction& loss, LinearSystem* system,
+                                 bool force_global_camera_sums = false);
 
-// Memory-bandwidth figures of the CG iteration's kernels (Schur product in two kernels,
-// camera preconditioner, the CG vector update), timed with CUDA events over `repetitions`
-// iterations at the problem's initial linearization, against a device-to-device copy
-// measured in the same call. Bytes are counted from the kernels' loads and stores
-// (reads + writes), the copy as read + write.
+// Tests: at the first linearization of (cameras, points) and damping d (unscaled, cameras
+// then points), the scaled Schur product S x and reduced right-hand side bc - W V^-1 bp.
+Status CudaSchurOperatorsForTest(const BAProblem& problem, const LossFunction& loss,
+                                 const double* cameras, const double* points, const double* d,
+                                 const std::vector<float>& x, const std::vector<float>& bc,
+                                 const std::vector<float>& bp, bool global_camera_sums,
+                                 std::vector<float>* sx, std::vector<float>* reduced);
+
+// Memory-bandwidth figures of a whole CG iteration (fused Schur product, dot products with
+// their transfers to the host, vector updates, camera preconditioner), timed with CUDA
+// events over `repetitions` iterations at the problem's initial linearization, against a
+// device-to-device copy measured in the same call. Bytes are those the iteration must
+// move to or from device memory, each counted once (reads + writes); the copy as read +
+// write.
 struct CudaBandwidthReport {
   double copy_gb_per_s = 0.0;           // cudaMemcpy device-to-device, read + write
-  double cg_iteration_ms = 0.0;         // one CG iteration's kernels
+  double cg_iteration_ms = 0.0;         // one CG iteration, end to end
+  double schur_ms = 0.0;                // the Schur product alone
+  bool shared_camera_sums = false;      // camera sums in shared memory (else global)
+  int blocks = 0;                       // persistent blocks of the fused Schur kernel
   double bytes_per_observation = 0.0;   // per CG iteration, observation-sized traffic
   double bytes_per_iteration = 0.0;     // all traffic of one CG iteration
   double achieved_gb_per_s = 0.0;

@@ -4,7 +4,7 @@
 namespace tiepoint {
 
 Status CreateCudaPcgLinearSystem(const PcgOptions&, const BAProblem&, const LossFunction&,
-                                 LinearSystem*) {
+                                 LinearSystem*, bool) {
   return Status::Unavailable(
       "this tiepoint was built without CUDA (TIEPOINT_WITH_CUDA=OFF or no nvcc found); "
       "use --device cpu");
@@ -18,6 +18,13 @@ Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,
 
 Status MeasureCudaCgBandwidth(const BAProblem& problem, const double*, const double*, int,
                               CudaBandwidthReport*) {
+  return CreateCudaPcgLinearSystem(PcgOptions(), problem, LossFunction(), nullptr);
+}
+
+Status CudaSchurOperatorsForTest(const BAProblem& problem, const LossFunction&, const double*,
+                                 const double*, const double*, const std::vector<float>&,
+                                 const std::vector<float>&, const std::vector<float>&, bool,
+                                 std::vector<float>*, std::vector<float>*) {
   return CreateCudaPcgLinearSystem(PcgOptions(), problem, LossFunction(), nullptr);
 }
 

@@ -630,7 +630,7 @@ void PcgLinearization<T>::SchurTimes(const T* x, T* y) {
 template <typename T>
 void PcgLinearization<T>::CameraPrecondition(const T* in, T* out) const {
   TP_TYPES;
-#pragma omp parallel for num_threads(threads_) schedule(static)
+#pragma omp parallel for num_threads(p_.num_cameras >= 1024 ? threads_ : 1) schedule(static)
   for (int c = 0; c < p_.num_cameras; ++c) {
     Eigen::Map<Vec9> o(out + 9 * c);
     o = Eigen::Map<const Mat9>(&cam_precond_[81 * c]) * Eigen::Map<const Vec9>(in + 9 * c);

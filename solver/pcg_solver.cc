@@ -20,10 +20,14 @@ double Dot(const std::vector<T>& a, const std::vector<T>& b, int threads) {
   return s;
 }
 
-// Preconditioned CG on A x = b from x = 0; returns the iteration count.
+// Preconditioned CG on A x = b from x = 0; returns the iteration count. The vector work
+// (dot products, updates) runs on all threads only for long vectors: the reduced camera
+// system of a small problem has a few hundred entries, where a fork and join costs more
+// than the work (the operator `apply` has its own threading).
 template <typename T, typename Apply, typename Precondition>
-int ConjugateGradients(const PcgOptions& o, int threads, const std::vector<T>& b,
+int ConjugateGradients(const PcgOptions& o, int operator_threads, const std::vector<T>& b,
                        std::vector<T>& x, Apply apply, Precondition precondition) {
+  const int threads = b.size() >= (1u << 16) ? operator_threads : 1;
   const int64_t n = static_cast<int64_t>(b.size());
   std::vector<T> r = b, z(n), q(n), dir(n);
   std::fill(x.begin(), x.end(), T(0));
@@ -260,11 +264,25 @@ Status Create(const PcgOptions& options, const BAProblem& problem, const LossFun
   return Status::Ok();
 }
 
+// The operators are built for AVX2 + FMA unless TIEPOINT_SIMD=sse (solver/CMakeLists.txt).
+Status CheckSimd() {
+#if defined(TIEPOINT_SIMD_AVX2) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    return Status::Unavailable(
+        "this tiepoint was built with AVX2 + FMA PCG operators (TIEPOINT_SIMD=avx2) but this "
+        "CPU lacks them; rebuild with cmake -DTIEPOINT_SIMD=sse");
+  }
+#endif
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CreatePcgLmState(const PcgOptions& options, const BAProblem& problem,
                         const LossFunction& loss, double* cameras, double* points,
                         std::unique_ptr<LmState>* state) {
+  TIEPOINT_RETURN_IF_ERROR(CheckSimd());
   try {
     if (options.precision == Precision::kFloat) {
       *state = std::make_unique<PcgLmState<float>>(options, problem, loss, cameras, points);
@@ -287,6 +305,7 @@ Status CreatePcgLmState(const PcgOptions& options, const BAProblem& problem,
 
 Status CreatePcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                              const LossFunction& loss, LinearSystem* system) {
+  TIEPOINT_RETURN_IF_ERROR(CheckSimd());
   try {
     if (options.precision == Precision::kFloat) return Create<float>(options, problem, loss, system);
     return Create<double>(options, problem, loss, system);
