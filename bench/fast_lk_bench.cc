@@ -186,8 +186,11 @@ int Main(int argc, char** argv) {
                 Median(t), corners.size(), Median(tc), n);
   }
   if (gpu) {
+    // A 3-level pyramid, as the detection needs (the tracker builds max(3, 4) levels).
+    FrontEndOptions detect_options = options;
+    detect_options.lk.levels = 3;
     std::unique_ptr<FastLkFrontEnd> fe;
-    const Status s = FastLkFrontEnd::Create(options, Device::kCuda, &fe);
+    const Status s = FastLkFrontEnd::Create(detect_options, Device::kCuda, &fe);
     if (!s.ok()) {
       std::fprintf(stderr, "fast_lk_bench: %s\n", s.ToString().c_str());
       return 1;
@@ -320,6 +323,42 @@ int Main(int argc, char** argv) {
     track["cuda_wall_us"] = Median(wall);
     track["cuda_tracked"] = ok;
     track["target_us"] = 50;
+    // Variants: the stopping step (min_step) trades iterations for accuracy.
+    json variants = json::array();
+    for (float min_step : {0.002f, 0.005f, 0.01f}) {
+      for (float fb : {0.5f, 0.0f}) {
+        FrontEndOptions v = options;
+        v.lk.min_step = min_step;
+        v.lk.fb_threshold = fb;
+        std::unique_ptr<FastLkFrontEnd> fv;
+        if (!FastLkFrontEnd::Create(v, Device::kCuda, &fv).ok() || !fv->SetFrame(0, k[0]).ok() ||
+            !fv->SetFrame(1, k[1]).ok()) {
+          return 1;
+        }
+        std::vector<double> tv;
+        std::vector<LkResult> rv;
+        for (int i = 0; i < reps / 2 + 10; ++i) {
+          if (!fv->Track(0, 1, pts, nullptr, &rv).ok()) return 1;
+          CudaFrontEndTimes times;
+          if (!LastCudaFrontEndTimes(fv.get(), &times).ok()) return 1;
+          if (i >= 10) tv.push_back(times.track_us);
+        }
+        double worst = 0;
+        int both = 0;
+        for (size_t i = 0; i < rv.size(); ++i) {
+          if (rv[i].status == LkStatus::kTracked && r[i].status == LkStatus::kTracked) {
+            ++both;
+            worst = std::max<double>(worst, std::hypot(rv[i].x - r[i].x, rv[i].y - r[i].y));
+          }
+        }
+        variants.push_back({{"min_step", min_step}, {"fb_threshold", fb},
+                            {"cuda_kernel_us", Median(tv)}, {"both_tracked", both},
+                            {"max_distance_to_default_px", worst}});
+        std::printf("  LK variant min_step %.3f fb %.1f: kernel %.1f us, max %.4f px from default\n",
+                    min_step, fb, Median(tv), worst);
+      }
+    }
+    track["cuda_variants"] = variants;
     track["opencv_over_cuda_kernel"] = track["opencv_forward_backward_us"].get<double>() / Median(kern);
     track["opencv_over_cuda_wall"] = track["opencv_forward_backward_us"].get<double>() / Median(wall);
     std::printf("track CUDA: kernel %.1f us with the backward pass (target <= 50), %.1f us forward "

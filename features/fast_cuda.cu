@@ -71,7 +71,6 @@ __global__ void DownsampleKernel(const uint8_t* __restrict__ in, int in_w, int i
 
 struct ScoreParams {
   int threshold;
-  int arc_length;
   int score_kind;
 };
 
@@ -79,20 +78,37 @@ struct MapView {
   float* level[kMaxLevels];
 };
 
+// Level `l` of the views, selected with compile-time indices: a run-time index into a
+// by-value kernel parameter makes the compiler copy the whole struct to local memory.
+struct LevelRefs {
+  const uint8_t* img;
+  float* map;
+  int w, h;
+};
+__device__ __forceinline__ LevelRefs SelectLevel(const PyramidView& pyr, const MapView& maps, int l) {
+  LevelRefs r{pyr.level[0], maps.level[0], pyr.width[0], pyr.height[0]};
+#pragma unroll
+  for (int i = 1; i < kMaxLevels; ++i) {
+    if (i == l) r = {pyr.level[i], maps.level[i], pyr.width[i], pyr.height[i]};
+  }
+  return r;
+}
+
 // Segment test + score of every pixel of level blockIdx.z; -inf for no corner.
 __global__ void ScoreKernel(PyramidView pyr, MapView maps, ScoreParams p,
                             const uint32_t* __restrict__ table) {
-  const int l = blockIdx.z;
-  const int w = pyr.width[l], h = pyr.height[l];
+  const LevelRefs level = SelectLevel(pyr, maps, blockIdx.z);
+  const int w = level.w, h = level.h;
+  const uint8_t* img = level.img;
   const int x = blockIdx.x * blockDim.x + threadIdx.x;
   const int y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= w || y >= h) return;
   float s = -INFINITY;
   if (x >= kFastBorder && y >= kFastBorder && x < w - kFastBorder && y < h - kFastBorder) {
-    s = fast_internal::PixelScore(pyr.level[l] + static_cast<size_t>(y) * w + x, w, p.threshold,
-                                  p.arc_length, p.score_kind, table);
+    s = fast_internal::PixelScore(img + static_cast<size_t>(y) * w + x, w, p.threshold,
+                                  p.score_kind, table);
   }
-  maps.level[l][static_cast<size_t>(y) * w + x] = s;
+  level.map[static_cast<size_t>(y) * w + x] = s;
 }
 
 __device__ __forceinline__ bool Beats(float sa, int la, int ya, int xa, float sb, int lb, int yb,
@@ -132,13 +148,14 @@ __global__ void __launch_bounds__(32 * kNmsWarps)
   float bs = -INFINITY;
   int bl = -1, bx = 0, by = 0;
   for (int l = 0; l < levels; ++l) {
-    const int w = pyr.width[l], h = pyr.height[l];
+    const LevelRefs level = SelectLevel(pyr, maps, l);
+    const int w = level.w, h = level.h;
     const int scale = 1 << l;
     const int x_begin = (cx * cell_w + scale - 1) / scale;
     const int x_end = min(w, ((cx + 1) * cell_w + scale - 1) / scale);
     const int y_begin = (cy * cell_h + scale - 1) / scale;
     const int y_end = min(h, ((cy + 1) * cell_h + scale - 1) / scale);
-    const float* map = maps.level[l];
+    const float* map = level.map;
     for (int y = y_begin + warp; y < y_end; y += kNmsWarps) {
       for (int x = x_begin + lane; x < x_end; x += 32) {
         const float s = map[static_cast<size_t>(y) * w + x];
@@ -185,13 +202,14 @@ __global__ void __launch_bounds__(32 * kNmsWarps)
 __global__ void PlainNmsKernel(PyramidView pyr, MapView maps, int radius, int capacity,
                                PlainCorner* __restrict__ out, int* __restrict__ count) {
   const int l = blockIdx.z;
-  const int w = pyr.width[l], h = pyr.height[l];
+  const LevelRefs level = SelectLevel(pyr, maps, l);
+  const int w = level.w, h = level.h;
   const int x = blockIdx.x * blockDim.x + threadIdx.x;
   const int y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= w || y >= h) return;
-  const float s = maps.level[l][static_cast<size_t>(y) * w + x];
+  const float s = level.map[static_cast<size_t>(y) * w + x];
   if (s == -INFINITY) return;
-  if (!LocalMax(maps.level[l], w, h, l, x, y, s, radius)) return;
+  if (!LocalMax(level.map, w, h, l, x, y, s, radius)) return;
   const int i = atomicAdd(count, 1);
   if (i < capacity) out[i] = {s, l, x, y};
 }
@@ -505,8 +523,7 @@ class CudaFrontEnd : public FastLkFrontEnd {
       maps_.level[l] = d_maps_.get() + offset;
       offset += static_cast<size_t>(s.view.width[l]) * s.view.height[l];
     }
-    ScoreParams p{options_.fast.threshold, options_.fast.arc_length,
-                  static_cast<int>(options_.fast.score)};
+    ScoreParams p{options_.fast.threshold, static_cast<int>(options_.fast.score)};
     const dim3 block(32, 8);
     const dim3 grid((s.view.width[0] + 31) / 32, (s.view.height[0] + 7) / 8, *levels);
     ScoreKernel<<<grid, block, 0, stream_>>>(s.view, maps_, p, d_table_.get());

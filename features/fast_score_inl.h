@@ -38,10 +38,11 @@ TIEPOINT_HD bool TableBit(const uint32_t* table, uint32_t mask) {
   return (table[mask >> 5] >> (mask & 31)) & 1u;
 }
 
-// `img` points at the centre pixel, `stride` is the row pitch in bytes. Returns the score,
+// `img` points at the centre pixel, `stride` is the row pitch in bytes; `table` is
+// FastLookupTable(arc length). Returns the score,
 // or -infinity when the pixel is no corner. The caller keeps kFastBorder pixels of margin.
-TIEPOINT_HD float PixelScore(const uint8_t* img, int stride, int threshold, int arc_length,
-                             int score_kind, const uint32_t* table) {
+TIEPOINT_HD float PixelScore(const uint8_t* img, int stride, int threshold, int score_kind,
+                             const uint32_t* table) {
   const int cx[16] = TIEPOINT_FAST_CIRCLE_X;
   const int cy[16] = TIEPOINT_FAST_CIRCLE_Y;
   const int c = img[0];
@@ -58,18 +59,24 @@ TIEPOINT_UNROLL
   if (!is_bright && !is_dark) return -INFINITY;
 
   if (score_kind == kScoreMaxThreshold) {
-    int best = 0;
-    for (int s = 0; s < 16; ++s) {
-      int min_b = 255, min_d = 255;
-      for (int k = 0; k < arc_length; ++k) {
-        const int v = d[(s + k) & 15];
-        min_b = v < min_b ? v : min_b;
-        min_d = -v < min_d ? -v : min_d;
+    // The largest t' that still passes, by bisection on the same table test (d stays in
+    // registers: every index below is a compile-time constant after unrolling).
+    int lo = threshold, hi = 255;  // passes at lo, fails at 255 (|d| <= 255)
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      uint32_t b = 0, k = 0;
+TIEPOINT_UNROLL
+      for (int i = 0; i < 16; ++i) {
+        b |= static_cast<uint32_t>(d[i] > mid) << i;
+        k |= static_cast<uint32_t>(d[i] < -mid) << i;
       }
-      best = min_b > best ? min_b : best;
-      best = min_d > best ? min_d : best;
+      if (TableBit(table, b) || TableBit(table, k)) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
     }
-    return static_cast<float>(best - 1);
+    return static_cast<float>(lo);
   }
   if (score_kind == kScoreSad) {
     int sum_b = 0, sum_d = 0;

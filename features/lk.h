@@ -43,8 +43,10 @@ struct LkOptions {
   int levels = 4;
   // Levels >= coarse_level use 8x8 patches, finer ones 16x16.
   int coarse_level = 2;
-  // Gauss-Newton iterations per level, at most.
-  int max_iterations = 30;
+  // Gauss-Newton iterations per level, at most. On the GPU the slowest feature sets the
+  // kernel's time; on KITTI 10 iterations keep 95% of the features within 0.002 px of
+  // their 200-iteration solution (30: 0.0015 px, same survival).
+  int max_iterations = 10;
   // Stop a level when the translation update is below this (level pixels).
   float min_step = 0.002f;
   // Smallest eigenvalue of the mean level-0 gradient matrix (grey levels^2 / px^2).

@@ -7,8 +7,16 @@
 
 #ifdef __CUDACC__
 #define TIEPOINT_LK_HD __host__ __device__ __forceinline__
+#define TIEPOINT_LK_UNROLL _Pragma("unroll")
 #else
 #define TIEPOINT_LK_HD inline
+#define TIEPOINT_LK_UNROLL
+#endif
+// Image reads through the read-only cache on the device.
+#ifdef __CUDA_ARCH__
+#define TIEPOINT_LK_LOAD(p) __ldg(p)
+#else
+#define TIEPOINT_LK_LOAD(p) (*(p))
 #endif
 
 namespace tiepoint::lk_internal {
@@ -43,8 +51,8 @@ TIEPOINT_LK_HD float Bilinear(const uint8_t* img, int w, int h, float x, float y
   const int xb = x0 + 1 < 0 ? 0 : (x0 + 1 > w - 1 ? w - 1 : x0 + 1);
   const int ya = y0 < 0 ? 0 : (y0 > h - 1 ? h - 1 : y0);
   const int yb = y0 + 1 < 0 ? 0 : (y0 + 1 > h - 1 ? h - 1 : y0 + 1);
-  const float a = img[ya * w + xa], b = img[ya * w + xb];
-  const float c = img[yb * w + xa], d = img[yb * w + xb];
+  const float a = TIEPOINT_LK_LOAD(img + ya * w + xa), b = TIEPOINT_LK_LOAD(img + ya * w + xb);
+  const float c = TIEPOINT_LK_LOAD(img + yb * w + xa), d = TIEPOINT_LK_LOAD(img + yb * w + xb);
   return (1.0f - fy) * ((1.0f - fx) * a + fx * b) + fy * ((1.0f - fx) * c + fx * d);
 }
 
@@ -58,41 +66,57 @@ TIEPOINT_LK_HD void TemplateSample(const uint8_t* img, int w, int h, float x, fl
 
 // Index of G(r, c), r <= c, in the packed upper triangle of a 4x4 symmetric matrix:
 // (0,0) (0,1) (0,2) (0,3) (1,1) (1,2) (1,3) (2,2) (2,3) (3,3).
-TIEPOINT_LK_HD int Packed(int r, int c) {
-  const int start[4] = {0, 4, 7, 9};
-  return start[r] + (c - r);
-}
+TIEPOINT_LK_HD int Packed(int r, int c) { return r * 4 - (r * (r - 1)) / 2 + (c - r); }
 
-// In-place Cholesky of the leading n x n block (n = 2 or 4) of a packed symmetric matrix
-// into L (row-major n x n, lower). False when a pivot is not clearly positive.
+// Cholesky factor L (row-major 4x4, lower) of the leading n x n block (n = 2, 3 or 4) of a
+// packed symmetric matrix, padded to 4x4 with the identity so that every loop has a fixed
+// trip count (registers only on the device). False when a pivot is not clearly positive.
 TIEPOINT_LK_HD bool Cholesky(const double* g, int n, double* l) {
-  for (int i = 0; i < 16; ++i) l[i] = 0.0;
-  for (int j = 0; j < n; ++j) {
-    double d = g[Packed(j, j)];
+  double a[4][4];
+TIEPOINT_LK_UNROLL
+  for (int i = 0; i < 4; ++i) {
+TIEPOINT_LK_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      const int r = i < j ? i : j, c = i < j ? j : i;
+      a[i][j] = (i < n && j < n) ? g[Packed(r, c)] : (i == j ? 1.0 : 0.0);
+      l[i * 4 + j] = 0.0;
+    }
+  }
+  bool ok = true;
+TIEPOINT_LK_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    double d = a[j][j];
+TIEPOINT_LK_UNROLL
     for (int k = 0; k < j; ++k) d -= l[j * 4 + k] * l[j * 4 + k];
-    if (!(d > 1e-9 * g[Packed(j, j)]) || !(d > 0.0)) return false;
-    const double s = sqrt(d);
+    ok = ok && d > 1e-9 * a[j][j] && d > 0.0;
+    const double s = sqrt(d > 0.0 ? d : 1.0);
     l[j * 4 + j] = s;
-    for (int i = j + 1; i < n; ++i) {
-      double v = g[Packed(j, i)];
+TIEPOINT_LK_UNROLL
+    for (int i = j + 1; i < 4; ++i) {
+      double v = a[i][j];
+TIEPOINT_LK_UNROLL
       for (int k = 0; k < j; ++k) v -= l[i * 4 + k] * l[j * 4 + k];
       l[i * 4 + j] = v / s;
     }
   }
-  return true;
+  return ok;
 }
 
-// Solves L L^T z = b for the leading n entries.
+// Solves L L^T z = b for the leading n entries (z beyond n is 0).
 TIEPOINT_LK_HD void CholeskySolve(const double* l, int n, const double* b, double* z) {
   double y[4];
-  for (int i = 0; i < n; ++i) {
-    double v = b[i];
+TIEPOINT_LK_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    double v = i < n ? b[i] : 0.0;
+TIEPOINT_LK_UNROLL
     for (int k = 0; k < i; ++k) v -= l[i * 4 + k] * y[k];
     y[i] = v / l[i * 4 + i];
   }
-  for (int i = n - 1; i >= 0; --i) {
+TIEPOINT_LK_UNROLL
+  for (int i = 3; i >= 0; --i) {
     double v = y[i];
-    for (int k = i + 1; k < n; ++k) v -= l[k * 4 + i] * z[k];
+TIEPOINT_LK_UNROLL
+    for (int k = i + 1; k < 4; ++k) v -= l[k * 4 + i] * z[k];
     z[i] = v / l[i * 4 + i];
   }
 }
