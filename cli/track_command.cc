@@ -294,8 +294,12 @@ int RunTrack(const TrackArgs& a) {
               static_cast<long long>(sum.tracks_started), points, a.output.c_str(),
               svg ? (" (SVGs in " + a.svg_dir + ")").c_str() : "");
   if (in > 0) {
-    std::printf("  %.1f%% of tracks survive a frame step, median forward-backward error %.3f px\n",
-                100.0 * survived / in, median_fb);
+    std::printf("  %.1f%% of tracks survive a frame step, median forward-backward error %.3f px; "
+                "lost: %lld left the frame or diverged, %lld failed the forward-backward check, "
+                "%lld on flat patches\n",
+                100.0 * survived / in, median_fb, static_cast<long long>(sum.lost_outside),
+                static_cast<long long>(sum.lost_forward_backward),
+                static_cast<long long>(sum.lost_flat));
   }
   std::printf("  %.2f s (read %.2f s, track %.2f s, %.1f frames/s; device %s)\n", total.Seconds(),
               read_s, track_s, track_s > 0 ? sum.frames / track_s : 0.0, ToString(device));

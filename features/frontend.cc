@@ -168,6 +168,9 @@ Status SequenceTracker::AddFrame(const ImageU8& frame, std::vector<TrackPoint>* 
     int leaving = 0;
     for (size_t i = 0; i < n; ++i) {
       if (results[i].status != LkStatus::kTracked) {
+        summary_.lost_flat += results[i].status == LkStatus::kFlat;
+        summary_.lost_outside += results[i].status == LkStatus::kOutside;
+        summary_.lost_forward_backward += results[i].status == LkStatus::kForwardBackward;
         const bool has_velocity = live_[i].vx != 0.0f || live_[i].vy != 0.0f;
         leaving += has_velocity && (guess[i].x < 0.0f || guess[i].y < 0.0f ||
                                     guess[i].x > width_ - 1.0f || guess[i].y > height_ - 1.0f);

@@ -77,6 +77,8 @@ struct SequenceTrackerSummary {
   // Of the lost ones, those whose predicted position (constant velocity) lies outside the
   // frame: they left the field of view rather than failed.
   std::vector<int> tracks_lost_leaving;
+  // Lost tracks of all steps by LkStatus (index: kFlat, kOutside, kForwardBackward).
+  int64_t lost_flat = 0, lost_outside = 0, lost_forward_backward = 0;
   // Forward-backward errors of all surviving tracks (level-0 pixels), in frame order.
   std::vector<float> fb_errors;
 };
