@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/extract_fast.h"
 #include "cli/progress.h"
 #include "features/sift.h"
 #include "io/base/atomic_file.h"
@@ -48,18 +49,17 @@ struct ExtractArgs {
   std::string output_dir;
   bool txt = false;
   bool quiet = false;
+  FastExtractArgs fast;  // --detector fast (cli/extract_fast.h)
 };
 
 int RunExtract(const ExtractArgs& a) {
   const char* cmd = "extract";
   if (a.detector == "fast") {
-    return ReportError(cmd, Status::InvalidOptions(
-                                "--detector fast: not available yet (FAST + grid NMS comes "
-                                "with its own issue); use --detector sift"));
+    return RunExtractFast(a.images, a.output_dir, a.device, a.threads, a.quiet, a.fast);
   }
   if (a.detector != "sift") {
     return ReportError(cmd, Status::InvalidOptions("--detector '" + a.detector +
-                                                   "': expected sift (fast: not available yet)"));
+                                                   "': expected sift or fast"));
   }
   Device device = Device::kCpu;
   Status s = DeviceFromString(a.device, &device);
@@ -200,8 +200,9 @@ Runner RegisterExtract(CLI::App& app) {
   auto a = std::make_shared<ExtractArgs>();
   app.add_option("images", a->images, "Images: PNG, JPEG, PGM or PPM (8 or 16 bit)")
       ->required();
-  app.add_option("--detector", a->detector, "sift (fast: not available yet)")
+  app.add_option("--detector", a->detector, "sift | fast (corners only, no descriptors)")
       ->capture_default_str();
+  AddFastExtractOptions(app, &a->fast);
   app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
   app.add_option("--max-features", a->max_features,
                  "Keep the N strongest features per image (0 = all)")

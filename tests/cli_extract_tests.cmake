@@ -23,9 +23,9 @@ add_test(NAME cli.extract.batch
 add_test(NAME cli.extract.missing_image
          COMMAND ${_expect} 2 "no-such-image.png.*No such file" ${_xout}/missing/no-such-image.png.tpfeat --
                  ${_tp} extract ${_xout}/no-such-image.png -o ${_xout}/missing)
-add_test(NAME cli.extract.fast_not_available
-         COMMAND ${_expect} 2 "--detector fast: not available yet" ${_xout}/fast/blobs.pgm.tpfeat --
-                 ${_tp} extract ${_good} --detector fast -o ${_xout}/fast)
+add_test(NAME cli.extract.fast_bad_cell
+         COMMAND ${_expect} 2 "--cell 'x32'" ${_xout}/fast/blobs.pgm.txt --
+                 ${_tp} extract ${_good} --detector fast --cell x32 -o ${_xout}/fast)
 add_test(NAME cli.extract.unknown_detector
          COMMAND ${_expect} 2 "--detector 'orb'" -- ${_tp} extract ${_good} --detector orb -o ${_xout}/orb)
 add_test(NAME cli.extract.bad_device
