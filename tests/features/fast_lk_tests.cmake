@@ -28,3 +28,7 @@ add_test(NAME cli.track.bad_arc
 add_test(NAME cli.track.unwritable_output
          COMMAND ${_expect} 2 "/proc/tiepoint-tracks" -- ${_tp} track ${_frame} -o /proc/tiepoint-tracks/t.txt)
 add_test(NAME cli.track.help COMMAND ${_tp} track --help)
+# `tiepoint extract --detector fast`: DIR/<image>.txt, header "<N> 0", N lines "x y scale 0".
+add_test(NAME cli.extract.fast
+         COMMAND bash -c "rm -rf \"$2\" && \"$1\" extract \"$3\" --detector fast --fast-threshold 10 -o \"$2\" >/dev/null && n=$(awk 'NR==1 && $2==0 {print $1}' \"$2/blobs.pgm.txt\") && [ \"$n\" -gt 0 ] && [ $(wc -l < \"$2/blobs.pgm.txt\") = $((n + 1)) ] && awk 'NR>1 && (NF!=4 || $4!=0) {exit 1}' \"$2/blobs.pgm.txt\" && [ ! -e \"$2/blobs.pgm.tpfeat\" ]"
+                 _ ${_tp} ${_tout}/extract_fast ${_frame})
