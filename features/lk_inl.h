@@ -70,7 +70,9 @@ TIEPOINT_LK_HD int Packed(int r, int c) { return r * 4 - (r * (r - 1)) / 2 + (c 
 
 // Cholesky factor L (row-major 4x4, lower) of the leading n x n block (n = 2, 3 or 4) of a
 // packed symmetric matrix, padded to 4x4 with the identity so that every loop has a fixed
-// trip count (registers only on the device). False when a pivot is not clearly positive.
+// trip count (registers only on the device). The diagonal holds 1 / L_jj: the solve, run
+// every iteration, then multiplies instead of dividing (a double division is a long
+// dependent instruction sequence on the GPU). False when a pivot is not clearly positive.
 TIEPOINT_LK_HD bool Cholesky(const double* g, int n, double* l) {
   double a[4][4];
 TIEPOINT_LK_UNROLL
@@ -89,20 +91,20 @@ TIEPOINT_LK_UNROLL
 TIEPOINT_LK_UNROLL
     for (int k = 0; k < j; ++k) d -= l[j * 4 + k] * l[j * 4 + k];
     ok = ok && d > 1e-9 * a[j][j] && d > 0.0;
-    const double s = sqrt(d > 0.0 ? d : 1.0);
-    l[j * 4 + j] = s;
+    const double inv = 1.0 / sqrt(d > 0.0 ? d : 1.0);
+    l[j * 4 + j] = inv;
 TIEPOINT_LK_UNROLL
     for (int i = j + 1; i < 4; ++i) {
       double v = a[i][j];
 TIEPOINT_LK_UNROLL
       for (int k = 0; k < j; ++k) v -= l[i * 4 + k] * l[j * 4 + k];
-      l[i * 4 + j] = v / s;
+      l[i * 4 + j] = v * inv;
     }
   }
   return ok;
 }
 
-// Solves L L^T z = b for the leading n entries (z beyond n is 0).
+// Solves L L^T z = b for the leading n entries (z beyond n is 0), L from Cholesky().
 TIEPOINT_LK_HD void CholeskySolve(const double* l, int n, const double* b, double* z) {
   double y[4];
 TIEPOINT_LK_UNROLL
@@ -110,14 +112,14 @@ TIEPOINT_LK_UNROLL
     double v = i < n ? b[i] : 0.0;
 TIEPOINT_LK_UNROLL
     for (int k = 0; k < i; ++k) v -= l[i * 4 + k] * y[k];
-    y[i] = v / l[i * 4 + i];
+    y[i] = v * l[i * 4 + i];
   }
 TIEPOINT_LK_UNROLL
   for (int i = 3; i >= 0; --i) {
     double v = y[i];
 TIEPOINT_LK_UNROLL
     for (int k = i + 1; k < 4; ++k) v -= l[k * 4 + i] * z[k];
-    z[i] = v / l[i * 4 + i];
+    z[i] = v * l[i * 4 + i];
   }
 }
 
