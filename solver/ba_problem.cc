@@ -35,11 +35,26 @@ void SortArrays(int num_points, int threads, std::vector<int32_t>* cam, std::vec
     std::vector<int64_t> next(ptr.begin(), ptr.end() - 1);
     for (int64_t i = 0; i < n; ++i) order[next[(*pt)[i]]++] = static_cast<int32_t>(i);
   }
+  // Each point's slice by camera: insertion sort (stable, in place; slices are short),
+  // std::stable_sort for the rare long ones.
   const int32_t* c = cam->data();
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int j = 0; j < num_points; ++j) {
-    std::stable_sort(order.begin() + ptr[j], order.begin() + ptr[j + 1],
-                     [c](int32_t a, int32_t b) { return c[a] < c[b]; });
+    int32_t* first = order.data() + ptr[j];
+    const int64_t m = ptr[j + 1] - ptr[j];
+    if (m > 64) {
+      std::stable_sort(first, first + m, [c](int32_t a, int32_t b) { return c[a] < c[b]; });
+      continue;
+    }
+    for (int64_t k = 1; k < m; ++k) {
+      const int32_t v = first[k];
+      int64_t q = k;
+      while (q > 0 && c[first[q - 1]] > c[v]) {
+        first[q] = first[q - 1];
+        --q;
+      }
+      first[q] = v;
+    }
   }
   {
     std::vector<int32_t> tmp(n);
@@ -65,10 +80,16 @@ Status CheckSize(int64_t n) {
 }
 
 // Row pointers, the optional camera index and the parameter mask, over sorted views.
-Status Finish(const std::vector<int>& fixed_cameras, bool fix_intrinsics, bool camera_index,
+Status Finish(const std::vector<int>& fixed_cameras, bool fix_intrinsics, BAProblemLayout layout,
               BAProblem* problem) {
   BAProblem& p = *problem;
   const int64_t n = p.num_observations;
+  const bool camera_index = layout == BAProblemLayout::kByPointWithCameraIndex;
+  if (layout == BAProblemLayout::kUnsorted) {
+    p.point_ptr.clear();
+    p.camera_ptr.clear();
+    p.camera_obs.clear();
+  } else {
   p.point_ptr.assign(static_cast<size_t>(p.num_points) + 1, 0);
   for (int64_t i = 0; i < n; ++i) ++p.point_ptr[p.obs_point[i] + 1];
   std::partial_sum(p.point_ptr.begin(), p.point_ptr.end(), p.point_ptr.begin());
@@ -82,6 +103,7 @@ Status Finish(const std::vector<int>& fixed_cameras, bool fix_intrinsics, bool c
     p.camera_obs.resize(n);
     std::vector<int64_t> next(p.camera_ptr.begin(), p.camera_ptr.end() - 1);
     for (int64_t k = 0; k < n; ++k) p.camera_obs[next[p.obs_camera[k]]++] = static_cast<int32_t>(k);
+  }
   }
 
   p.camera_param_fixed.assign(static_cast<size_t>(kCameraParams) * p.num_cameras, 0);
@@ -130,22 +152,25 @@ Status BAProblem::Build(const Scene& scene, const std::vector<int>& fixed_camera
   p.obs_camera = p.own_camera_.data();
   p.obs_point = p.own_point_.data();
   p.obs_xy = p.own_xy_.data();
-  return Finish(fixed_cameras, fix_intrinsics, /*camera_index=*/true, &p);
+  return Finish(fixed_cameras, fix_intrinsics, BAProblemLayout::kByPointWithCameraIndex, &p);
 }
 
 Status BAProblem::BuildInPlace(Scene* scene, const std::vector<int>& fixed_cameras,
-                               bool fix_intrinsics, bool camera_index, int num_threads,
+                               bool fix_intrinsics, BAProblemLayout layout, int num_threads,
                                BAProblem* problem) {
   BAProblem& p = *problem;
   p = BAProblem();
-  TIEPOINT_RETURN_IF_ERROR(SortObservationsByPoint(scene, num_threads));
+  TIEPOINT_RETURN_IF_ERROR(CheckSize(scene->num_observations()));
+  if (layout != BAProblemLayout::kUnsorted) {
+    TIEPOINT_RETURN_IF_ERROR(SortObservationsByPoint(scene, num_threads));
+  }
   p.num_cameras = scene->num_cameras();
   p.num_points = scene->num_points();
   p.num_observations = scene->num_observations();
   p.obs_camera = scene->obs_camera.data();
   p.obs_point = scene->obs_point.data();
   p.obs_xy = scene->obs_xy.data();
-  return Finish(fixed_cameras, fix_intrinsics, camera_index, &p);
+  return Finish(fixed_cameras, fix_intrinsics, layout, &p);
 }
 
 }  // namespace tiepoint

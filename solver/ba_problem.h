@@ -21,6 +21,11 @@
 
 namespace tiepoint {
 
+// What BuildInPlace arranges: kUnsorted only views the observations as they are (no row
+// pointers: for solvers that build their structure themselves, on the GPU); kByPoint
+// sorts them and fills point_ptr and camera_ptr; kByPointWithCameraIndex adds camera_obs.
+enum class BAProblemLayout { kUnsorted, kByPoint, kByPointWithCameraIndex };
+
 struct BAProblem {
   BAProblem() = default;
   BAProblem(BAProblem&&) = default;
@@ -52,11 +57,11 @@ struct BAProblem {
   static Status Build(const Scene& scene, const std::vector<int>& fixed_cameras,
                       bool fix_intrinsics, int num_threads, BAProblem* problem);
 
-  // Sorts the scene's observations by (point, camera) in place (nothing moves when they
-  // already are, as in BAL files) and views them: the scene must outlive the problem and
-  // keep its observations unchanged in size. `camera_index`: also build camera_obs.
+  // Views the scene's observations, first sorting them by (point, camera) in place unless
+  // `layout` is kUnsorted (nothing moves when they already are, as in BAL files): the
+  // scene must outlive the problem and keep its observations unchanged in size.
   static Status BuildInPlace(Scene* scene, const std::vector<int>& fixed_cameras,
-                             bool fix_intrinsics, bool camera_index, int num_threads,
+                             bool fix_intrinsics, BAProblemLayout layout, int num_threads,
                              BAProblem* problem);
 
  private:

@@ -135,10 +135,11 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
           return CreatePcgLmState(pcg, problem, loss, cameras, points, state);
         };
       }
-      // The CPU PCG solvers accumulate camera sums per thread: no camera-major index.
+      // The CPU PCG solvers accumulate camera sums per thread (no camera-major index); the
+      // GPU sorts the observations and builds its index itself.
       *adjuster = CreateLevenbergMarquardtBundleAdjuster(
           options, std::move(factory), /*normalize=*/true,
-          /*camera_index=*/options.device == Device::kCuda);
+          options.device == Device::kCuda ? BAProblemLayout::kUnsorted : BAProblemLayout::kByPoint);
       return Status::Ok();
     }
   }

@@ -38,11 +38,11 @@ std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const d
 class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
  public:
   LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options, LmStateFactory factory,
-                                   bool normalize, bool camera_index)
+                                   bool normalize, BAProblemLayout layout)
       : options_(options),
         factory_(std::move(factory)),
         normalize_(normalize),
-        camera_index_(camera_index) {}
+        layout_(layout) {}
 
   Status Solve(Scene* scene, BundleAdjusterSummary* summary) override;
 
@@ -50,7 +50,7 @@ class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
   BundleAdjusterOptions options_;
   LmStateFactory factory_;
   bool normalize_;
-  bool camera_index_;
+  BAProblemLayout layout_;
 };
 
 // Undoes the in-place normalization of a scene on every way out of Solve (exact: the
@@ -93,13 +93,13 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   s.num_points = scene->num_points();
   s.num_observations = scene->num_observations();
 
-  // The problem views the scene's observations (sorted by point in place; BAL files
-  // already are), and the solve works in the scene's own parameter arrays, normalized in
+  // The problem views the scene's observations (sorted by point in place unless the
+  // state builds its own structure, as the GPU does; BAL files already are sorted), and the solve works in the scene's own parameter arrays, normalized in
   // place when asked (median depth and focal length ~1) and restored on the way out; the
   // LM state may keep x in them, so nothing per observation or per point is copied here.
   BAProblem problem;
   TIEPOINT_RETURN_IF_ERROR(BAProblem::BuildInPlace(scene, o.fixed_cameras, o.fix_intrinsics,
-                                                   camera_index_, threads, &problem));
+                                                   layout_, threads, &problem));
   Normalization normalization;
   LossFunction loss = o.loss;
   if (normalize_) {
@@ -245,9 +245,9 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
     const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize,
-    bool camera_index) {
+    BAProblemLayout layout) {
   return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(factory),
-                                                            normalize, camera_index);
+                                                            normalize, layout);
 }
 
 }  // namespace tiepoint

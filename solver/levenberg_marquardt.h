@@ -16,6 +16,7 @@
 
 #include <memory>
 
+#include "solver/ba_problem.h"
 #include "solver/bundle_adjuster.h"
 #include "solver/lm_state.h"
 
@@ -24,10 +25,11 @@ namespace tiepoint {
 // The LM BundleAdjuster over the state `factory` makes for each problem (host memory
 // with a LinearSystem, or device memory). `normalize`: solve in normalized units
 // (solver/normalization.h), as the single-precision solvers need; results and costs come
-// back in the original units. `camera_index`: the state reads BAProblem::camera_obs.
-// The solve sorts the scene's observations by (point, camera) in place (BAL's own order).
+// back in the original units. `layout`: what the state needs of the BAProblem; unless it
+// is kUnsorted, the solve sorts the scene's observations by (point, camera) in place
+// (BAL's own order).
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
     const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize,
-    bool camera_index = true);
+    BAProblemLayout layout = BAProblemLayout::kByPointWithCameraIndex);
 
 }  // namespace tiepoint

@@ -58,7 +58,9 @@ void NormalizeParameters(const Normalization& n, int num_cameras, int num_points
     for (int k = 3; k < 6; ++k) cam[k] /= n.length_scale;
     cam[6] /= n.pixel_scale;
   }
-  for (int64_t k = 0; k < 3LL * num_points; ++k) points[k] /= n.length_scale;
+  const int64_t m = 3LL * num_points;
+#pragma omp parallel for schedule(static) if (m > (1 << 20))
+  for (int64_t k = 0; k < m; ++k) points[k] /= n.length_scale;
 }
 
 void DenormalizeParameters(const Normalization& n, int num_cameras, int num_points,
@@ -68,15 +70,23 @@ void DenormalizeParameters(const Normalization& n, int num_cameras, int num_poin
     for (int k = 3; k < 6; ++k) cam[k] *= n.length_scale;
     cam[6] *= n.pixel_scale;
   }
-  for (int64_t k = 0; k < 3LL * num_points; ++k) points[k] *= n.length_scale;
+  const int64_t m = 3LL * num_points;
+#pragma omp parallel for schedule(static) if (m > (1 << 20))
+  for (int64_t k = 0; k < m; ++k) points[k] *= n.length_scale;
 }
 
 void NormalizeObservations(const Normalization& n, Scene* scene) {
-  for (double& v : scene->obs_xy) v /= n.pixel_scale;
+  double* v = scene->obs_xy.data();
+  const int64_t m = static_cast<int64_t>(scene->obs_xy.size());
+#pragma omp parallel for schedule(static) if (m > (1 << 20))
+  for (int64_t k = 0; k < m; ++k) v[k] /= n.pixel_scale;
 }
 
 void DenormalizeObservations(const Normalization& n, Scene* scene) {
-  for (double& v : scene->obs_xy) v *= n.pixel_scale;
+  double* v = scene->obs_xy.data();
+  const int64_t m = static_cast<int64_t>(scene->obs_xy.size());
+#pragma omp parallel for schedule(static) if (m > (1 << 20))
+  for (int64_t k = 0; k < m; ++k) v[k] *= n.pixel_scale;
 }
 
 }  // namespace tiepoint

@@ -1,4 +1,5 @@
 #include <cub/cub.cuh>
+#include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
 #include <cmath>
@@ -605,6 +606,67 @@ __global__ void AbsKernel(int64_t n, const double* a, double* out) {
   if (k < n) out[k] = fabs(a[k]);
 }
 
+// ---- The block-CSR structure, built on the device ----------------------------------------
+// Observations arrive in any order. A key-value radix sort by (point, camera) gives the
+// point-major order; the positions where the point changes are the row pointers
+// (interval starts: each observation whose point differs from its predecessor's writes
+// itself as the start of every point in between, so points without observations get
+// empty ranges). A stable sort of the point-major camera indices gives the camera-major
+// index the same way. Chunks of the fused Schur kernel start where (point_ptr[p] + p) /
+// kChunkObs changes, so a chunk holds at most kChunkObs points, and kChunkObs
+// observations plus those of its last point.
+static_assert(kChunkObs == kChunkPoints, "one chunk key bounds both");
+
+int Bits(int64_t v) {
+  int b = 1;
+  while ((int64_t{1} << b) <= v) ++b;
+  return b;
+}
+
+__global__ void PointCameraKeysKernel(int64_t n, const int* point, const int* camera, int cam_bits,
+                                      unsigned long long* keys, int* values) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  keys[i] = (static_cast<unsigned long long>(point[i]) << cam_bits) | static_cast<unsigned>(camera[i]);
+  values[i] = static_cast<int>(i);
+}
+
+__global__ void GatherObservationsKernel(int64_t n, const int* order, const int* camera_in,
+                                         const int* point_in, const double2* xy_in,
+                                         int* camera_out, int* point_out, double2* xy_out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const int i = order[k];
+  camera_out[k] = camera_in[i];
+  point_out[k] = point_in[i];
+  xy_out[k] = xy_in[i];
+}
+
+// ptr[q] = first position whose sorted key is >= q, for q in [0, count]; keys sorted.
+__global__ void IntervalStartsKernel(int64_t n, const int* sorted, int count, int* ptr) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const int here = sorted[k];
+  const int prev = k > 0 ? sorted[k - 1] : -1;
+  for (int q = prev + 1; q <= here; ++q) ptr[q] = static_cast<int>(k);
+  if (k == n - 1) {
+    for (int q = here + 1; q <= count; ++q) ptr[q] = static_cast<int>(n);
+  }
+}
+
+__global__ void IotaKernel(int64_t n, int* out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) out[k] = static_cast<int>(k);
+}
+
+__global__ void ChunkFlagsKernel(int np, const int* point_ptr, unsigned char* flags) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= np) return;
+  const int64_t key = (static_cast<int64_t>(point_ptr[p]) + p) / kChunkObs;
+  const int64_t prev = p > 0 ? (static_cast<int64_t>(point_ptr[p - 1]) + p - 1) / kChunkObs : -1;
+  flags[p] = key != prev;
+}
+
 class CudaPcg;
 class CudaState;
 
@@ -641,6 +703,7 @@ class CudaLinearization : public Linearization {
   friend class CudaPcg;
   friend class CudaState;
   Status UploadParameters(const double* cameras, const double* points);
+  Status BuildStructure();
   Status UploadScales() {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(scale_.get(), cam_scale_h_.data(),
                                              cam_scale_h_.size() * sizeof(double), cudaMemcpyHostToDevice));
@@ -688,38 +751,7 @@ Status CudaLinearization::Initialize() {
                                " MiB are free; use --device cpu (--jacobian recompute stores no "
                                "Jacobian there)");
   }
-  std::vector<int> point_ptr(p_.point_ptr.begin(), p_.point_ptr.end());
-  std::vector<int> camera_ptr(p_.camera_ptr.begin(), p_.camera_ptr.end());
-  TIEPOINT_RETURN_IF_ERROR(obs_camera_.Allocate(n));
-  TIEPOINT_RETURN_IF_ERROR(obs_camera_.Upload(p_.obs_camera, n));
-  TIEPOINT_RETURN_IF_ERROR(obs_point_.Allocate(n));
-  TIEPOINT_RETURN_IF_ERROR(obs_point_.Upload(p_.obs_point, n));
-  TIEPOINT_RETURN_IF_ERROR(obs_xy_.Allocate(2 * n));
-  TIEPOINT_RETURN_IF_ERROR(obs_xy_.Upload(p_.obs_xy, 2 * n));
-  TIEPOINT_RETURN_IF_ERROR(point_ptr_.Allocate(np + 1));
-  TIEPOINT_RETURN_IF_ERROR(point_ptr_.Upload(point_ptr.data(), np + 1));
-  TIEPOINT_RETURN_IF_ERROR(camera_ptr_.Allocate(nc + 1));
-  TIEPOINT_RETURN_IF_ERROR(camera_ptr_.Upload(camera_ptr.data(), nc + 1));
-  TIEPOINT_RETURN_IF_ERROR(camera_obs_.Allocate(n));
-  TIEPOINT_RETURN_IF_ERROR(camera_obs_.Upload(p_.camera_obs.data(), n));
-  // Chunks of whole points for the fused Schur kernel.
-  {
-    std::vector<int> chunks{0};
-    int obs_in = 0, pts_in = 0;
-    for (int j = 0; j < np; ++j) {
-      const int m = point_ptr[j + 1] - point_ptr[j];
-      if (pts_in > 0 && (obs_in + m > kChunkObs || pts_in == kChunkPoints)) {
-        chunks.push_back(j);
-        obs_in = pts_in = 0;
-      }
-      obs_in += m;
-      ++pts_in;
-    }
-    chunks.push_back(np);
-    num_chunks_ = static_cast<int>(chunks.size()) - 1;
-    TIEPOINT_RETURN_IF_ERROR(chunk_point_.Allocate(chunks.size()));
-    TIEPOINT_RETURN_IF_ERROR(chunk_point_.Upload(chunks.data(), chunks.size()));
-  }
+  TIEPOINT_RETURN_IF_ERROR(BuildStructure());
   TIEPOINT_RETURN_IF_ERROR(u0_.Allocate(81LL * nc));
   if (p_.has_fixed_parameters) {
     TIEPOINT_RETURN_IF_ERROR(fixed_.Allocate(9LL * nc));
@@ -743,6 +775,86 @@ Status CudaLinearization::Initialize() {
   TIEPOINT_RETURN_IF_ERROR(cub_temp_.Allocate(std::max(sum_bytes, max_bytes)));
   g_.resize(9LL * nc + 3LL * np);
   diag_.resize(g_.size());
+  return Status::Ok();
+}
+
+Status CudaLinearization::BuildStructure() {
+  const int64_t n = p_.num_observations;
+  const int nc = p_.num_cameras, np = p_.num_points;
+  TIEPOINT_RETURN_IF_ERROR(obs_camera_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(obs_point_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(obs_xy_.Allocate(2 * n));
+  TIEPOINT_RETURN_IF_ERROR(point_ptr_.Allocate(np + 1));
+  TIEPOINT_RETURN_IF_ERROR(camera_ptr_.Allocate(nc + 1));
+  TIEPOINT_RETURN_IF_ERROR(camera_obs_.Allocate(n));
+  if (n == 0) {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(point_ptr_.get(), 0, (np + 1) * sizeof(int)));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(camera_ptr_.get(), 0, (nc + 1) * sizeof(int)));
+  } else {
+    DeviceArray<int> cam_in, pt_in, order_in, order;
+    DeviceArray<double> xy_in;
+    DeviceArray<unsigned long long> keys_in, keys;
+    TIEPOINT_RETURN_IF_ERROR(cam_in.Allocate(n));
+    TIEPOINT_RETURN_IF_ERROR(pt_in.Allocate(n));
+    TIEPOINT_RETURN_IF_ERROR(xy_in.Allocate(2 * n));
+    TIEPOINT_RETURN_IF_ERROR(cam_in.Upload(p_.obs_camera, n));
+    TIEPOINT_RETURN_IF_ERROR(pt_in.Upload(p_.obs_point, n));
+    TIEPOINT_RETURN_IF_ERROR(xy_in.Upload(p_.obs_xy, 2 * n));
+    TIEPOINT_RETURN_IF_ERROR(keys_in.Allocate(n));
+    TIEPOINT_RETURN_IF_ERROR(keys.Allocate(n));
+    TIEPOINT_RETURN_IF_ERROR(order_in.Allocate(n));
+    TIEPOINT_RETURN_IF_ERROR(order.Allocate(n));
+    const int cam_bits = Bits(nc), pt_bits = Bits(np);
+    PointCameraKeysKernel<<<Blocks(n), kThreads>>>(n, pt_in.get(), cam_in.get(), cam_bits,
+                                                   keys_in.get(), order_in.get());
+    // (point, camera) order.
+    size_t temp_bytes = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.get(), keys.get(), order_in.get(),
+                                    order.get(), n, 0, cam_bits + pt_bits);
+    DeviceArray<unsigned char> temp;
+    TIEPOINT_RETURN_IF_ERROR(temp.Allocate(temp_bytes));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+        temp.get(), temp_bytes, keys_in.get(), keys.get(), order_in.get(), order.get(), n, 0,
+        cam_bits + pt_bits));
+    GatherObservationsKernel<<<Blocks(n), kThreads>>>(
+        n, order.get(), cam_in.get(), pt_in.get(), reinterpret_cast<const double2*>(xy_in.get()),
+        obs_camera_.get(), obs_point_.get(), reinterpret_cast<double2*>(obs_xy_.get()));
+    IntervalStartsKernel<<<Blocks(n), kThreads>>>(n, obs_point_.get(), np, point_ptr_.get());
+    // Camera-major index: a stable sort of the cameras, carrying point-major positions.
+    IotaKernel<<<Blocks(n), kThreads>>>(n, order_in.get());
+    size_t temp2 = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, temp2, obs_camera_.get(), cam_in.get(),
+                                    order_in.get(), camera_obs_.get(), n, 0, cam_bits);
+    if (temp2 > temp_bytes) {
+      TIEPOINT_RETURN_IF_ERROR(temp.Allocate(temp2));
+      temp_bytes = temp2;
+    }
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+        temp.get(), temp_bytes, obs_camera_.get(), cam_in.get(), order_in.get(),
+        camera_obs_.get(), n, 0, cam_bits));
+    IntervalStartsKernel<<<Blocks(n), kThreads>>>(n, cam_in.get(), nc, camera_ptr_.get());
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  // Chunks for the fused Schur kernel: compaction of the chunk-start flags.
+  num_chunks_ = 0;
+  TIEPOINT_RETURN_IF_ERROR(chunk_point_.Allocate(np + 1));
+  if (np > 0) {
+    DeviceArray<unsigned char> flags, temp;
+    DeviceArray<int> count;
+    TIEPOINT_RETURN_IF_ERROR(flags.Allocate(np));
+    TIEPOINT_RETURN_IF_ERROR(count.Allocate(1));
+    ChunkFlagsKernel<<<Blocks(np), kThreads>>>(np, point_ptr_.get(), flags.get());
+    thrust::counting_iterator<int> points(0);
+    size_t temp_bytes = 0;
+    cub::DeviceSelect::Flagged(nullptr, temp_bytes, points, flags.get(), chunk_point_.get(),
+                               count.get(), np);
+    TIEPOINT_RETURN_IF_ERROR(temp.Allocate(temp_bytes));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::Flagged(
+        temp.get(), temp_bytes, points, flags.get(), chunk_point_.get(), count.get(), np));
+    TIEPOINT_RETURN_IF_ERROR(count.Download(&num_chunks_, 1));
+  }
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(chunk_point_.get() + num_chunks_, &np, sizeof(int),
+                                           cudaMemcpyHostToDevice));
   return Status::Ok();
 }
 
