@@ -194,7 +194,12 @@ Status SequenceTracker::AddFrame(const ImageU8& frame, std::vector<TrackPoint>* 
   }
   std::vector<FastCorner> corners;
   TIEPOINT_RETURN_IF_ERROR(frontend_->Detect(slot, &blocked, &corners));
+  const float margin = static_cast<float>(LkPatchReach(
+      options_.lk, std::min(options_.lk.levels, PyramidLevelsFor(width_, height_, options_.lk.levels))));
   for (const FastCorner& c : corners) {
+    if (c.x < margin || c.y < margin || c.x > width_ - 1 - margin || c.y > height_ - 1 - margin) {
+      continue;
+    }
     live.push_back({next_id_++, c.x, c.y, 0.0f, 0.0f});
     ++summary_.tracks_started;
   }

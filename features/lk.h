@@ -84,6 +84,17 @@ inline int LkPatchSize(const LkOptions& options, int level) {
   return level >= options.coarse_level ? 8 : 16;
 }
 
+// How far (level-0 pixels) the patches of the levels in use reach from a feature:
+// max over levels l < levels of 2^l * patch(l) / 2 (32 for the defaults: 8x8 on level 3).
+inline int LkPatchReach(const LkOptions& options, int levels) {
+  int reach = 0;
+  for (int l = 0; l < levels; ++l) {
+    const int r = (1 << l) * LkPatchSize(options, l) / 2;
+    reach = r > reach ? r : reach;
+  }
+  return reach;
+}
+
 // Tracks `points` (level-0 pixels of the previous frame) into the next frame. `guesses`
 // (optional, same size) are predicted positions in the next frame; without them the
 // prediction is the point itself. Both pyramids must have the same level-0 size.

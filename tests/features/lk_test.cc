@@ -207,9 +207,10 @@ void TrackRealPair(const std::string& a, const std::string& b, Device device, do
 
 const char* kKitti = "multiview/kitti_odometry_00_excerpt/sequences/00/image_0/";
 
-// The issue asks for >= 90% of tracks surviving each KITTI step; this implementation
-// reaches 80-86% (translation + gain/bias LK on 16x16 patches; OpenCV's pyramidal LK keeps
-// 74% of the same corners from frame 0 to 1), so the test holds that level as a floor.
+// The issue asks for >= 90% of tracks surviving each KITTI step; with the defaults
+// (forward-backward check at 0.5 px) this implementation keeps 84-89% (threshold 40;
+// OpenCV's pyramidal LK keeps 74% of the grid corners from frame 0 to 1), 87-93% with the
+// check at 1 px, so the test holds 82% as a floor.
 TEST(LkTest, KittiTracksSurviveWithSmallForwardBackwardError) {
   std::vector<std::string> frames;
   for (int f = 0; f < 5; ++f) {
@@ -232,7 +233,7 @@ TEST(LkTest, KittiTracksSurviveWithSmallForwardBackwardError) {
     const double survival = static_cast<double>(s.tracks_survived[i]) / s.tracks_in[i];
     std::printf("KITTI %zu->%zu: %d of %d tracks survive (%.1f%%)\n", i, i + 1,
                 s.tracks_survived[i], s.tracks_in[i], 100 * survival);
-    EXPECT_GE(survival, 0.78);
+    EXPECT_GE(survival, 0.82);
   }
   std::vector<double> fb(s.fb_errors.begin(), s.fb_errors.end());
   std::printf("KITTI median forward-backward error %.4f px over %zu tracked steps\n", Median(fb),
@@ -295,8 +296,14 @@ TEST(LkTest, SequenceTrackerKeepsTracksAndFillsEmptyCells) {
   for (int f = 0; f < 4; ++f) {
     ASSERT_TRUE(tracker.AddFrame(Render(w, h, blobs, 1.5 * f, -0.5 * f), &cur).ok());
     if (f == 0) {
+      // New tracks keep LkPatchReach (32 px) from the border: the 4 x 2 inner cells of
+      // the 8 x 6 grid, and the inner halves of the ring around them.
+      EXPECT_EQ(LkPatchReach(o.lk, 4), 32);
       EXPECT_LE(static_cast<int>(cur.size()), cells);
-      EXPECT_GT(static_cast<int>(cur.size()), cells / 2);
+      EXPECT_GT(static_cast<int>(cur.size()), 8);
+      for (const TrackPoint& t : cur) {
+        EXPECT_TRUE(t.x >= 32 && t.y >= 32 && t.x <= w - 33 && t.y <= h - 33) << t.x << "," << t.y;
+      }
     } else {
       // Tracks that continue moved by the synthetic shift.
       int continued = 0;
