@@ -2,6 +2,9 @@
 #include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -51,6 +54,19 @@ class DeviceArray {
   T* ptr_ = nullptr;
   size_t size_ = 0;
 };
+
+// With TIEPOINT_TIMING set, prints the milliseconds since the previous mark (device
+// synchronized) to stderr: where the set-up time goes.
+void TimingMark(const char* what) {
+  static const bool on = std::getenv("TIEPOINT_TIMING") != nullptr;
+  if (!on) return;
+  static auto last = std::chrono::steady_clock::now();
+  cudaDeviceSynchronize();
+  const auto now = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "[timing] cuda %-28s %8.2f ms\n", what,
+               std::chrono::duration<double, std::milli>(now - last).count());
+  last = now;
+}
 
 // Status assignment whose result is discarded (nvcc warns on the [[nodiscard]] type).
 inline void Set(Status& dst, Status src) { static_cast<void>(dst = std::move(src)); }
@@ -743,6 +759,7 @@ Status CudaLinearization::Initialize() {
   const size_t need = n * (4 + 4 + 16 + 4 + 72 + 24 + 8 + 8) + np * (4 + 24 + 24 + 24 + 36 + 12 + 40) +
                       nc * (4 + 72 + 72 + 72 + 324 + 648 + 36 + 200) + 256LL * 36 * nc;
   size_t free_bytes = 0, total_bytes = 0;
+  TimingMark("start");
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (need > free_bytes) {
     return Status::OutOfMemory("the CUDA pcg-schur solver needs about " +
@@ -752,6 +769,7 @@ Status CudaLinearization::Initialize() {
                                "Jacobian there)");
   }
   TIEPOINT_RETURN_IF_ERROR(BuildStructure());
+  TimingMark("structure (upload + sort)");
   TIEPOINT_RETURN_IF_ERROR(u0_.Allocate(81LL * nc));
   if (p_.has_fixed_parameters) {
     TIEPOINT_RETURN_IF_ERROR(fixed_.Allocate(9LL * nc));
@@ -916,6 +934,7 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
                                            pt_scale(), jc_.get(), jp_.get(), r_.get(),
                                            per_obs_.get());
   const double cost = Sum(per_obs_.get(), v.n);
+  if (!scaled_) TimingMark("first evaluation");
   double* gdev = g_dev_.get();
   double* ddev = diag_dev_.get();
   PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, jp_.get(), r_.get(), pt_scale(),
@@ -941,6 +960,7 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
                                                gdev, ddev);
     }
     scaled_ = true;
+    TimingMark("first gradient, scaling, Gram");
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
@@ -1376,8 +1396,10 @@ Status CreateCudaLmState(const PcgOptions& options, const BAProblem& problem,
   TIEPOINT_RETURN_IF_ERROR(CreateCudaPcgLinearSystem(options, problem, loss, &system));
   std::unique_ptr<CudaLinearization> lin(static_cast<CudaLinearization*>(system.linearization.release()));
   std::unique_ptr<CudaPcg> pcg(static_cast<CudaPcg*>(system.solver.release()));
+  TimingMark("allocations");
   auto s = std::make_unique<CudaState>(std::move(lin), std::move(pcg));
   TIEPOINT_RETURN_IF_ERROR(s->Initialize(cameras, points));
+  TimingMark("state + parameters upload");
   *state = std::move(s);
   return Status::Ok();
 }

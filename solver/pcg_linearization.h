@@ -32,11 +32,34 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "solver/linearization.h"
 
 namespace tiepoint {
+
+// An allocator that leaves elements uninitialized on resize (for the Jacobian blocks: the
+// first Linearize writes every entry, in parallel, so zeroing them first is wasted work).
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 template <typename T>
 class PcgLinearization : public Linearization {
@@ -105,7 +128,7 @@ class PcgLinearization : public Linearization {
   std::vector<T> pt_scale_;            // 3 per point
   std::vector<double> gc_, diag_c_;    // unscaled camera gradient and diag(J^T J)
   std::vector<T> gp_;                  // scaled point gradient s g_p
-  std::vector<T> jc_, jp_;             // stored scaled blocks (empty with recompute)
+  std::vector<T, DefaultInitAllocator<T>> jc_, jp_;  // stored scaled blocks (none with recompute)
   std::vector<double> u0_;             // 81 per camera: J'_c^T J'_c
   std::vector<T> dc_, dp_;             // scaled damping (dp_ may be empty)
   std::vector<T> cam_precond_;         // 81 per camera: U_i^-1
