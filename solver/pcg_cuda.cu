@@ -24,15 +24,17 @@ template <typename T>
 class DeviceArray {
  public:
   DeviceArray() = default;
-  ~DeviceArray() { if (ptr_) cudaFree(ptr_); }
+  ~DeviceArray() { if (ptr_) cudaFreeAsync(ptr_, 0); }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
+  // Stream-ordered allocation (default stream) from the device's pool, which keeps freed
+  // memory mapped (io/base/cuda_device.h, WarmUpCuda).
   Status Allocate(size_t n) {
-    if (ptr_) cudaFree(ptr_);
+    if (ptr_) cudaFreeAsync(ptr_, 0);
     ptr_ = nullptr;
     size_ = n;
     if (n == 0) return Status::Ok();
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, n * sizeof(T)));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), n * sizeof(T), 0));
     return Status::Ok();
   }
   Status Upload(const T* host, size_t n) {
@@ -253,40 +255,44 @@ __device__ double WarpSum(double v) {
   return v;
 }
 
-// Per camera (a block of 8 warps over its observations; each lane two of 54 entries: the
-// 45 upper entries of U = J'_c^T J'_c, then the 9 of J'_c^T r), summed over the warps in
-// shared memory: U (81 doubles, scaled) and the unscaled gradient and diagonal.
+// Per camera, a block over its observations (camera-major index): each thread sums, in
+// float, its observations' 45 upper entries of U = J'_c^T J'_c and 9 of J'_c^T r (every
+// thread's loads are independent, so many are in flight); warp shuffles, then shared
+// memory, reduce the 54 sums in double. Out: U (81 doubles, as stored: scaled once the
+// scaling is fixed), the unscaled gradient and diagonal.
 constexpr int kGramThreads = 256;
-__global__ void CameraGramKernel(ProblemView p, const float* jc, const float* r,
-                                 const double* cam_scale, double* u0, double* g, double* diag) {
+__global__ void __launch_bounds__(kGramThreads)
+CameraGramKernel(ProblemView p, const float* jc, const float* r, const double* cam_scale,
+                 double* u0, double* g, double* diag) {
   __shared__ double part[kGramThreads / 32][54];
   const int c = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n = p.n;
-  int ea[2], eb[2];
-  for (int e = 0; e < 2; ++e) {
-    int idx = lane + 32 * e, a = 0;
-    if (idx >= 45) { ea[e] = -1; eb[e] = idx - 45; continue; }  // gradient entry
-    while (idx >= 9 - a) { idx -= 9 - a; ++a; }
-    ea[e] = a;
-    eb[e] = a + idx;
-  }
-  double acc[2] = {0, 0};
-  for (int k = p.camera_ptr[c] + warp; k < p.camera_ptr[c + 1]; k += kGramThreads / 32) {
+  float acc[54];
+#pragma unroll
+  for (int e = 0; e < 54; ++e) acc[e] = 0.0f;
+  for (int k = p.camera_ptr[c] + threadIdx.x; k < p.camera_ptr[c + 1]; k += kGramThreads) {
     const int64_t i = p.camera_obs[k];
-    for (int e = 0; e < 2; ++e) {
-      if (lane + 32 * e >= 54) continue;
-      if (ea[e] < 0) {
-        const int a = eb[e];
-        acc[e] += static_cast<double>(jc[a * n + i]) * r[i] + static_cast<double>(jc[(9 + a) * n + i]) * r[n + i];
-      } else {
-        acc[e] += static_cast<double>(jc[ea[e] * n + i]) * jc[eb[e] * n + i] +
-                  static_cast<double>(jc[(9 + ea[e]) * n + i]) * jc[(9 + eb[e]) * n + i];
-      }
+    float J0[9], J1[9];
+#pragma unroll
+    for (int a = 0; a < 9; ++a) {
+      J0[a] = jc[a * n + i];
+      J1[a] = jc[(9 + a) * n + i];
     }
+    const float r0 = r[i], r1 = r[n + i];
+    int e = 0;
+#pragma unroll
+    for (int a = 0; a < 9; ++a) {
+#pragma unroll
+      for (int b = a; b < 9; ++b) acc[e++] += J0[a] * J0[b] + J1[a] * J1[b];
+    }
+#pragma unroll
+    for (int a = 0; a < 9; ++a) acc[45 + a] += J0[a] * r0 + J1[a] * r1;
   }
-  for (int e = 0; e < 2; ++e) {
-    if (lane + 32 * e < 54) part[warp][lane + 32 * e] = acc[e];
+#pragma unroll
+  for (int e = 0; e < 54; ++e) {
+    const double w = WarpSum(static_cast<double>(acc[e]));
+    if (lane == 0) part[warp][e] = w;
   }
   __syncthreads();
   if (threadIdx.x >= 54) return;
@@ -307,6 +313,23 @@ __global__ void CameraGramKernel(ProblemView p, const float* jc, const float* r,
     const double sc = cam_scale[9 * c + a];
     diag[9 * c + a] = s / (sc * sc);
   }
+}
+
+// U' = S U S after the scaling is fixed (instead of a second pass over the blocks).
+__global__ void ScaleGramKernel(int nc, const double* cam_scale, double* u0) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= 81LL * nc) return;
+  const int64_t c = t / 81;
+  const int a = static_cast<int>(t % 81) / 9, b = static_cast<int>(t % 9);
+  u0[t] *= cam_scale[9 * c + a] * cam_scale[9 * c + b];
+}
+
+// s = 1 / sqrt(diag(J^T J)), 1 for empty or non-finite columns (the first linearization).
+__global__ void ColumnScaleKernel(int64_t m, const double* diag, double* scale) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= m) return;
+  const double d = diag[k];
+  scale[k] = d > 0.0 && isfinite(d) ? 1.0 / sqrt(d) : 1.0;
 }
 
 __global__ void RescaleKernel(ProblemView p, const double* cam_scale, const double* pt_scale,
@@ -617,6 +640,11 @@ __global__ void AddKernel(int64_t n, const double* a, const double* b, double* o
   if (k < n) out[k] = a[k] + b[k];
 }
 
+__global__ void FillKernel(int64_t n, double v, double* out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k < n) out[k] = v;
+}
+
 __global__ void AbsKernel(int64_t n, const double* a, double* out) {
   const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (k < n) out[k] = fabs(a[k]);
@@ -720,11 +748,15 @@ class CudaLinearization : public Linearization {
   friend class CudaState;
   Status UploadParameters(const double* cameras, const double* points);
   Status BuildStructure();
-  Status UploadScales() {
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(scale_.get(), cam_scale_h_.data(),
-                                             cam_scale_h_.size() * sizeof(double), cudaMemcpyHostToDevice));
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(scale_.get() + cam_scale_h_.size(), pt_scale_h_.data(),
-                                             pt_scale_h_.size() * sizeof(double), cudaMemcpyHostToDevice));
+  // Host copies of the column scales, for the host-memory interface calls (tests).
+  Status EnsureHostScales() {
+    if (host_scales_valid_) return Status::Ok();
+    const size_t nc9 = 9 * static_cast<size_t>(p_.num_cameras), np3 = 3 * static_cast<size_t>(p_.num_points);
+    cam_scale_h_.resize(nc9);
+    pt_scale_h_.resize(np3);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(cam_scale_h_.data(), scale_.get(), nc9 * sizeof(double), cudaMemcpyDeviceToHost));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(pt_scale_h_.data(), scale_.get() + nc9, np3 * sizeof(double), cudaMemcpyDeviceToHost));
+    host_scales_valid_ = true;
     return Status::Ok();
   }
   ProblemView View() const {
@@ -750,6 +782,7 @@ class CudaLinearization : public Linearization {
   DeviceArray<unsigned char> cub_temp_;
   DeviceArray<double> sum_;
   std::vector<double> g_, diag_, cam_scale_h_, pt_scale_h_;
+  bool host_scales_valid_ = false;
 };
 
 Status CudaLinearization::Initialize() {
@@ -761,6 +794,19 @@ Status CudaLinearization::Initialize() {
   size_t free_bytes = 0, total_bytes = 0;
   TimingMark("start");
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  {
+    // Memory the stream-ordered pool holds but does not use is free to us too.
+    int device = 0;
+    cudaMemPool_t pool;
+    uint64_t reserved = 0, used = 0;
+    if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess &&
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess &&
+        reserved > used) {
+      free_bytes += reserved - used;
+    }
+    cudaGetLastError();
+  }
   if (need > free_bytes) {
     return Status::OutOfMemory("the CUDA pcg-schur solver needs about " +
                                std::to_string(need >> 20) + " MiB of device memory, " +
@@ -776,10 +822,11 @@ Status CudaLinearization::Initialize() {
     TIEPOINT_RETURN_IF_ERROR(fixed_.Upload(p_.camera_param_fixed.data(), 9LL * nc));
   }
   TIEPOINT_RETURN_IF_ERROR(params_.Allocate(9LL * nc + 3LL * np));
-  cam_scale_h_.assign(9LL * nc, 1.0);
-  pt_scale_h_.assign(3LL * np, 1.0);
   TIEPOINT_RETURN_IF_ERROR(scale_.Allocate(9LL * nc + 3LL * np));
-  TIEPOINT_RETURN_IF_ERROR(UploadScales());
+  {
+    const int64_t m = 9LL * nc + 3LL * np;
+    FillKernel<<<Blocks(m), kThreads>>>(m, 1.0, scale_.get());
+  }
   TIEPOINT_RETURN_IF_ERROR(g_dev_.Allocate(9LL * nc + 3LL * np));
   TIEPOINT_RETURN_IF_ERROR(diag_dev_.Allocate(9LL * nc + 3LL * np));
   TIEPOINT_RETURN_IF_ERROR(per_obs_.Allocate(std::max<int64_t>(n, 9LL * nc + 3LL * np)));
@@ -791,8 +838,6 @@ Status CudaLinearization::Initialize() {
   cub::DeviceReduce::Sum(nullptr, sum_bytes, per_obs_.get(), sum_.get(), per_obs_.size());
   cub::DeviceReduce::Max(nullptr, max_bytes, per_obs_.get(), sum_.get(), per_obs_.size());
   TIEPOINT_RETURN_IF_ERROR(cub_temp_.Allocate(std::max(sum_bytes, max_bytes)));
-  g_.resize(9LL * nc + 3LL * np);
-  diag_.resize(g_.size());
   return Status::Ok();
 }
 
@@ -920,6 +965,8 @@ double CudaLinearization::Linearize(const double* cameras, const double* points)
   const Status st = UploadParameters(cameras, points);
   if (!st.ok()) { Set(error_, st); return std::numeric_limits<double>::infinity(); }
   const double cost = LinearizeDevice(params_.get());
+  g_.resize(9LL * p_.num_cameras + 3LL * p_.num_points);
+  diag_.resize(g_.size());
   Status s = g_dev_.Download(g_.data(), g_.size());
   if (s.ok()) Set(s, diag_dev_.Download(diag_.data(), diag_.size()));
   if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
@@ -944,22 +991,15 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
                                              gdev, ddev);
   }
   if (!scaled_) {
-    // Fix the column scaling s = 1 / sqrt(diag(J^T J)) and rescale the stored blocks: the
-    // diagonal comes to the host once per solve.
-    Status s = diag_dev_.Download(diag_.data(), diag_.size());
-    if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
-    auto scale = [](double d) { return d > 0.0 && std::isfinite(d) ? 1.0 / std::sqrt(d) : 1.0; };
-    for (int64_t k = 0; k < 9LL * v.nc; ++k) cam_scale_h_[k] = scale(diag_[k]);
-    for (int64_t k = 0; k < 3LL * v.np; ++k) pt_scale_h_[k] = scale(diag_[9LL * v.nc + k]);
-    Set(s, UploadScales());
-    if (!s.ok()) { Set(error_, s); return std::numeric_limits<double>::infinity(); }
+    // Fix the column scaling s = 1 / sqrt(diag(J^T J)) on the device, rescale the stored
+    // blocks and the Gram blocks; the host copy of the scales is fetched when an interface
+    // call needs it.
+    const int64_t m = 9LL * v.nc + 3LL * v.np;
+    ColumnScaleKernel<<<Blocks(m), kThreads>>>(m, ddev, scale_.get());
     RescaleKernel<<<Blocks(v.n), kThreads>>>(v, cam_scale(), pt_scale(), jc_.get(), jp_.get());
-    // U' = S U S: the Gram blocks again, from the rescaled blocks (gradient unchanged).
-    if (v.nc > 0) {
-      CameraGramKernel<<<v.nc, kGramThreads>>>(v, jc_.get(), r_.get(), cam_scale(), u0_.get(),
-                                               gdev, ddev);
-    }
+    if (v.nc > 0) ScaleGramKernel<<<Blocks(81LL * v.nc), kThreads>>>(v.nc, cam_scale(), u0_.get());
     scaled_ = true;
+    host_scales_valid_ = false;
     TimingMark("first gradient, scaling, Gram");
   }
   const cudaError_t err = cudaGetLastError();
@@ -973,6 +1013,10 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
 double CudaLinearization::JacobianNormSquared(const double* xc, const double* xp) {
   const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
   std::vector<double> xs(nc9 + np3);
+  {
+    const Status hs = EnsureHostScales();
+    if (!hs.ok()) { Set(error_, hs); return 0.0; }
+  }
   for (int64_t k = 0; k < nc9; ++k) xs[k] = xc[k] / cam_scale_h_[k];
   for (int64_t k = 0; k < np3; ++k) xs[nc9 + k] = xp[k] / pt_scale_h_[k];
   // g_dev_ is free between linearizations: reuse it for x / s.
@@ -1095,6 +1139,7 @@ Status CudaPcg::Solve(const double* d_cameras, const double* d_points, const dou
   std::copy(d_points, d_points + np3, d.begin() + nc9);
   TIEPOINT_RETURN_IF_ERROR(d_.Upload(d.data(), d.size()));
   // Scaled right-hand side b' = s b.
+  TIEPOINT_RETURN_IF_ERROR(lin_.EnsureHostScales());
   std::vector<float> bc(nc9), bp(np3);
   for (int64_t k = 0; k < nc9; ++k) bc[k] = static_cast<float>(rhs_cameras[k] * lin_.cam_scale_h_[k]);
   for (int64_t k = 0; k < np3; ++k) bp[k] = static_cast<float>(rhs_points[k] * lin_.pt_scale_h_[k]);

@@ -25,8 +25,10 @@ bool CudaBuilt();
 // Fills `devices`; kUnavailable (with the driver's reason) when none can be used.
 Status QueryCudaDevices(std::vector<CudaDeviceInfo>* devices);
 
-// Creates the CUDA context of the current device now (it takes a few hundred ms), so a
-// caller can overlap it with file reading. A no-op without CUDA; errors surface later.
+// Creates the CUDA context of the current device now (it takes a few hundred ms), loading
+// every kernel, and maps a slice of device memory into the default stream-ordered pool
+// (which then keeps freed memory), so a caller can overlap all of it with file reading.
+// A no-op without CUDA; errors surface later.
 void WarmUpCuda();
 
 }  // namespace tiepoint
