@@ -8,9 +8,11 @@
 // Kernels (solver/pcg_cuda.cu): per-observation residual/Jacobian evaluation into
 // structure-of-arrays planes (coalesced); per-point gradient, diagonal and 3x3 blocks;
 // per-camera gradient and 9x9 Gram blocks (a block per camera over the camera-major
-// index, warp-shuffle and shared-memory reductions); the Schur product fused into one
-// streaming pass over the point-major blocks (per-point sums and, when they fit, per-camera
-// sums in shared memory); dot products with block reductions; CUB device reductions. Tested against the CPU PcgLinearization<float> on random problems
+// index, warp-shuffle and shared-memory reductions); the Schur product as three streaming
+// passes (per-point sums by segmented warp scans, per-camera sums in shared memory) when
+// the camera sums fit in shared memory, else fused into one pass over the point-major
+// blocks; the structure (row pointers, camera-major index) built on the device by CUB
+// radix sorts; dot products with block reductions; CUB device reductions. Tested against the CPU PcgLinearization<float> on random problems
 // (tests/solver/pcg_cuda_test.cc, which skips without a GPU).
 #pragma once
 
@@ -49,7 +51,8 @@ struct CudaBandwidthReport {
   double cg_iteration_ms = 0.0;         // one CG iteration, end to end
   double schur_ms = 0.0;                // the Schur product alone
   bool shared_camera_sums = false;      // camera sums in shared memory (else global)
-  int blocks = 0;                       // persistent blocks of the fused Schur kernel
+  int blocks = 0;                       // persistent blocks of the camera-sum kernel
+  bool streaming = false;               // the three-pass streaming product (else fused)
   double bytes_per_observation = 0.0;   // per CG iteration, observation-sized traffic
   double bytes_per_iteration = 0.0;     // all traffic of one CG iteration
   double achieved_gb_per_s = 0.0;
