@@ -6,10 +6,12 @@
 //
 // Kernels (features/sift_cuda.cu), per image:
 //  - one fused kernel per Gaussian level: an output tile (32 x 64) and its halo are read
-//    once into shared memory, blurred along rows there, then along columns (radius as a
-//    template parameter, so the tap loops unroll), and L_i and D_{i-1} = L_i - L_{i-1}
-//    are written; the row-blurred intermediate never reaches global memory. Gradient
-//    magnitude and angle of L_1..L_S are kept for orientation and descriptors; the next
+//    once into shared memory (all of a thread's loads in flight together), blurred along
+//    rows there, then along columns (radius as a template parameter, so the tap loops
+//    unroll; each thread computes 4 outputs of a row and 8 of a column from a window of
+//    registers), and L_i and D_{i-1} = L_i - L_{i-1} are written; the row-blurred
+//    intermediate never reaches global memory. Gradient magnitude and angle of L_1..L_S are
+//    kept for orientation and descriptors, with each plane's largest magnitude; the next
 //    octave's base is L_S at even pixels.
 //  - extremum detection over D_1..D_S of an octave appends candidates to a queue through
 //    an atomic counter; refinement (double precision, one thread per queued candidate, so
@@ -18,11 +20,14 @@
 //  - the host sorts the refined detections by (octave, layer, row, column), which fixes
 //    the output order whatever order the atomics produced, and drops duplicates as the CPU
 //    does; orientation runs one block per detection, descriptors one block per keypoint.
-//    Their histograms take every vote as a 64-bit fixed-point integer (units of 2^-32)
-//    added with shared-memory atomics: integer sums do not depend on the order of the
-//    additions, so the output is deterministic (the same image gives the same bytes in the
-//    same order every run) although all threads of a block vote at once.
-//
+//    Each block copies its window's gradients into shared memory (coalesced), then its
+//    threads vote in a scattered order into one histogram with 32-bit shared-memory atomics
+//    on fixed-point votes (a power-of-two unit per keypoint, from the window's size and the
+//    plane's largest magnitude, so that no bin can overflow): integer sums do not depend on
+//    the order of the additions, so the output is deterministic (the same image gives the
+//    same bytes in the same order every run) although all threads of a block vote at once.
+//    The unit (about 2^-19 of the plane's largest magnitude on 1080p images) rounds
+//    a few percent of the descriptor bytes one step away from the CPU's.
 // Workspace: the extractor owns, per stream, device buffers for one image's pyramid and
 // pinned host staging buffers; they grow to the largest image seen and are reused for
 // every later image (no allocation per image once warm). The extractor is owned by the
@@ -47,7 +52,7 @@
 namespace tiepoint {
 
 // Largest Gaussian kernel radius (ceil(4 sigma_increment)) the fused shared-memory blur
-// takes: a (32 + 2r)^2 tile plus its row pass fit the default 48 KiB of shared memory.
+// takes: a (32 + 2r)^2 tile plus its row pass fit in 49.5 KiB of shared memory.
 // The default options need 13.
 constexpr int kSiftCudaMaxBlurRadius = 32;
 
