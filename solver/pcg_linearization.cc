@@ -1,6 +1,10 @@
 #include "solver/pcg_linearization.h"
 
 #include <omp.h>
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
 
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
@@ -11,6 +15,25 @@
 #include "solver/camera_model.h"
 
 namespace tiepoint {
+
+void* AllocateBlocks(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  void* p = nullptr;
+  if (bytes >= 2 * kHuge) {
+    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    p = std::aligned_alloc(kHuge, rounded);
+    // Advice only (failure is harmless); TIEPOINT_NO_HUGEPAGES=1 leaves it out.
+    static const bool huge = std::getenv("TIEPOINT_NO_HUGEPAGES") == nullptr;
+    if (p && huge) madvise(p, rounded, MADV_HUGEPAGE);
+  } else {
+    p = std::malloc(bytes > 0 ? bytes : 1);
+  }
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void FreeBlocks(void* p) noexcept { std::free(p); }
+
 namespace {
 
 template <typename T>

@@ -40,10 +40,16 @@
 
 namespace tiepoint {
 
-// An allocator that leaves elements uninitialized on resize (for the Jacobian blocks: the
-// first Linearize writes every entry, in parallel, so zeroing them first is wasted work).
+// An allocator for the Jacobian blocks: elements are left uninitialized on resize (the
+// first Linearize writes every entry, in parallel, so zeroing them first is wasted work),
+// and large arrays are 2 MiB aligned and marked for transparent huge pages (every CG
+// iteration streams them; with 4 KiB pages a gigabyte of blocks thrashes the TLB).
+void* AllocateBlocks(size_t bytes);
+void FreeBlocks(void* p) noexcept;
+
 template <typename T>
 struct DefaultInitAllocator : std::allocator<T> {
+  using value_type = T;
   template <typename U>
   struct rebind {
     using other = DefaultInitAllocator<U>;
@@ -51,6 +57,8 @@ struct DefaultInitAllocator : std::allocator<T> {
   DefaultInitAllocator() = default;
   template <typename U>
   DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(AllocateBlocks(n * sizeof(T))); }
+  void deallocate(T* p, size_t) noexcept { FreeBlocks(p); }
   template <typename U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
