@@ -87,8 +87,9 @@ double BundleAdjusterSummary::RmsReprojectionError(double cost) const {
 
 Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
                               std::unique_ptr<BundleAdjuster>* adjuster) {
-  if (options.device == Device::kCuda && options.solver != SolverType::kPcgSchur) {
-    return Status::InvalidOptions(std::string("--device cuda runs --solver pcg-schur; ") +
+  if (options.device == Device::kCuda && options.solver != SolverType::kPcgSchur &&
+      options.solver != SolverType::kPcgHessian) {
+    return Status::InvalidOptions(std::string("--device cuda runs --solver pcg-schur or pcg-hessian; ") +
                                   ToString(options.solver) + " runs on the CPU only");
   }
   switch (options.solver) {

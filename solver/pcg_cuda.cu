@@ -559,6 +559,83 @@ __global__ void SchurStreamKernel(ProblemView p, const float* jc, const float* j
   }
 }
 
+// The implicit-Hessian product (J'^T J' + D') x, first pass: per observation
+// e_o = J'_c x_c + J'_p x_p (stored), and J'_p^T e_o summed per point as in
+// SchurStreamKernel. The camera pass is SchurCameraStreamKernel with z = null.
+__global__ void HessianStreamKernel(ProblemView p, const float* jc, const float* jp,
+                                    const float* x, float* e, float* acc) {
+  const int64_t n = p.n;
+  const int lane = threadIdx.x % 32;
+  const float* xpts = x + 9LL * p.nc;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
+    const int64_t i = base + threadIdx.x;
+    const bool valid = i < n;
+    int key = -1;
+    float w0 = 0.0f, w1 = 0.0f, w2 = 0.0f;
+    if (valid) {
+      key = p.obs_point[i];
+      const float* xc = x + 9 * p.obs_camera[i];
+      const float* xq = xpts + 3 * static_cast<int64_t>(key);
+      float e0 = 0.0f, e1 = 0.0f;
+#pragma unroll
+      for (int a = 0; a < 9; ++a) {
+        const float xa = __ldg(xc + a);
+        e0 += jc[a * n + i] * xa;
+        e1 += jc[(9 + a) * n + i] * xa;
+      }
+#pragma unroll
+      for (int a = 0; a < 3; ++a) {
+        const float xa = xq[a];
+        e0 += jp[a * n + i] * xa;
+        e1 += jp[(3 + a) * n + i] * xa;
+      }
+      e[i] = e0;
+      e[n + i] = e1;
+      w0 = jp[i] * e0 + jp[3 * n + i] * e1;
+      w1 = jp[n + i] * e0 + jp[4 * n + i] * e1;
+      w2 = jp[2 * n + i] * e0 + jp[5 * n + i] * e1;
+    }
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int kd = __shfl_up_sync(0xffffffffu, key, d);
+      const float t0 = __shfl_up_sync(0xffffffffu, w0, d);
+      const float t1 = __shfl_up_sync(0xffffffffu, w1, d);
+      const float t2 = __shfl_up_sync(0xffffffffu, w2, d);
+      if (lane >= d && kd == key) {
+        w0 += t0;
+        w1 += t1;
+        w2 += t2;
+      }
+    }
+    const int next = __shfl_down_sync(0xffffffffu, key, 1);
+    if (valid && (lane == 31 || next != key)) {
+      float* a = acc + 3 * static_cast<int64_t>(key);
+      atomicAdd(a, w0);
+      atomicAdd(a + 1, w1);
+      atomicAdd(a + 2, w2);
+    }
+  }
+}
+
+// y_p = D'_p x_p + acc (and acc reset), thread per point entry.
+__global__ void HessianPointKernel(int64_t np3, const float* dp, const float* xp, float* acc,
+                                   float* yp) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= np3) return;
+  yp[k] = dp[k] * xp[k] + acc[k];
+  acc[k] = 0.0f;
+}
+
+// out = V_p^-1 in, per point (3x3 blocks).
+__global__ void PointPreconditionKernel(int np, const float* vinv, const float* in, float* out) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= np) return;
+  const float* Vi = vinv + 9 * static_cast<int64_t>(j);
+  const float a = in[3 * j], b = in[3 * j + 1], c = in[3 * j + 2];
+  for (int r = 0; r < 3; ++r) out[3 * j + r] = Vi[3 * r] * a + Vi[3 * r + 1] * b + Vi[3 * r + 2] * c;
+}
+
 __global__ void SchurPointSolveKernel(int np, const float* vinv, float* acc, float* z) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= np) return;
@@ -582,10 +659,13 @@ SchurCameraStreamKernel(ProblemView p, const float* jc, const float* jp, const f
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int c = p.obs_camera[i];
-    const float* zp = z + 3 * static_cast<int64_t>(p.obs_point[i]);
-    const float z0 = zp[0], z1 = zp[1], z2 = zp[2];
-    const float e0 = y[i] - (jp[i] * z0 + jp[n + i] * z1 + jp[2 * n + i] * z2);
-    const float e1 = y[n + i] - (jp[3 * n + i] * z0 + jp[4 * n + i] * z1 + jp[5 * n + i] * z2);
+    float e0 = y[i], e1 = y[n + i];
+    if (z) {  // Schur: e = y - J'_p z; Hessian (z null): e = y
+      const float* zp = z + 3 * static_cast<int64_t>(p.obs_point[i]);
+      const float z0 = zp[0], z1 = zp[1], z2 = zp[2];
+      e0 -= jp[i] * z0 + jp[n + i] * z1 + jp[2 * n + i] * z2;
+      e1 -= jp[3 * n + i] * z0 + jp[4 * n + i] * z1 + jp[5 * n + i] * z2;
+    }
     float* out = sums + 9 * c;
 #pragma unroll
     for (int a = 0; a < 9; ++a) atomicAdd(out + a, jc[a * n + i] * e0 + jc[(9 + a) * n + i] * e1);
@@ -1180,6 +1260,9 @@ class CudaPcg : public LinearSolver {
     if (lin_.p_.num_points > 0) {
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(acc_.get(), 0, 3LL * lin_.p_.num_points * sizeof(float)));
     }
+    if (o_.kind == PcgKind::kHessian) {
+      for (DeviceArray<float>* a : {&hx_, &hr_, &hz_, &hq_, &hdir_, &hb_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9 + np3));
+    }
     return Status::Ok();
   }
 
@@ -1241,6 +1324,34 @@ class CudaPcg : public LinearSolver {
   // ms at 29M observations and 13,682 cameras). The reduced right-hand side, once per step,
   // always takes the fused kernel.
   bool Streaming() const { return shared_cameras_; }
+  // (J'^T J' + D') x over cameras then points (pcg-hessian).
+  void ApplyHessian(const float* x, float* out) {
+    const ProblemView v = lin_.View();
+    const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np;
+    if (v.n > 0) {
+      HessianStreamKernel<<<grid1_, kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), x, y_.get(), acc_.get());
+    }
+    if (np3 > 0) HessianPointKernel<<<Blocks(np3), kThreads>>>(np3, dp_.get(), x + nc9, acc_.get(), out + nc9);
+    if (nc9 == 0) return;
+    if (shared_cameras_) {
+      SchurCameraStreamKernel<true><<<grid3_, kFusedThreads, 9 * v.nc * sizeof(float)>>>(
+          v, lin_.jc_.get(), lin_.jp_.get(), y_.get(), nullptr, partial_.get());
+    } else {
+      cudaMemsetAsync(partial_.get(), 0, nc9 * sizeof(float));
+      SchurCameraStreamKernel<false><<<grid3_, kFusedThreads>>>(
+          v, lin_.jc_.get(), lin_.jp_.get(), y_.get(), nullptr, partial_.get());
+    }
+    SchurReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, parts3_, partial_.get(), dc_.get(), x,
+                                                 nullptr, 1.0f, out);
+  }
+  void PreconditionAll(const float* in, float* out) {
+    const ProblemView v = lin_.View();
+    const int64_t nc9 = 9LL * v.nc;
+    if (nc9 > 0) CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), in, out);
+    if (v.np > 0) PointPreconditionKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), in + nc9, out + nc9);
+  }
+  Status SolveHessianDevice(LinearSolverSummary* summary);
+
   void ApplySchur(const float* x, float* out) {
     if (!Streaming()) {
       Schur<false>(x, nullptr, nullptr, out);
@@ -1269,6 +1380,7 @@ class CudaPcg : public LinearSolver {
   CudaLinearization& lin_;
   DeviceArray<float> b_, bc_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_, partial_;
   DeviceArray<float> y_, acc_, zp_;  // the streaming product: J'_c x, per-point sums, V^-1 sums
+  DeviceArray<float> hx_, hr_, hz_, hq_, hdir_, hb_;  // pcg-hessian: CG over cameras then points
   int grid1_ = 1, grid3_ = 1, parts3_ = 1;
   DeviceArray<double> d_, dot_partial_, dot_out_;
   bool shared_cameras_ = false;
@@ -1318,6 +1430,7 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
                                                         lin_.pt_scale(), dp_.get(), vinv_.get());
   CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_dev,
                                                          lin_.cam_scale(), dc_.get(), uinv_.get());
+  if (o_.kind == PcgKind::kHessian) return SolveHessianDevice(summary);
   // Reduced right-hand side b = b_c - W V^-1 b_p.
   Schur<true>(nullptr, bp_.get(), bc_.get(), b_.get());
   // Preconditioned CG from x = 0 (the same rules as the CPU solver).
@@ -1359,6 +1472,56 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
   }
   BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(),
                                                    bp_.get(), x_.get(), xp_.get());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  TIEPOINT_RETURN_IF_ERROR(lin_.error_);
+  summary->iterations = it;
+  summary->success = true;
+  return Status::Ok();
+}
+
+// pcg-hessian: CG on (J'^T J' + D') x = b over all parameters, block-Jacobi
+// preconditioned, the same stopping rules; the solution goes to x_ (cameras), xp_ (points).
+Status CudaPcg::SolveHessianDevice(LinearSolverSummary* summary) {
+  const ProblemView v = lin_.View();
+  const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np, m = nc9 + np3;
+  if (nc9 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hb_.get(), bc_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
+  if (np3 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hb_.get() + nc9, bp_.get(), np3 * sizeof(float), cudaMemcpyDeviceToDevice));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(hx_.get(), 0, m * sizeof(float)));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hr_.get(), hb_.get(), m * sizeof(float), cudaMemcpyDeviceToDevice));
+  const double r0 = std::sqrt(Dot(hr_, hr_, m));
+  int it = 0;
+  if (r0 > 0.0) {
+    PreconditionAll(hr_.get(), hz_.get());
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hdir_.get(), hz_.get(), m * sizeof(float), cudaMemcpyDeviceToDevice));
+    double rz = Dot(hr_, hz_, m);
+    double q_prev = 0.0;
+    while (it < o_.max_iterations) {
+      ApplyHessian(hdir_.get(), hq_.get());
+      const double pq = Dot(hdir_, hq_, m);
+      if (!(pq > 0.0) || !std::isfinite(pq)) break;
+      const float alpha = static_cast<float>(rz / pq);
+      CgUpdateKernel<<<Blocks(m), kThreads>>>(m, alpha, hdir_.get(), hq_.get(), hx_.get(), hr_.get());
+      PreconditionAll(hr_.get(), hz_.get());
+      double dots[4];
+      TIEPOINT_RETURN_IF_ERROR(Dots({{hr_.get(), hr_.get()}, {hx_.get(), hb_.get()}, {hx_.get(), hr_.get()}, {hr_.get(), hz_.get()}}, m, dots));
+      ++it;
+      if (it >= o_.min_iterations) {
+        if (o_.termination == CgTermination::kResidual) {
+          if (std::sqrt(dots[0]) <= o_.eta * r0) break;
+        } else {
+          const double q_now = -0.5 * (dots[1] + dots[2]);
+          if (it > 1 && q_now < 0.0 && it * (q_now - q_prev) / q_now < o_.eta) break;
+          q_prev = q_now;
+        }
+      }
+      const double rz_new = dots[3];
+      const float beta = static_cast<float>(rz_new / rz);
+      rz = rz_new;
+      CgDirectionKernel<<<Blocks(m), kThreads>>>(m, beta, hz_.get(), hdir_.get());
+    }
+  }
+  if (nc9 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(x_.get(), hx_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
+  if (np3 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(xp_.get(), hx_.get() + nc9, np3 * sizeof(float), cudaMemcpyDeviceToDevice));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
   summary->iterations = it;
@@ -1562,9 +1725,6 @@ class CudaState : public LmState {
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                                  const LossFunction& loss, LinearSystem* system,
                                  bool force_global_camera_sums) {
-  if (options.kind != PcgKind::kSchur) {
-    return Status::InvalidOptions("--device cuda supports --solver pcg-schur only (for now)");
-  }
   if (options.precision != Precision::kFloat || options.recompute_jacobian) {
     return Status::InvalidOptions(
         "--device cuda runs pcg-schur in float with stored Jacobians: drop --precision double "

@@ -52,10 +52,11 @@ TEST(PcgCuda, WithoutGpuCudaIsUnavailable) {
 
 // Linearization (cost, gradient, diagonal, |J x|^2) and one solve, CUDA vs CPU.
 void CompareWithCpu(const Scene& scene, const std::vector<int>& fixed, bool fix_intrinsics,
-                    const LossFunction& loss) {
+                    const LossFunction& loss, PcgKind kind = PcgKind::kSchur) {
   BAProblem problem;
   ASSERT_TRUE(BAProblem::Build(scene, fixed, fix_intrinsics, 1, &problem).ok());
   PcgOptions o;
+  o.kind = kind;
   o.termination = CgTermination::kResidual;
   o.eta = 1e-4;
   o.max_iterations = 500;
@@ -154,6 +155,28 @@ TEST(PcgCuda, FusedSchurOperatorsMatchCpu) {
   }
 }
 
+// pcg-hessian on the GPU: the damped step through the implicit-Hessian CG against the CPU's.
+TEST(PcgCuda, HessianStepMatchesCpu) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  CompareWithCpu(Synthetic(20, 3000, 4, 5), {}, false, LossFunction(), PcgKind::kHessian);
+  Scene scene = Synthetic(12, 1500, 4, 8);
+  for (int64_t i = 0; i < scene.num_observations(); i += 40) scene.obs_xy[2 * i] += 30.0;
+  CompareWithCpu(scene, {0, 3}, true, LossFunction{LossType::kHuber, 2.0}, PcgKind::kHessian);
+}
+
+TEST(PcgCuda, HessianBundleAdjustmentMatchesCpu) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const Scene initial = Synthetic(30, 5000, 5, 12);
+  Scene a = initial, b = initial;
+  BundleAdjusterOptions options;
+  options.device = Device::kCpu;
+  const BundleAdjusterSummary c = testing::SolveWith(SolverType::kPcgHessian, &a, options);
+  options.device = Device::kCuda;
+  const BundleAdjusterSummary g = testing::SolveWith(SolverType::kPcgHessian, &b, options);
+  EXPECT_TRUE(g.IsSolutionUsable()) << g.message;
+  EXPECT_NEAR(g.final_cost, c.final_cost, 1e-4 * c.final_cost);
+}
+
 TEST(PcgCuda, KernelsMatchWithFixedParametersAndRobustLoss) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   Scene scene = Synthetic(12, 1500, 4, 7);
@@ -190,6 +213,11 @@ TEST_P(RealDataCuda, FinalCostWithinTenthPercentOfCholmod) {
   EXPECT_NEAR(g.final_cost, c.final_cost, 1e-3 * c.final_cost);
   std::printf("%s: cuda pcg-schur %.6e (%d it, %.3f s) vs cholmod %.6e\n", GetParam(),
               g.final_cost, g.iterations, g.total_time_s, c.final_cost);
+  Scene h = initial;
+  BundleAdjusterOptions options;
+  options.device = Device::kCuda;
+  const BundleAdjusterSummary gh = testing::SolveWith(SolverType::kPcgHessian, &h, options);
+  EXPECT_NEAR(gh.final_cost, c.final_cost, 1e-3 * c.final_cost) << "pcg-hessian";
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedBal, RealDataCuda,
