@@ -210,26 +210,90 @@ __global__ void EvaluateKernel(ProblemView p, DeviceLoss loss, const double* cam
   if (i >= p.n) return;
   const int c = p.obs_camera[i], j = p.obs_point[i];
   double r[2], jc[18], jp[6];
-  BalEvaluate(cams + 9 * c, pts + 3 * j, p.obs_xy + 2 * i, r, jc_out ? jc : nullptr, jp);
+  BalEvaluate(cams + 9 * c, pts + 3 * j, p.obs_xy + 2 * i, r, r_out ? jc : nullptr, jp);
   double rho, drho;
   LossEval(loss, r[0] * r[0] + r[1] * r[1], &rho, &drho);
   cost_out[i] = 0.5 * rho;
-  if (!jc_out) return;
+  if (!r_out) return;
   const double w = sqrt(drho);
   const unsigned char* f = p.fixed ? p.fixed + 9 * c : nullptr;
   const int64_t n = p.n;
   for (int row = 0; row < 2; ++row) {
-    for (int a = 0; a < 9; ++a) {
-      const double v = (f && f[a]) ? 0.0 : jc[9 * row + a] * w * cam_scale[9 * c + a];
-      jc_out[(9 * row + a) * n + i] = static_cast<float>(v);
+    if (jc_out) {
+      for (int a = 0; a < 9; ++a) {
+        const double v = (f && f[a]) ? 0.0 : jc[9 * row + a] * w * cam_scale[9 * c + a];
+        jc_out[(9 * row + a) * n + i] = static_cast<float>(v);
+      }
+      for (int a = 0; a < 3; ++a) jp_out[(3 * row + a) * n + i] = static_cast<float>(jp[3 * row + a] * w * pt_scale[3 * j + a]);
     }
-    for (int a = 0; a < 3; ++a) jp_out[(3 * row + a) * n + i] = static_cast<float>(jp[3 * row + a] * w * pt_scale[3 * j + a]);
     r_out[row * n + i] = static_cast<float>(r[row] * w);
   }
 }
 
+// Where kernels get the scaled Jacobian blocks of an observation: the stored planes, or
+// (jc null: --jacobian recompute, or stored blocks did not fit in device memory) a fresh
+// evaluation at the linearization point, weighted, masked and scaled exactly as
+// EvaluateKernel stores them.
+struct BlockSource {
+  const float* jc;       // planes (ProblemView), or null
+  const float* jp;
+  const double* params;  // linearization point: 9 per camera, then 3 per point
+  const double* scale;   // column scales, same layout
+  DeviceLoss loss;
+};
+
+// kRecompute a template argument in the CG kernels, so the stored path carries none of
+// the evaluation's registers (occupancy); a run-time choice elsewhere.
+template <bool kRecompute>
+__device__ __forceinline__ void LoadBlocksT(const ProblemView& p, const BlockSource& src,
+                                            int64_t i, float* Jc, float* Jp) {
+  const int64_t n = p.n;
+  if constexpr (!kRecompute) {
+    if (Jc) {
+#pragma unroll
+      for (int a = 0; a < 18; ++a) Jc[a] = src.jc[a * n + i];
+    }
+    if (Jp) {
+#pragma unroll
+      for (int a = 0; a < 6; ++a) Jp[a] = src.jp[a * n + i];
+    }
+    return;
+  } else {
+  const int c = p.obs_camera[i], j = p.obs_point[i];
+  double r[2], jc[18], jp[6];
+  const double* pts = src.params + 9LL * p.nc;
+  BalEvaluate(src.params + 9 * c, pts + 3LL * j, p.obs_xy + 2 * i, r, jc, jp);
+  double rho, drho;
+  LossEval(src.loss, r[0] * r[0] + r[1] * r[1], &rho, &drho);
+  const double w = sqrt(drho);
+  if (Jc) {
+    const unsigned char* f = p.fixed ? p.fixed + 9 * c : nullptr;
+    const double* cs = src.scale + 9 * c;
+#pragma unroll
+    for (int k = 0; k < 18; ++k) {
+      const int a = k % 9;
+      Jc[k] = (f && f[a]) ? 0.0f : static_cast<float>(jc[k] * w * cs[a]);
+    }
+  }
+  if (Jp) {
+    const double* ps = src.scale + 9LL * p.nc + 3LL * j;
+#pragma unroll
+    for (int k = 0; k < 6; ++k) Jp[k] = static_cast<float>(jp[k] * w * ps[k % 3]);
+  }
+  }
+}
+
+__device__ inline void LoadBlocks(const ProblemView& p, const BlockSource& src, int64_t i,
+                                  float* Jc, float* Jp) {
+  if (src.jc) {
+    LoadBlocksT<false>(p, src, i, Jc, Jp);
+  } else {
+    LoadBlocksT<true>(p, src, i, Jc, Jp);
+  }
+}
+
 // Per point: unscaled gradient and diag(J^T J) from the scaled blocks (thread per point).
-__global__ void PointGradientKernel(ProblemView p, const float* jp, const float* r,
+__global__ void PointGradientKernel(ProblemView p, BlockSource src, const float* r,
                                     const double* pt_scale, double* g, double* diag) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.np) return;
@@ -237,8 +301,10 @@ __global__ void PointGradientKernel(ProblemView p, const float* jp, const float*
   double gs[3] = {0, 0, 0}, ds[3] = {0, 0, 0};
   for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
     const double r0 = r[i], r1 = r[n + i];
+    float Jp[6];
+    LoadBlocks(p, src, i, nullptr, Jp);
     for (int a = 0; a < 3; ++a) {
-      const double j0 = jp[a * n + i], j1 = jp[(3 + a) * n + i];
+      const double j0 = Jp[a], j1 = Jp[3 + a];
       gs[a] += j0 * r0 + j1 * r1;
       ds[a] += j0 * j0 + j1 * j1;
     }
@@ -262,7 +328,7 @@ __device__ double WarpSum(double v) {
 // scaling is fixed), the unscaled gradient and diagonal.
 constexpr int kGramThreads = 256;
 __global__ void __launch_bounds__(kGramThreads)
-CameraGramKernel(ProblemView p, const float* jc, const float* r, const double* cam_scale,
+CameraGramKernel(ProblemView p, BlockSource src, const float* r, const double* cam_scale,
                  double* u0, double* g, double* diag) {
   __shared__ double part[kGramThreads / 32][54];
   const int c = blockIdx.x;
@@ -273,12 +339,10 @@ CameraGramKernel(ProblemView p, const float* jc, const float* r, const double* c
   for (int e = 0; e < 54; ++e) acc[e] = 0.0f;
   for (int k = p.camera_ptr[c] + threadIdx.x; k < p.camera_ptr[c + 1]; k += kGramThreads) {
     const int64_t i = p.camera_obs[k];
-    float J0[9], J1[9];
-#pragma unroll
-    for (int a = 0; a < 9; ++a) {
-      J0[a] = jc[a * n + i];
-      J1[a] = jc[(9 + a) * n + i];
-    }
+    float Jc[18];
+    LoadBlocks(p, src, i, Jc, nullptr);
+    const float* J0 = Jc;
+    const float* J1 = Jc + 9;
     const float r0 = r[i], r1 = r[n + i];
     int e = 0;
 #pragma unroll
@@ -343,15 +407,16 @@ __global__ void RescaleKernel(ProblemView p, const double* cam_scale, const doub
 }
 
 // Point blocks V_p = J'_p^T J'_p + D'_p, inverted (3x3, adjugate in double).
-__global__ void PointPreconditionerKernel(ProblemView p, const float* jp, const double* d,
+__global__ void PointPreconditionerKernel(ProblemView p, BlockSource src, const double* d,
                                           const double* pt_scale, float* dp, float* vinv) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.np) return;
-  const int64_t n = p.n;
   double V[9] = {0};
   for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
+    float Jf[6];
+    LoadBlocks(p, src, i, nullptr, Jf);
     double J[6];
-    for (int k = 0; k < 6; ++k) J[k] = jp[k * n + i];
+    for (int k = 0; k < 6; ++k) J[k] = Jf[k];
     for (int a = 0; a < 3; ++a)
       for (int b = 0; b < 3; ++b) V[3 * a + b] += J[a] * J[b] + J[3 + a] * J[3 + b];
   }
@@ -424,14 +489,13 @@ __global__ void CameraPreconditionerKernel(int nc, const double* u0, const doubl
 //            one partial per block at the end), else straight into `partial` (one buffer).
 // Phase 2 re-reads the chunk's blocks, which the block read a moment before (L2), so
 // DRAM sees each block about once per product. SchurReduceKernel sums the partials.
-template <bool kRhs, bool kSharedCameras>
+template <bool kRhs, bool kSharedCameras, bool kRecompute>
 __global__ void __launch_bounds__(kFusedThreads)
-SchurFusedKernel(ProblemView p, const float* jc, const float* jp, const float* vinv,
+SchurFusedKernel(ProblemView p, BlockSource src, const float* vinv,
                  const float* x, const float* bp, float* partial) {
   extern __shared__ float smem[];
   float* cam_acc = smem;
   float* pt = smem + (kSharedCameras ? 9 * p.nc : 0);  // 3 per point of the chunk
-  const int64_t n = p.n;
   if (kSharedCameras) {
     for (int k = threadIdx.x; k < 9 * p.nc; k += blockDim.x) cam_acc[k] = 0.0f;
   }
@@ -445,17 +509,19 @@ SchurFusedKernel(ProblemView p, const float* jc, const float* jp, const float* v
       for (int k = threadIdx.x; k < 3 * npts; k += blockDim.x) pt[k] = 0.0f;
       __syncthreads();
       for (int i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
+        float Jc[18], Jp[6];
+        LoadBlocksT<kRecompute>(p, src, i, Jc, Jp);
         const float* xc = x + 9 * p.obs_camera[i];
         float y0 = 0.0f, y1 = 0.0f;
 #pragma unroll
         for (int a = 0; a < 9; ++a) {
           const float xa = xc[a];
-          y0 += jc[a * n + i] * xa;
-          y1 += jc[(9 + a) * n + i] * xa;
+          y0 += Jc[a] * xa;
+          y1 += Jc[9 + a] * xa;
         }
         float* acc = pt + 3 * (p.obs_point[i] - p0);
 #pragma unroll
-        for (int a = 0; a < 3; ++a) atomicAdd(acc + a, jp[a * n + i] * y0 + jp[(3 + a) * n + i] * y1);
+        for (int a = 0; a < 3; ++a) atomicAdd(acc + a, Jp[a] * y0 + Jp[3 + a] * y1);
       }
       __syncthreads();
     }
@@ -469,6 +535,8 @@ SchurFusedKernel(ProblemView p, const float* jc, const float* jp, const float* v
     __syncthreads();
     for (int i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
       const int c = p.obs_camera[i];
+      float Jc[18], Jp[6];
+      LoadBlocksT<kRecompute>(p, src, i, Jc, Jp);
       const float* z = pt + 3 * (p.obs_point[i] - p0);
       float e0 = 0.0f, e1 = 0.0f;
       if (!kRhs) {
@@ -476,21 +544,21 @@ SchurFusedKernel(ProblemView p, const float* jc, const float* jp, const float* v
 #pragma unroll
         for (int a = 0; a < 9; ++a) {
           const float xa = xc[a];
-          e0 += jc[a * n + i] * xa;
-          e1 += jc[(9 + a) * n + i] * xa;
+          e0 += Jc[a] * xa;
+          e1 += Jc[9 + a] * xa;
         }
       }
       float w0 = 0.0f, w1 = 0.0f;
 #pragma unroll
       for (int a = 0; a < 3; ++a) {
-        w0 += jp[a * n + i] * z[a];
-        w1 += jp[(3 + a) * n + i] * z[a];
+        w0 += Jp[a] * z[a];
+        w1 += Jp[3 + a] * z[a];
       }
       e0 = kRhs ? w0 : e0 - w0;
       e1 = kRhs ? w1 : e1 - w1;
       float* out = cams_out + 9 * c;
 #pragma unroll
-      for (int a = 0; a < 9; ++a) atomicAdd(out + a, jc[a * n + i] * e0 + jc[(9 + a) * n + i] * e1);
+      for (int a = 0; a < 9; ++a) atomicAdd(out + a, Jc[a] * e0 + Jc[9 + a] * e1);
     }
   }
   if (kSharedCameras) {
@@ -510,7 +578,8 @@ SchurFusedKernel(ProblemView p, const float* jc, const float* jp, const float* v
 //   SchurPointSolveKernel: per point z = V^-1 acc (and acc reset to zero for next time);
 //   SchurCameraStreamKernel: per observation e_o = y_o - J'_p z, J'_c^T e_o summed per
 //     camera in this block's shared memory (else in global memory), one partial per block.
-__global__ void SchurStreamKernel(ProblemView p, const float* jc, const float* jp, const float* x,
+template <bool kRecompute>
+__global__ void SchurStreamKernel(ProblemView p, BlockSource src, const float* x,
                                   float* y, float* acc) {
   const int64_t n = p.n;
   const int lane = threadIdx.x % 32;
@@ -522,19 +591,21 @@ __global__ void SchurStreamKernel(ProblemView p, const float* jc, const float* j
     float w0 = 0.0f, w1 = 0.0f, w2 = 0.0f;
     if (valid) {
       key = p.obs_point[i];
+      float Jc[18], Jp[6];
+      LoadBlocksT<kRecompute>(p, src, i, Jc, Jp);
       const float* xc = x + 9 * p.obs_camera[i];
       float y0 = 0.0f, y1 = 0.0f;
 #pragma unroll
       for (int a = 0; a < 9; ++a) {
         const float xa = __ldg(xc + a);
-        y0 += jc[a * n + i] * xa;
-        y1 += jc[(9 + a) * n + i] * xa;
+        y0 += Jc[a] * xa;
+        y1 += Jc[9 + a] * xa;
       }
       y[i] = y0;
       y[n + i] = y1;
-      w0 = jp[i] * y0 + jp[3 * n + i] * y1;
-      w1 = jp[n + i] * y0 + jp[4 * n + i] * y1;
-      w2 = jp[2 * n + i] * y0 + jp[5 * n + i] * y1;
+      w0 = Jp[0] * y0 + Jp[3] * y1;
+      w1 = Jp[1] * y0 + Jp[4] * y1;
+      w2 = Jp[2] * y0 + Jp[5] * y1;
     }
     // Segmented inclusive scan over equal keys (sorted, so equal keys are contiguous).
 #pragma unroll
@@ -562,7 +633,8 @@ __global__ void SchurStreamKernel(ProblemView p, const float* jc, const float* j
 // The implicit-Hessian product (J'^T J' + D') x, first pass: per observation
 // e_o = J'_c x_c + J'_p x_p (stored), and J'_p^T e_o summed per point as in
 // SchurStreamKernel. The camera pass is SchurCameraStreamKernel with z = null.
-__global__ void HessianStreamKernel(ProblemView p, const float* jc, const float* jp,
+template <bool kRecompute>
+__global__ void HessianStreamKernel(ProblemView p, BlockSource src,
                                     const float* x, float* e, float* acc) {
   const int64_t n = p.n;
   const int lane = threadIdx.x % 32;
@@ -575,26 +647,28 @@ __global__ void HessianStreamKernel(ProblemView p, const float* jc, const float*
     float w0 = 0.0f, w1 = 0.0f, w2 = 0.0f;
     if (valid) {
       key = p.obs_point[i];
+      float Jc[18], Jp[6];
+      LoadBlocksT<kRecompute>(p, src, i, Jc, Jp);
       const float* xc = x + 9 * p.obs_camera[i];
       const float* xq = xpts + 3 * static_cast<int64_t>(key);
       float e0 = 0.0f, e1 = 0.0f;
 #pragma unroll
       for (int a = 0; a < 9; ++a) {
         const float xa = __ldg(xc + a);
-        e0 += jc[a * n + i] * xa;
-        e1 += jc[(9 + a) * n + i] * xa;
+        e0 += Jc[a] * xa;
+        e1 += Jc[9 + a] * xa;
       }
 #pragma unroll
       for (int a = 0; a < 3; ++a) {
         const float xa = xq[a];
-        e0 += jp[a * n + i] * xa;
-        e1 += jp[(3 + a) * n + i] * xa;
+        e0 += Jp[a] * xa;
+        e1 += Jp[3 + a] * xa;
       }
       e[i] = e0;
       e[n + i] = e1;
-      w0 = jp[i] * e0 + jp[3 * n + i] * e1;
-      w1 = jp[n + i] * e0 + jp[4 * n + i] * e1;
-      w2 = jp[2 * n + i] * e0 + jp[5 * n + i] * e1;
+      w0 = Jp[0] * e0 + Jp[3] * e1;
+      w1 = Jp[1] * e0 + Jp[4] * e1;
+      w2 = Jp[2] * e0 + Jp[5] * e1;
     }
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
@@ -645,9 +719,9 @@ __global__ void SchurPointSolveKernel(int np, const float* vinv, float* acc, flo
   for (int a = 0; a < 3; ++a) z[3 * j + a] = Vi[3 * a] * s0 + Vi[3 * a + 1] * s1 + Vi[3 * a + 2] * s2;
 }
 
-template <bool kSharedCameras>
+template <bool kSharedCameras, bool kRecompute>
 __global__ void __launch_bounds__(kFusedThreads)
-SchurCameraStreamKernel(ProblemView p, const float* jc, const float* jp, const float* y,
+SchurCameraStreamKernel(ProblemView p, BlockSource src, const float* y,
                         const float* z, float* partial) {
   extern __shared__ float cam_acc[];
   const int64_t n = p.n;
@@ -659,16 +733,18 @@ SchurCameraStreamKernel(ProblemView p, const float* jc, const float* jp, const f
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int c = p.obs_camera[i];
+    float Jc[18], Jp[6];
+    LoadBlocksT<kRecompute>(p, src, i, Jc, z ? Jp : nullptr);
     float e0 = y[i], e1 = y[n + i];
     if (z) {  // Schur: e = y - J'_p z; Hessian (z null): e = y
       const float* zp = z + 3 * static_cast<int64_t>(p.obs_point[i]);
       const float z0 = zp[0], z1 = zp[1], z2 = zp[2];
-      e0 -= jp[i] * z0 + jp[n + i] * z1 + jp[2 * n + i] * z2;
-      e1 -= jp[3 * n + i] * z0 + jp[4 * n + i] * z1 + jp[5 * n + i] * z2;
+      e0 -= Jp[0] * z0 + Jp[1] * z1 + Jp[2] * z2;
+      e1 -= Jp[3] * z0 + Jp[4] * z1 + Jp[5] * z2;
     }
     float* out = sums + 9 * c;
 #pragma unroll
-    for (int a = 0; a < 9; ++a) atomicAdd(out + a, jc[a * n + i] * e0 + jc[(9 + a) * n + i] * e1);
+    for (int a = 0; a < 9; ++a) atomicAdd(out + a, Jc[a] * e0 + Jc[9 + a] * e1);
   }
   if (kSharedCameras) {
     __syncthreads();
@@ -700,36 +776,38 @@ __global__ void CameraPreconditionKernel(int nc, const float* uinv, const float*
 }
 
 // x_p = V^-1 (b_p - sum J'_p^T J'_c x_c) (thread per point).
-__global__ void BackSubstituteKernel(ProblemView p, const float* jc, const float* jp,
+__global__ void BackSubstituteKernel(ProblemView p, BlockSource src,
                                      const float* vinv, const float* bp, const float* xc,
                                      float* xp) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.np) return;
-  const int64_t n = p.n;
   float r[3] = {bp[3 * j], bp[3 * j + 1], bp[3 * j + 2]};
   for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
+    float Jc[18], Jp[6];
+    LoadBlocks(p, src, i, Jc, Jp);
     const float* x = xc + 9 * p.obs_camera[i];
     float y0 = 0, y1 = 0;
-    for (int a = 0; a < 9; ++a) { y0 += jc[a * n + i] * x[a]; y1 += jc[(9 + a) * n + i] * x[a]; }
-    for (int a = 0; a < 3; ++a) r[a] -= jp[a * n + i] * y0 + jp[(3 + a) * n + i] * y1;
+    for (int a = 0; a < 9; ++a) { y0 += Jc[a] * x[a]; y1 += Jc[9 + a] * x[a]; }
+    for (int a = 0; a < 3; ++a) r[a] -= Jp[a] * y0 + Jp[3 + a] * y1;
   }
   const float* Vi = vinv + 9 * static_cast<int64_t>(j);
   for (int a = 0; a < 3; ++a) xp[3 * j + a] = Vi[3 * a] * r[0] + Vi[3 * a + 1] * r[1] + Vi[3 * a + 2] * r[2];
 }
 
 // Per observation |J' (x/s)|^2 into `out` (x already divided by the scales, in double).
-__global__ void JacobianNormKernel(ProblemView p, const float* jc, const float* jp,
+__global__ void JacobianNormKernel(ProblemView p, BlockSource src,
                                    const double* xs, double* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= p.n) return;
-  const int64_t n = p.n;
+  float Jc[18], Jp[6];
+  LoadBlocks(p, src, i, Jc, Jp);
   const double* xc = xs + 9 * p.obs_camera[i];
   const double* xp = xs + 9LL * p.nc + 3 * p.obs_point[i];
   double s = 0;
   for (int row = 0; row < 2; ++row) {
     double v = 0;
-    for (int a = 0; a < 9; ++a) v += jc[(9 * row + a) * n + i] * xc[a];
-    for (int a = 0; a < 3; ++a) v += jp[(3 * row + a) * n + i] * xp[a];
+    for (int a = 0; a < 9; ++a) v += Jc[9 * row + a] * xc[a];
+    for (int a = 0; a < 3; ++a) v += Jp[3 * row + a] * xp[a];
     s += v * v;
   }
   out[i] = s;
@@ -893,8 +971,8 @@ class CudaState;
 
 class CudaLinearization : public Linearization {
  public:
-  CudaLinearization(const BAProblem& problem, const LossFunction& loss)
-      : p_(problem), loss_{static_cast<int>(loss.type), loss.scale} {}
+  CudaLinearization(const BAProblem& problem, const LossFunction& loss, bool recompute)
+      : p_(problem), loss_{static_cast<int>(loss.type), loss.scale}, recompute_(recompute) {}
 
   Status Initialize();
   double Cost(const double* cameras, const double* points) override;
@@ -925,6 +1003,10 @@ class CudaLinearization : public Linearization {
   friend class CudaState;
   Status UploadParameters(const double* cameras, const double* points);
   Status BuildStructure();
+  BlockSource Src() const {
+    return {recompute_ ? nullptr : jc_.get(), recompute_ ? nullptr : jp_.get(), lin_point_,
+            scale_.get(), loss_};
+  }
   // Host copies of the column scales, for the host-memory interface calls (tests).
   Status EnsureHostScales() {
     if (host_scales_valid_) return Status::Ok();
@@ -960,14 +1042,22 @@ class CudaLinearization : public Linearization {
   DeviceArray<double> sum_;
   std::vector<double> g_, diag_, cam_scale_h_, pt_scale_h_;
   bool host_scales_valid_ = false;
+  bool recompute_ = false;             // blocks evaluated in every product, not stored
+  const double* lin_point_ = nullptr;  // device parameters of the last linearization
 };
 
 Status CudaLinearization::Initialize() {
   const int64_t n = p_.num_observations;
   const int nc = p_.num_cameras, np = p_.num_points;
   // Everything the solve keeps on the device, to say how much is needed if it does not fit.
-  const size_t need = n * (4 + 4 + 16 + 4 + 72 + 24 + 8 + 8) + np * (4 + 24 + 24 + 24 + 36 + 12 + 40) +
-                      nc * (4 + 72 + 72 + 72 + 324 + 648 + 36 + 200) + 256LL * 36 * nc;
+  // Per observation: indices and coordinates (4 + 4 + 16), the camera-major index (4),
+  // the stored blocks (72 + 24), residual (8), a per-observation double (8) and the Schur
+  // product's y (8); per point and per camera the vectors, scales, blocks and partials.
+  const size_t blocks = static_cast<size_t>(n) * (72 + 24);
+  const size_t need_recompute = n * (4 + 4 + 16 + 4 + 8 + 8 + 8) +
+                                np * (4 + 24 + 24 + 24 + 36 + 12 + 40 + 36) +
+                                nc * (4 + 72 + 72 + 72 + 324 + 648 + 36 + 200) + 512LL * 36 * nc;
+  const size_t need = need_recompute + blocks;
   size_t free_bytes = 0, total_bytes = 0;
   TimingMark("start");
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -984,12 +1074,24 @@ Status CudaLinearization::Initialize() {
     }
     cudaGetLastError();
   }
-  if (need > free_bytes) {
-    return Status::OutOfMemory("the CUDA pcg-schur solver needs about " +
-                               std::to_string(need >> 20) + " MiB of device memory, " +
-                               std::to_string(free_bytes >> 20) +
-                               " MiB are free; use --device cpu (--jacobian recompute stores no "
-                               "Jacobian there)");
+  if (const char* limit = std::getenv("TIEPOINT_CUDA_MEMORY_LIMIT_MB")) {
+    // Tests and users sharing a GPU: behave as if at most this much were free.
+    free_bytes = std::min<size_t>(free_bytes, static_cast<size_t>(std::atoll(limit)) << 20);
+  }
+  if (!recompute_ && need > free_bytes && need_recompute <= free_bytes) {
+    recompute_ = true;
+    std::fprintf(stderr,
+                 "tiepoint: the stored Jacobian blocks would need about %zu MiB of device memory "
+                 "and %zu MiB are free: recomputing them in every product instead (about %zu "
+                 "MiB; slower per iteration)\n",
+                 need >> 20, free_bytes >> 20, need_recompute >> 20);
+  }
+  const size_t needed = recompute_ ? need_recompute : need;
+  if (needed > free_bytes) {
+    return Status::OutOfMemory("the CUDA pcg solver needs about " + std::to_string(needed >> 20) +
+                               " MiB of device memory even with the Jacobian blocks recomputed in "
+                               "every product, and " + std::to_string(free_bytes >> 20) +
+                               " MiB are free; use --device cpu");
   }
   TIEPOINT_RETURN_IF_ERROR(BuildStructure());
   TimingMark("structure (upload + sort)");
@@ -1007,8 +1109,10 @@ Status CudaLinearization::Initialize() {
   TIEPOINT_RETURN_IF_ERROR(g_dev_.Allocate(9LL * nc + 3LL * np));
   TIEPOINT_RETURN_IF_ERROR(diag_dev_.Allocate(9LL * nc + 3LL * np));
   TIEPOINT_RETURN_IF_ERROR(per_obs_.Allocate(std::max<int64_t>(n, 9LL * nc + 3LL * np)));
-  TIEPOINT_RETURN_IF_ERROR(jc_.Allocate(18 * n));
-  TIEPOINT_RETURN_IF_ERROR(jp_.Allocate(6 * n));
+  if (!recompute_) {
+    TIEPOINT_RETURN_IF_ERROR(jc_.Allocate(18 * n));
+    TIEPOINT_RETURN_IF_ERROR(jp_.Allocate(6 * n));
+  }
   TIEPOINT_RETURN_IF_ERROR(r_.Allocate(2 * n));
   TIEPOINT_RETURN_IF_ERROR(sum_.Allocate(1));
   size_t sum_bytes = 0, max_bytes = 0;
@@ -1152,6 +1256,7 @@ double CudaLinearization::Linearize(const double* cameras, const double* points)
 
 double CudaLinearization::LinearizeDevice(const double* d_params) {
   const ProblemView v = View();
+  lin_point_ = d_params;
   const double* d_cams = d_params;
   const double* d_pts = d_params + 9LL * v.nc;
   EvaluateKernel<<<Blocks(v.n), kThreads>>>(v, loss_, d_cams, d_pts, cam_scale(),
@@ -1161,10 +1266,10 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
   if (!scaled_) TimingMark("first evaluation");
   double* gdev = g_dev_.get();
   double* ddev = diag_dev_.get();
-  PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, jp_.get(), r_.get(), pt_scale(),
+  PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, Src(), r_.get(), pt_scale(),
                                                   gdev + 9LL * v.nc, ddev + 9LL * v.nc);
   if (v.nc > 0) {
-    CameraGramKernel<<<v.nc, kGramThreads>>>(v, jc_.get(), r_.get(), cam_scale(), u0_.get(),
+    CameraGramKernel<<<v.nc, kGramThreads>>>(v, Src(), r_.get(), cam_scale(), u0_.get(),
                                              gdev, ddev);
   }
   if (!scaled_) {
@@ -1173,7 +1278,7 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
     // call needs it.
     const int64_t m = 9LL * v.nc + 3LL * v.np;
     ColumnScaleKernel<<<Blocks(m), kThreads>>>(m, ddev, scale_.get());
-    RescaleKernel<<<Blocks(v.n), kThreads>>>(v, cam_scale(), pt_scale(), jc_.get(), jp_.get());
+    if (!recompute_) RescaleKernel<<<Blocks(v.n), kThreads>>>(v, cam_scale(), pt_scale(), jc_.get(), jp_.get());
     if (v.nc > 0) ScaleGramKernel<<<Blocks(81LL * v.nc), kThreads>>>(v.nc, cam_scale(), u0_.get());
     scaled_ = true;
     host_scales_valid_ = false;
@@ -1199,7 +1304,7 @@ double CudaLinearization::JacobianNormSquared(const double* xc, const double* xp
   // g_dev_ is free between linearizations: reuse it for x / s.
   Status s = g_dev_.Upload(xs.data(), xs.size());
   if (!s.ok()) { Set(error_, s); return 0.0; }
-  JacobianNormKernel<<<Blocks(p_.num_observations), kThreads>>>(View(), jc_.get(), jp_.get(),
+  JacobianNormKernel<<<Blocks(p_.num_observations), kThreads>>>(View(), Src(),
                                                                g_dev_.get(), per_obs_.get());
   return Sum(per_obs_.get(), p_.num_observations);
 }
@@ -1232,23 +1337,27 @@ class CudaPcg : public LinearSolver {
     smem_bytes_ = point_bytes + (shared_cameras_ ? camera_bytes : 0);
     int per_sm = 1;
     if (shared_cameras_) {
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes_)));
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, SchurFusedKernel<false, true>, kFusedThreads, smem_bytes_));
+      const int sb = static_cast<int>(smem_bytes_);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<false, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, sb));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<true, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, sb));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<false, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, sb));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurFusedKernel<true, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, sb));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, SchurFusedKernel<false, true, false>, kFusedThreads, smem_bytes_));
     } else {
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, SchurFusedKernel<false, false>, kFusedThreads, smem_bytes_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, SchurFusedKernel<false, false, false>, kFusedThreads, smem_bytes_));
     }
     grid_ = std::max(1, std::min(std::max(1, per_sm) * sms, std::max(1, lin_.num_chunks_)));
     parts_ = shared_cameras_ ? grid_ : 1;
     // The streaming product: camera pass with the camera sums only in shared memory.
     int per_sm3 = 1, per_sm1 = 1;
     if (shared_cameras_) {
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurCameraStreamKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(camera_bytes)));
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm3, SchurCameraStreamKernel<true>, kFusedThreads, camera_bytes));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurCameraStreamKernel<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(camera_bytes)));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(SchurCameraStreamKernel<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(camera_bytes)));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm3, SchurCameraStreamKernel<true, false>, kFusedThreads, camera_bytes));
     } else {
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm3, SchurCameraStreamKernel<false>, kFusedThreads, 0));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm3, SchurCameraStreamKernel<false, false>, kFusedThreads, 0));
     }
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm1, SchurStreamKernel, kThreads, 0));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm1, SchurStreamKernel<false>, kThreads, 0));
     const int64_t n = lin_.p_.num_observations;
     grid3_ = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(std::max(1, per_sm3) * sms, (n + kFusedThreads - 1) / kFusedThreads)));
     grid1_ = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(std::max(1, per_sm1) * sms * 4, Blocks(n))));
@@ -1306,13 +1415,21 @@ class CudaPcg : public LinearSolver {
     const ProblemView v = lin_.View();
     const int64_t nc9 = 9LL * v.nc;
     if (nc9 == 0) return;
+    const BlockSource src = lin_.Src();
+    const bool rc = lin_.recompute_;
     if (shared_cameras_) {
-      SchurFusedKernel<kRhs, true><<<grid_, kFusedThreads, smem_bytes_>>>(
-          v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(), x, bp, partial_.get());
+      if (rc) {
+        SchurFusedKernel<kRhs, true, true><<<grid_, kFusedThreads, smem_bytes_>>>(v, src, vinv_.get(), x, bp, partial_.get());
+      } else {
+        SchurFusedKernel<kRhs, true, false><<<grid_, kFusedThreads, smem_bytes_>>>(v, src, vinv_.get(), x, bp, partial_.get());
+      }
     } else {
       cudaMemsetAsync(partial_.get(), 0, nc9 * sizeof(float));
-      SchurFusedKernel<kRhs, false><<<grid_, kFusedThreads, smem_bytes_>>>(
-          v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(), x, bp, partial_.get());
+      if (rc) {
+        SchurFusedKernel<kRhs, false, true><<<grid_, kFusedThreads, smem_bytes_>>>(v, src, vinv_.get(), x, bp, partial_.get());
+      } else {
+        SchurFusedKernel<kRhs, false, false><<<grid_, kFusedThreads, smem_bytes_>>>(v, src, vinv_.get(), x, bp, partial_.get());
+      }
     }
     SchurReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, parts_, partial_.get(), dc_.get(), x, b,
                                                  kRhs ? -1.0f : 1.0f, y);
@@ -1324,23 +1441,41 @@ class CudaPcg : public LinearSolver {
   // ms at 29M observations and 13,682 cameras). The reduced right-hand side, once per step,
   // always takes the fused kernel.
   bool Streaming() const { return shared_cameras_; }
+  // The camera pass of the streaming products (z null: Hessian).
+  void CameraPass(const float* y, const float* z) {
+    const ProblemView v = lin_.View();
+    const BlockSource src = lin_.Src();
+    const bool rc = lin_.recompute_;
+    if (shared_cameras_) {
+      const size_t bytes = 9 * static_cast<size_t>(v.nc) * sizeof(float);
+      if (rc) {
+        SchurCameraStreamKernel<true, true><<<grid3_, kFusedThreads, bytes>>>(v, src, y, z, partial_.get());
+      } else {
+        SchurCameraStreamKernel<true, false><<<grid3_, kFusedThreads, bytes>>>(v, src, y, z, partial_.get());
+      }
+    } else {
+      cudaMemsetAsync(partial_.get(), 0, 9LL * v.nc * sizeof(float));
+      if (rc) {
+        SchurCameraStreamKernel<false, true><<<grid3_, kFusedThreads>>>(v, src, y, z, partial_.get());
+      } else {
+        SchurCameraStreamKernel<false, false><<<grid3_, kFusedThreads>>>(v, src, y, z, partial_.get());
+      }
+    }
+  }
   // (J'^T J' + D') x over cameras then points (pcg-hessian).
   void ApplyHessian(const float* x, float* out) {
     const ProblemView v = lin_.View();
     const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np;
     if (v.n > 0) {
-      HessianStreamKernel<<<grid1_, kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), x, y_.get(), acc_.get());
+      if (lin_.recompute_) {
+        HessianStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+      } else {
+        HessianStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+      }
     }
     if (np3 > 0) HessianPointKernel<<<Blocks(np3), kThreads>>>(np3, dp_.get(), x + nc9, acc_.get(), out + nc9);
     if (nc9 == 0) return;
-    if (shared_cameras_) {
-      SchurCameraStreamKernel<true><<<grid3_, kFusedThreads, 9 * v.nc * sizeof(float)>>>(
-          v, lin_.jc_.get(), lin_.jp_.get(), y_.get(), nullptr, partial_.get());
-    } else {
-      cudaMemsetAsync(partial_.get(), 0, nc9 * sizeof(float));
-      SchurCameraStreamKernel<false><<<grid3_, kFusedThreads>>>(
-          v, lin_.jc_.get(), lin_.jp_.get(), y_.get(), nullptr, partial_.get());
-    }
+    CameraPass(y_.get(), nullptr);
     SchurReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, parts3_, partial_.get(), dc_.get(), x,
                                                  nullptr, 1.0f, out);
   }
@@ -1361,17 +1496,14 @@ class CudaPcg : public LinearSolver {
     const int64_t nc9 = 9LL * v.nc;
     if (nc9 == 0) return;
     if (v.n > 0) {
-      SchurStreamKernel<<<grid1_, kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), x, y_.get(), acc_.get());
+      if (lin_.recompute_) {
+        SchurStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+      } else {
+        SchurStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+      }
       SchurPointSolveKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), acc_.get(), zp_.get());
     }
-    if (shared_cameras_) {
-      SchurCameraStreamKernel<true><<<grid3_, kFusedThreads, 9 * v.nc * sizeof(float)>>>(
-          v, lin_.jc_.get(), lin_.jp_.get(), y_.get(), zp_.get(), partial_.get());
-    } else {
-      cudaMemsetAsync(partial_.get(), 0, nc9 * sizeof(float));
-      SchurCameraStreamKernel<false><<<grid3_, kFusedThreads>>>(
-          v, lin_.jc_.get(), lin_.jp_.get(), y_.get(), zp_.get(), partial_.get());
-    }
+    CameraPass(y_.get(), zp_.get());
     SchurReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, parts3_, partial_.get(), dc_.get(), x,
                                                  nullptr, 1.0f, out);
   }
@@ -1426,7 +1558,7 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
   const ProblemView v = lin_.View();
   const int64_t nc9 = 9LL * v.nc;
   // Damping and the block-Jacobi preconditioners.
-  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_dev + nc9,
+  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.Src(), d_dev + nc9,
                                                         lin_.pt_scale(), dp_.get(), vinv_.get());
   CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_dev,
                                                          lin_.cam_scale(), dc_.get(), uinv_.get());
@@ -1470,7 +1602,7 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
       CgDirectionKernel<<<Blocks(nc9), kThreads>>>(nc9, beta, z_.get(), dir_.get());
     }
   }
-  BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jc_.get(), lin_.jp_.get(), vinv_.get(),
+  BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.Src(), vinv_.get(),
                                                    bp_.get(), x_.get(), xp_.get());
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
@@ -1531,12 +1663,13 @@ Status CudaPcg::SolveHessianDevice(LinearSolverSummary* summary) {
 
 Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
+  if (lin_.recompute_) return Status::Unavailable("the bandwidth measurement needs stored Jacobian blocks");
   const ProblemView v = lin_.View();
   const int64_t nc9 = 9LL * v.nc, n = v.n;
   // Preconditioners with a unit damping, then a CG iteration's kernels on a fixed vector.
   std::vector<double> ones(nc9 + 3LL * v.np, 1.0);
   TIEPOINT_RETURN_IF_ERROR(d_.Upload(ones.data(), ones.size()));
-  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_.get() + nc9,
+  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.Src(), d_.get() + nc9,
                                                         lin_.pt_scale(), dp_.get(), vinv_.get());
   CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_.get(),
                                                          lin_.cam_scale(), dc_.get(), uinv_.get());
@@ -1629,7 +1762,7 @@ Status CudaPcg::OperatorsForTest(const double* d, const std::vector<float>& x,
   const ProblemView v = lin_.View();
   const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np;
   TIEPOINT_RETURN_IF_ERROR(d_.Upload(d, nc9 + np3));
-  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.jp_.get(), d_.get() + nc9,
+  PointPreconditionerKernel<<<Blocks(v.np), kThreads>>>(v, lin_.Src(), d_.get() + nc9,
                                                         lin_.pt_scale(), dp_.get(), vinv_.get());
   CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_.get(),
                                                          lin_.cam_scale(), dc_.get(), uinv_.get());
@@ -1684,8 +1817,7 @@ class CudaState : public LmState {
     const double dx_dx = lin_->Sum(t2_.get(), n);
     const double x_x = lin_->Sum(t3_.get(), n);
     // |J dx|^2 = |J' x'|^2 with x' the scaled solution (already in xs_).
-    JacobianNormKernel<<<Blocks(p.num_observations), kThreads>>>(lin_->View(), lin_->jc_.get(),
-                                                                 lin_->jp_.get(), xs_.get(),
+    JacobianNormKernel<<<Blocks(p.num_observations), kThreads>>>(lin_->View(), lin_->Src(), xs_.get(),
                                                                  lin_->per_obs_.get());
     const double jdx = lin_->Sum(lin_->per_obs_.get(), p.num_observations);
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -1725,10 +1857,8 @@ class CudaState : public LmState {
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                                  const LossFunction& loss, LinearSystem* system,
                                  bool force_global_camera_sums) {
-  if (options.precision != Precision::kFloat || options.recompute_jacobian) {
-    return Status::InvalidOptions(
-        "--device cuda runs pcg-schur in float with stored Jacobians: drop --precision double "
-        "and --jacobian recompute");
+  if (options.precision != Precision::kFloat) {
+    return Status::InvalidOptions("--device cuda runs the PCG solvers in float: drop --precision double");
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -1738,7 +1868,7 @@ Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& pro
   if (problem.num_observations >= (int64_t{1} << 31)) {
     return Status::InvalidOptions("--device cuda: more than 2^31-1 observations");
   }
-  auto lin = std::make_unique<CudaLinearization>(problem, loss);
+  auto lin = std::make_unique<CudaLinearization>(problem, loss, options.recompute_jacobian);
   TIEPOINT_RETURN_IF_ERROR(lin->Initialize());
   auto solver = std::make_unique<CudaPcg>(options, *lin);
   solver->force_global_camera_sums_ = force_global_camera_sums;

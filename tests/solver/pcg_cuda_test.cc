@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <random>
 
 #include "io/bal.h"
@@ -52,11 +54,13 @@ TEST(PcgCuda, WithoutGpuCudaIsUnavailable) {
 
 // Linearization (cost, gradient, diagonal, |J x|^2) and one solve, CUDA vs CPU.
 void CompareWithCpu(const Scene& scene, const std::vector<int>& fixed, bool fix_intrinsics,
-                    const LossFunction& loss, PcgKind kind = PcgKind::kSchur) {
+                    const LossFunction& loss, PcgKind kind = PcgKind::kSchur,
+                    bool recompute = false) {
   BAProblem problem;
   ASSERT_TRUE(BAProblem::Build(scene, fixed, fix_intrinsics, 1, &problem).ok());
   PcgOptions o;
   o.kind = kind;
+  o.recompute_jacobian = recompute;
   o.termination = CgTermination::kResidual;
   o.eta = 1e-4;
   o.max_iterations = 500;
@@ -164,6 +168,48 @@ TEST(PcgCuda, HessianStepMatchesCpu) {
   CompareWithCpu(scene, {0, 3}, true, LossFunction{LossType::kHuber, 2.0}, PcgKind::kHessian);
 }
 
+BundleAdjusterSummary SolveOn(Device device, Scene* scene) {
+  BundleAdjusterOptions options;
+  options.device = device;
+  return testing::SolveWith(SolverType::kPcgSchur, scene, options);
+}
+
+// --jacobian recompute on the GPU: every kernel evaluates the blocks instead of loading them.
+TEST(PcgCuda, RecomputedBlocksMatchCpu) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (PcgKind kind : {PcgKind::kSchur, PcgKind::kHessian}) {
+    CompareWithCpu(Synthetic(20, 3000, 4, 31), {}, false, LossFunction(), kind, true);
+    Scene scene = Synthetic(12, 1500, 4, 32);
+    for (int64_t i = 0; i < scene.num_observations(); i += 40) scene.obs_xy[2 * i] += 30.0;
+    CompareWithCpu(scene, {0, 3}, true, LossFunction{LossType::kHuber, 2.0}, kind, true);
+  }
+}
+
+// Out of device memory with stored blocks: the solver says so and recomputes them; with
+// not even that much memory it names what it needs.
+TEST(PcgCuda, OutOfMemorySwitchesToRecomputeThenExplains) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const Scene initial = Synthetic(30, 50000, 5, 33);  // ~250k observations: 24 MB of blocks
+  Scene a = initial, b = initial;
+  const BundleAdjusterSummary c = SolveOn(Device::kCpu, &a);
+  setenv("TIEPOINT_CUDA_MEMORY_LIMIT_MB", "38", 1);
+  ::testing::internal::CaptureStderr();
+  const BundleAdjusterSummary g = SolveOn(Device::kCuda, &b);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("recomputing them in every product"), std::string::npos) << err;
+  EXPECT_TRUE(g.IsSolutionUsable()) << g.message;
+  EXPECT_NEAR(g.final_cost, c.final_cost, 1e-4 * c.final_cost);
+  setenv("TIEPOINT_CUDA_MEMORY_LIMIT_MB", "8", 1);
+  BAProblem problem;
+  ASSERT_TRUE(BAProblem::Build(initial, {}, false, 1, &problem).ok());
+  LinearSystem system;
+  const Status s = CreateCudaPcgLinearSystem(PcgOptions(), problem, LossFunction(), &system);
+  unsetenv("TIEPOINT_CUDA_MEMORY_LIMIT_MB");
+  EXPECT_EQ(s.code(), StatusCode::kOutOfMemory) << s.ToString();
+  EXPECT_NE(s.message().find("MiB of device memory even with the Jacobian blocks recomputed"),
+            std::string::npos) << s.message();
+}
+
 TEST(PcgCuda, HessianBundleAdjustmentMatchesCpu) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
   const Scene initial = Synthetic(30, 5000, 5, 12);
@@ -184,11 +230,6 @@ TEST(PcgCuda, KernelsMatchWithFixedParametersAndRobustLoss) {
   CompareWithCpu(scene, {0, 3}, true, LossFunction{LossType::kHuber, 2.0});
 }
 
-BundleAdjusterSummary SolveOn(Device device, Scene* scene) {
-  BundleAdjusterOptions options;
-  options.device = device;
-  return testing::SolveWith(SolverType::kPcgSchur, scene, options);
-}
 
 TEST(PcgCuda, BundleAdjustmentMatchesCpu) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
