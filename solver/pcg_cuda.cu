@@ -578,11 +578,37 @@ SchurFusedKernel(ProblemView p, BlockSource src, const float* vinv,
 //   SchurPointSolveKernel: per point z = V^-1 acc (and acc reset to zero for next time);
 //   SchurCameraStreamKernel: per observation e_o = y_o - J'_p z, J'_c^T e_o summed per
 //     camera in this block's shared memory (else in global memory), one partial per block.
+// Adds (w0, w1, w2) of every lane of the warp to acc[3 key ..]: a segmented inclusive scan
+// over equal keys (observations sorted by point, so equal keys are contiguous), then one
+// atomic add per key and warp, by the last lane of its run. Every lane must call it.
+__device__ __forceinline__ void SegmentedAddToPoints(int key, bool valid, float w0, float w1,
+                                                     float w2, float* acc) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int kd = __shfl_up_sync(0xffffffffu, key, d);
+    const float t0 = __shfl_up_sync(0xffffffffu, w0, d);
+    const float t1 = __shfl_up_sync(0xffffffffu, w1, d);
+    const float t2 = __shfl_up_sync(0xffffffffu, w2, d);
+    if (lane >= d && kd == key) {
+      w0 += t0;
+      w1 += t1;
+      w2 += t2;
+    }
+  }
+  const int next = __shfl_down_sync(0xffffffffu, key, 1);
+  if (valid && (lane == 31 || next != key)) {
+    float* a = acc + 3 * static_cast<int64_t>(key);
+    atomicAdd(a, w0);
+    atomicAdd(a + 1, w1);
+    atomicAdd(a + 2, w2);
+  }
+}
+
 template <bool kRecompute>
 __global__ void SchurStreamKernel(ProblemView p, BlockSource src, const float* x,
                                   float* y, float* acc) {
   const int64_t n = p.n;
-  const int lane = threadIdx.x % 32;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
     const int64_t i = base + threadIdx.x;
@@ -607,26 +633,7 @@ __global__ void SchurStreamKernel(ProblemView p, BlockSource src, const float* x
       w1 = Jp[1] * y0 + Jp[4] * y1;
       w2 = Jp[2] * y0 + Jp[5] * y1;
     }
-    // Segmented inclusive scan over equal keys (sorted, so equal keys are contiguous).
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int kd = __shfl_up_sync(0xffffffffu, key, d);
-      const float t0 = __shfl_up_sync(0xffffffffu, w0, d);
-      const float t1 = __shfl_up_sync(0xffffffffu, w1, d);
-      const float t2 = __shfl_up_sync(0xffffffffu, w2, d);
-      if (lane >= d && kd == key) {
-        w0 += t0;
-        w1 += t1;
-        w2 += t2;
-      }
-    }
-    const int next = __shfl_down_sync(0xffffffffu, key, 1);
-    if (valid && (lane == 31 || next != key)) {
-      float* a = acc + 3 * static_cast<int64_t>(key);
-      atomicAdd(a, w0);
-      atomicAdd(a + 1, w1);
-      atomicAdd(a + 2, w2);
-    }
+    SegmentedAddToPoints(key, valid, w0, w1, w2, acc);
   }
 }
 
@@ -637,7 +644,6 @@ template <bool kRecompute>
 __global__ void HessianStreamKernel(ProblemView p, BlockSource src,
                                     const float* x, float* e, float* acc) {
   const int64_t n = p.n;
-  const int lane = threadIdx.x % 32;
   const float* xpts = x + 9LL * p.nc;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
@@ -670,25 +676,7 @@ __global__ void HessianStreamKernel(ProblemView p, BlockSource src,
       w1 = Jp[1] * e0 + Jp[4] * e1;
       w2 = Jp[2] * e0 + Jp[5] * e1;
     }
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int kd = __shfl_up_sync(0xffffffffu, key, d);
-      const float t0 = __shfl_up_sync(0xffffffffu, w0, d);
-      const float t1 = __shfl_up_sync(0xffffffffu, w1, d);
-      const float t2 = __shfl_up_sync(0xffffffffu, w2, d);
-      if (lane >= d && kd == key) {
-        w0 += t0;
-        w1 += t1;
-        w2 += t2;
-      }
-    }
-    const int next = __shfl_down_sync(0xffffffffu, key, 1);
-    if (valid && (lane == 31 || next != key)) {
-      float* a = acc + 3 * static_cast<int64_t>(key);
-      atomicAdd(a, w0);
-      atomicAdd(a + 1, w1);
-      atomicAdd(a + 2, w2);
-    }
+    SegmentedAddToPoints(key, valid, w0, w1, w2, acc);
   }
 }
 

@@ -370,8 +370,11 @@ void PcgLinearization<T>::PointBlocks(int j, std::vector<T>* buf, const T** jc,
   *jp = bp;
 }
 
+// sum over observations of |J' u|^2 with u = x (scaled space) or u = x / s (`unscale`: J x
+// for an unscaled x), accumulated in double.
 template <typename T>
-double PcgLinearization<T>::ScaledJacobianNormSquared(const T* xc, const T* xp) {
+template <typename X>
+double PcgLinearization<T>::NormSquared(const X* xc, const X* xp, bool unscale) {
   double s = 0.0;
 #pragma omp parallel num_threads(threads_) reduction(+ : s)
   {
@@ -380,9 +383,18 @@ double PcgLinearization<T>::ScaledJacobianNormSquared(const T* xc, const T* xp) 
     for (int j = 0; j < p_.num_points; ++j) {
       const T *jc, *jp;
       PointBlocks(j, &buf, &jc, &jp);
-      const T* y = xp + 3 * j;
+      double y[3];
+      for (int a = 0; a < 3; ++a) {
+        y[a] = static_cast<double>(xp[3 * j + a]);
+        if (unscale) y[a] /= pt_scale_[3 * j + a];
+      }
       for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
-        const T* x = xc + 9 * p_.obs_camera[i];
+        const int c = p_.obs_camera[i];
+        double x[9];
+        for (int k = 0; k < 9; ++k) {
+          x[k] = static_cast<double>(xc[9 * c + k]);
+          if (unscale) x[k] /= cam_scale_[9 * c + k];
+        }
         for (int row = 0; row < 2; ++row) {
           double v = 0.0;
           const T* a = jc + 18 * o + 9 * row;
@@ -398,32 +410,13 @@ double PcgLinearization<T>::ScaledJacobianNormSquared(const T* xc, const T* xp) 
 }
 
 template <typename T>
+double PcgLinearization<T>::ScaledJacobianNormSquared(const T* xc, const T* xp) {
+  return NormSquared(xc, xp, /*unscale=*/false);
+}
+
+template <typename T>
 double PcgLinearization<T>::JacobianNormSquared(const double* xc, const double* xp) {
-  // J x = J' (x / s), in double.
-  double s = 0.0;
-#pragma omp parallel num_threads(threads_) reduction(+ : s)
-  {
-    std::vector<T> buf;
-#pragma omp for schedule(static)
-    for (int j = 0; j < p_.num_points; ++j) {
-      const T *jc, *jp;
-      PointBlocks(j, &buf, &jc, &jp);
-      double y[3];
-      for (int a = 0; a < 3; ++a) y[a] = xp[3 * j + a] / pt_scale_[3 * j + a];
-      for (int64_t i = p_.point_ptr[j], o = 0; i < p_.point_ptr[j + 1]; ++i, ++o) {
-        const int c = p_.obs_camera[i];
-        for (int row = 0; row < 2; ++row) {
-          double v = 0.0;
-          const T* a = jc + 18 * o + 9 * row;
-          const T* b = jp + 6 * o + 3 * row;
-          for (int k = 0; k < 9; ++k) v += static_cast<double>(a[k]) * (xc[9 * c + k] / cam_scale_[9 * c + k]);
-          for (int k = 0; k < 3; ++k) v += static_cast<double>(b[k]) * y[k];
-          s += v * v;
-        }
-      }
-    }
-  }
-  return s;
+  return NormSquared(xc, xp, /*unscale=*/true);  // J x = J' (x / s)
 }
 
 template <typename T>

@@ -121,6 +121,8 @@ class PcgLinearization : public Linearization {
   // (V'_j + D'_j)^-1, packed.
   void PointInverse(int j, T inv[6]) const;
   void Damp(const double* d_cameras, const double* d_points, double radius);
+  template <typename X>
+  double NormSquared(const X* x_cameras, const X* x_points, bool unscale);
   // Per-thread camera accumulators: `width` doubles per camera per thread, zeroed.
   double* ThreadAccumulator(int thread, int width);
 
