@@ -1,5 +1,6 @@
-// pcg-schur on an NVIDIA GPU: the PCG Linearization and solver of solver/pcg_solver.h with
-// every per-observation array, the Jacobian blocks, the preconditioner and the CG vectors
+// pcg-schur and pcg-hessian on an NVIDIA GPU: the PCG Linearization and solver of solver/pcg_solver.h with
+// every per-observation array, the Jacobian blocks (or, where they do not fit, their
+// recomputation in every product), the preconditioner and the CG vectors
 // resident in device memory (float, with the normalization and fixed column scaling of the
 // CPU path). Through CreateCudaLmState the LM state (parameters, gradient, step) stays on
 // the device too and the driver receives scalars only; CreateCudaPcgLinearSystem offers
@@ -25,7 +26,9 @@
 namespace tiepoint {
 
 // kUnavailable when this build has no CUDA or no device is usable; kOutOfMemory naming the
-// bytes needed when the problem does not fit; kInvalidOptions for pcg-hessian (CPU only).
+// bytes needed when the problem does not fit even with recomputed blocks (when only the
+// stored blocks do not fit, it recomputes them and says so on stderr); kInvalidOptions for
+// --precision double. pcg-schur and pcg-hessian (options.kind) both run on the device.
 // `force_global_camera_sums` (tests): the fused Schur kernel's global-memory path, which
 // problems with too many cameras for shared memory take.
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
