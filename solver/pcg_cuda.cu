@@ -1474,6 +1474,50 @@ class CudaPcg : public LinearSolver {
     if (v.np > 0) PointPreconditionKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), in + nc9, out + nc9);
   }
   Status SolveHessianDevice(LinearSolverSummary* summary);
+  // Preconditioned CG on A x = b from x = 0, the same rules as the CPU solver; two
+  // transfers to the host per iteration: p.q, then (r.r, x.b, x.r, r.z) together (the
+  // preconditioned residual is computed before the stopping test).
+  template <typename Apply, typename Precondition>
+  Status Cg(int64_t m, DeviceArray<float>& b, DeviceArray<float>& x, DeviceArray<float>& r,
+            DeviceArray<float>& z, DeviceArray<float>& q, DeviceArray<float>& dir, Apply apply,
+            Precondition precondition, int* iterations) {
+    int it = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(x.get(), 0, m * sizeof(float)));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(r.get(), b.get(), m * sizeof(float), cudaMemcpyDeviceToDevice));
+    const double r0 = std::sqrt(Dot(r, r, m));
+    if (r0 > 0.0) {
+      precondition(r.get(), z.get());
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dir.get(), z.get(), m * sizeof(float), cudaMemcpyDeviceToDevice));
+      double rz = Dot(r, z, m);
+      double q_prev = 0.0;
+      while (it < o_.max_iterations) {
+        apply(dir.get(), q.get());
+        const double pq = Dot(dir, q, m);
+        if (!(pq > 0.0) || !std::isfinite(pq)) break;
+        const float alpha = static_cast<float>(rz / pq);
+        CgUpdateKernel<<<Blocks(m), kThreads>>>(m, alpha, dir.get(), q.get(), x.get(), r.get());
+        precondition(r.get(), z.get());
+        double dots[4];
+        TIEPOINT_RETURN_IF_ERROR(Dots({{r.get(), r.get()}, {x.get(), b.get()}, {x.get(), r.get()}, {r.get(), z.get()}}, m, dots));
+        ++it;
+        if (it >= o_.min_iterations) {
+          if (o_.termination == CgTermination::kResidual) {
+            if (std::sqrt(dots[0]) <= o_.eta * r0) break;
+          } else {
+            const double q_now = -0.5 * (dots[1] + dots[2]);
+            if (it > 1 && q_now < 0.0 && it * (q_now - q_prev) / q_now < o_.eta) break;
+            q_prev = q_now;
+          }
+        }
+        const double rz_new = dots[3];
+        const float beta = static_cast<float>(rz_new / rz);
+        rz = rz_new;
+        CgDirectionKernel<<<Blocks(m), kThreads>>>(m, beta, z.get(), dir.get());
+      }
+    }
+    *iterations = it;
+    return Status::Ok();
+  }
 
   void ApplySchur(const float* x, float* out) {
     if (!Streaming()) {
@@ -1553,43 +1597,13 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
   if (o_.kind == PcgKind::kHessian) return SolveHessianDevice(summary);
   // Reduced right-hand side b = b_c - W V^-1 b_p.
   Schur<true>(nullptr, bp_.get(), bc_.get(), b_.get());
-  // Preconditioned CG from x = 0 (the same rules as the CPU solver).
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(x_.get(), 0, nc9 * sizeof(float)));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(r_.get(), b_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
-  const double r0 = std::sqrt(Dot(r_, r_, nc9));
   int it = 0;
-  if (r0 > 0.0) {
-    CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(dir_.get(), z_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
-    double rz = Dot(r_, z_, nc9);
-    double q_prev = 0.0;
-    // Two transfers to the host per iteration: p.q, then (r.r, x.b, x.r, r.z) together
-    // (the preconditioned residual is computed before the stopping test).
-    while (it < o_.max_iterations) {
-      ApplySchur(dir_.get(), q_.get());
-      const double pq = Dot(dir_, q_, nc9);
-      if (!(pq > 0.0) || !std::isfinite(pq)) break;
-      const float alpha = static_cast<float>(rz / pq);
-      CgUpdateKernel<<<Blocks(nc9), kThreads>>>(nc9, alpha, dir_.get(), q_.get(), x_.get(), r_.get());
-      CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), r_.get(), z_.get());
-      double dots[4];
-      TIEPOINT_RETURN_IF_ERROR(Dots({{r_.get(), r_.get()}, {x_.get(), b_.get()}, {x_.get(), r_.get()}, {r_.get(), z_.get()}}, nc9, dots));
-      ++it;
-      if (it >= o_.min_iterations) {
-        if (o_.termination == CgTermination::kResidual) {
-          if (std::sqrt(dots[0]) <= o_.eta * r0) break;
-        } else {
-          const double q_now = -0.5 * (dots[1] + dots[2]);
-          if (it > 1 && q_now < 0.0 && it * (q_now - q_prev) / q_now < o_.eta) break;
-          q_prev = q_now;
-        }
-      }
-      const double rz_new = dots[3];
-      const float beta = static_cast<float>(rz_new / rz);
-      rz = rz_new;
-      CgDirectionKernel<<<Blocks(nc9), kThreads>>>(nc9, beta, z_.get(), dir_.get());
-    }
-  }
+  TIEPOINT_RETURN_IF_ERROR(Cg(
+      nc9, b_, x_, r_, z_, q_, dir_, [&](const float* in, float* out) { ApplySchur(in, out); },
+      [&](const float* in, float* out) {
+        CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), in, out);
+      },
+      &it));
   BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.Src(), vinv_.get(),
                                                    bp_.get(), x_.get(), xp_.get());
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -1606,40 +1620,10 @@ Status CudaPcg::SolveHessianDevice(LinearSolverSummary* summary) {
   const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np, m = nc9 + np3;
   if (nc9 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hb_.get(), bc_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
   if (np3 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hb_.get() + nc9, bp_.get(), np3 * sizeof(float), cudaMemcpyDeviceToDevice));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(hx_.get(), 0, m * sizeof(float)));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hr_.get(), hb_.get(), m * sizeof(float), cudaMemcpyDeviceToDevice));
-  const double r0 = std::sqrt(Dot(hr_, hr_, m));
   int it = 0;
-  if (r0 > 0.0) {
-    PreconditionAll(hr_.get(), hz_.get());
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(hdir_.get(), hz_.get(), m * sizeof(float), cudaMemcpyDeviceToDevice));
-    double rz = Dot(hr_, hz_, m);
-    double q_prev = 0.0;
-    while (it < o_.max_iterations) {
-      ApplyHessian(hdir_.get(), hq_.get());
-      const double pq = Dot(hdir_, hq_, m);
-      if (!(pq > 0.0) || !std::isfinite(pq)) break;
-      const float alpha = static_cast<float>(rz / pq);
-      CgUpdateKernel<<<Blocks(m), kThreads>>>(m, alpha, hdir_.get(), hq_.get(), hx_.get(), hr_.get());
-      PreconditionAll(hr_.get(), hz_.get());
-      double dots[4];
-      TIEPOINT_RETURN_IF_ERROR(Dots({{hr_.get(), hr_.get()}, {hx_.get(), hb_.get()}, {hx_.get(), hr_.get()}, {hr_.get(), hz_.get()}}, m, dots));
-      ++it;
-      if (it >= o_.min_iterations) {
-        if (o_.termination == CgTermination::kResidual) {
-          if (std::sqrt(dots[0]) <= o_.eta * r0) break;
-        } else {
-          const double q_now = -0.5 * (dots[1] + dots[2]);
-          if (it > 1 && q_now < 0.0 && it * (q_now - q_prev) / q_now < o_.eta) break;
-          q_prev = q_now;
-        }
-      }
-      const double rz_new = dots[3];
-      const float beta = static_cast<float>(rz_new / rz);
-      rz = rz_new;
-      CgDirectionKernel<<<Blocks(m), kThreads>>>(m, beta, hz_.get(), hdir_.get());
-    }
-  }
+  TIEPOINT_RETURN_IF_ERROR(Cg(
+      m, hb_, hx_, hr_, hz_, hq_, hdir_, [&](const float* in, float* out) { ApplyHessian(in, out); },
+      [&](const float* in, float* out) { PreconditionAll(in, out); }, &it));
   if (nc9 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(x_.get(), hx_.get(), nc9 * sizeof(float), cudaMemcpyDeviceToDevice));
   if (np3 > 0) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(xp_.get(), hx_.get() + nc9, np3 * sizeof(float), cudaMemcpyDeviceToDevice));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
