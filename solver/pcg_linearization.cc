@@ -134,6 +134,7 @@ PcgLinearization<T>::PcgLinearization(const BAProblem& problem, const LossFuncti
   if (keep_point_damping_) dp_.resize(3 * np);
   cam_precond_.resize(81 * nc);
   pt_block_.resize(6 * np);
+  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);  // widest use: 18 per camera
 }
 
 template <typename T>
@@ -169,6 +170,14 @@ double* PcgLinearization<T>::ThreadAccumulator(int thread, int width) {
   double* a = &cam_acc_[static_cast<size_t>(thread) * per];
   std::fill(a, a + per, 0.0);
   return a;
+}
+
+template <typename T>
+double PcgLinearization<T>::ThreadSum(int width, int c, int k) const {
+  const size_t nc = static_cast<size_t>(p_.num_cameras);
+  double v = 0.0;
+  for (int t = 0; t < threads_; ++t) v += cam_acc_[(static_cast<size_t>(t) * nc + c) * width + k];
+  return v;
 }
 
 template <typename T>
@@ -209,7 +218,6 @@ double PcgLinearization<T>::Linearize(const double* cameras, const double* point
   points_ = points;
   const bool first = !scaled_;
   const bool store = !recompute_;
-  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
   std::vector<double> u_acc(static_cast<size_t>(threads_) * 81 * nc);
   double cost = 0.0;
   // One evaluation pass: cost, gradient, diag(J^T J), J^T J blocks of cameras (per thread)
@@ -270,14 +278,8 @@ double PcgLinearization<T>::Linearize(const double* cameras, const double* point
 #pragma omp for schedule(static)
     for (int c = 0; c < nc; ++c) {
       for (int a = 0; a < 9; ++a) {
-        double gs = 0.0, ds = 0.0;
-        for (int th = 0; th < threads_; ++th) {
-          const double* x = &cam_acc_[(static_cast<size_t>(th) * nc + c) * 18];
-          gs += x[a];
-          ds += x[9 + a];
-        }
-        gc_[9 * c + a] = gs;
-        diag_c_[9 * c + a] = ds;
+        gc_[9 * c + a] = ThreadSum(18, c, a);
+        diag_c_[9 * c + a] = ThreadSum(18, c, 9 + a);
       }
       for (int a = 0; a < 9; ++a) {
         for (int b = a; b < 9; ++b) {
@@ -521,7 +523,6 @@ void PcgLinearization<T>::JtTimes(const T* y, T* gc, T* gp) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
 #pragma omp parallel num_threads(threads_)
   {
     double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
@@ -543,9 +544,7 @@ void PcgLinearization<T>::JtTimes(const T* y, T* gc, T* gp) {
 #pragma omp for schedule(static)
     for (int c = 0; c < nc; ++c) {
       for (int a = 0; a < 9; ++a) {
-        double v = 0.0;
-        for (int t = 0; t < threads_; ++t) v += cam_acc_[(static_cast<size_t>(t) * nc + c) * 9 + a];
-        gc[9 * c + a] = static_cast<T>(v);
+        gc[9 * c + a] = static_cast<T>(ThreadSum(9, c, a));
       }
     }
   }
@@ -556,7 +555,6 @@ void PcgLinearization<T>::HessianTimes(const T* xc, const T* xp, T* yc, T* yp) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
 #pragma omp parallel num_threads(threads_)
   {
     double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
@@ -584,9 +582,7 @@ void PcgLinearization<T>::HessianTimes(const T* xc, const T* xp, T* yc, T* yp) {
 #pragma omp for schedule(static)
     for (int c = 0; c < nc; ++c) {
       for (int a = 0; a < 9; ++a) {
-        double v = static_cast<double>(dc_[9 * c + a]) * xc[9 * c + a];
-        for (int t = 0; t < threads_; ++t) v += cam_acc_[(static_cast<size_t>(t) * nc + c) * 9 + a];
-        yc[9 * c + a] = static_cast<T>(v);
+        yc[9 * c + a] = static_cast<T>(static_cast<double>(dc_[9 * c + a]) * xc[9 * c + a] + ThreadSum(9, c, a));
       }
     }
   }
@@ -597,7 +593,6 @@ void PcgLinearization<T>::SchurTimes(const T* x, T* y) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
   // One streaming pass over the point-major blocks: per point, y_o = J'_c x_c,
   // z = V^-1 sum J'_p^T y_o, then e_o = y_o - J'_p z and J'_c^T e_o go into this
   // thread's camera accumulator (the point's blocks are still in cache for the second
@@ -635,9 +630,7 @@ void PcgLinearization<T>::SchurTimes(const T* x, T* y) {
 #pragma omp for schedule(static)
     for (int c = 0; c < nc; ++c) {
       for (int a = 0; a < 9; ++a) {
-        double v = static_cast<double>(dc_[9 * c + a]) * x[9 * c + a];
-        for (int t = 0; t < threads_; ++t) v += cam_acc_[(static_cast<size_t>(t) * nc + c) * 9 + a];
-        y[9 * c + a] = static_cast<T>(v);
+        y[9 * c + a] = static_cast<T>(static_cast<double>(dc_[9 * c + a]) * x[9 * c + a] + ThreadSum(9, c, a));
       }
     }
   }
@@ -670,7 +663,6 @@ void PcgLinearization<T>::ReducedRhs(const T* bc, const T* bp, T* out, T k) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-  cam_acc_.resize(static_cast<size_t>(threads_) * 18 * nc);
 #pragma omp parallel num_threads(threads_)
   {
     double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
@@ -694,9 +686,7 @@ void PcgLinearization<T>::ReducedRhs(const T* bc, const T* bp, T* out, T k) {
 #pragma omp for schedule(static)
     for (int c = 0; c < nc; ++c) {
       for (int a = 0; a < 9; ++a) {
-        double v = bc[9 * c + a];
-        for (int th = 0; th < threads_; ++th) v -= cam_acc_[(static_cast<size_t>(th) * nc + c) * 9 + a];
-        out[9 * c + a] = static_cast<T>(v);
+        out[9 * c + a] = static_cast<T>(static_cast<double>(bc[9 * c + a]) - ThreadSum(9, c, a));
       }
     }
   }

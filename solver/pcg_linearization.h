@@ -125,6 +125,8 @@ class PcgLinearization : public Linearization {
   double NormSquared(const X* x_cameras, const X* x_points, bool unscale);
   // Per-thread camera accumulators: `width` doubles per camera per thread, zeroed.
   double* ThreadAccumulator(int thread, int width);
+  // Sum over threads of entry k of camera c in accumulators of `width` per camera.
+  double ThreadSum(int width, int c, int k) const;
 
   const BAProblem& p_;
   LossFunction loss_;
