@@ -79,17 +79,10 @@ Status CheckSize(int64_t n) {
   return Status::Ok();
 }
 
-// Row pointers, the optional camera index and the parameter mask, over sorted views.
-Status Finish(const std::vector<int>& fixed_cameras, bool fix_intrinsics, BAProblemLayout layout,
-              BAProblem* problem) {
+// Row pointers over observations sorted by (point, camera), and the camera-major index.
+void BuildRowPointers(bool camera_index, BAProblem* problem) {
   BAProblem& p = *problem;
   const int64_t n = p.num_observations;
-  const bool camera_index = layout == BAProblemLayout::kByPointWithCameraIndex;
-  if (layout == BAProblemLayout::kUnsorted) {
-    p.point_ptr.clear();
-    p.camera_ptr.clear();
-    p.camera_obs.clear();
-  } else {
   p.point_ptr.assign(static_cast<size_t>(p.num_points) + 1, 0);
   for (int64_t i = 0; i < n; ++i) ++p.point_ptr[p.obs_point[i] + 1];
   std::partial_sum(p.point_ptr.begin(), p.point_ptr.end(), p.point_ptr.begin());
@@ -97,13 +90,21 @@ Status Finish(const std::vector<int>& fixed_cameras, bool fix_intrinsics, BAProb
   p.camera_ptr.assign(static_cast<size_t>(p.num_cameras) + 1, 0);
   for (int64_t k = 0; k < n; ++k) ++p.camera_ptr[p.obs_camera[k] + 1];
   std::partial_sum(p.camera_ptr.begin(), p.camera_ptr.end(), p.camera_ptr.begin());
-  p.camera_obs.clear();
   if (camera_index) {
     // A stable counting sort keeps point order within a camera.
     p.camera_obs.resize(n);
     std::vector<int64_t> next(p.camera_ptr.begin(), p.camera_ptr.end() - 1);
     for (int64_t k = 0; k < n; ++k) p.camera_obs[next[p.obs_camera[k]]++] = static_cast<int32_t>(k);
   }
+}
+
+// The structure `layout` asks for (nothing for kUnsorted) and the parameter mask, over
+// the problem's views.
+Status Finish(const std::vector<int>& fixed_cameras, bool fix_intrinsics, BAProblemLayout layout,
+              BAProblem* problem) {
+  BAProblem& p = *problem;
+  if (layout != BAProblemLayout::kUnsorted) {
+    BuildRowPointers(layout == BAProblemLayout::kByPointWithCameraIndex, &p);
   }
 
   p.camera_param_fixed.assign(static_cast<size_t>(kCameraParams) * p.num_cameras, 0);
