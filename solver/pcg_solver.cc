@@ -74,6 +74,41 @@ int ConjugateGradients(const PcgOptions& o, int operator_threads, const std::vec
   return it;
 }
 
+// Solves the scaled system (J'^T J' + D') [xc; xp] = [bc; k bp] with the operators of
+// `ops` (damping already prepared): pcg-schur by CG on the reduced camera system and
+// back-substitution, pcg-hessian by CG on the whole system. Returns the CG iterations.
+template <typename T>
+int SolveScaled(const PcgOptions& o, PcgLinearization<T>& ops, int64_t nc9, int64_t np3,
+                const T* bc, const T* bp, T k, std::vector<T>* xc, std::vector<T>* xp) {
+  const int nt = ops.num_threads();
+  int iterations = 0;
+  if (o.kind == PcgKind::kSchur) {
+    std::vector<T> b(nc9);
+    ops.ReducedRhs(bc, bp, b.data(), k);
+    iterations = ConjugateGradients(
+        o, nt, b, *xc,
+        [&](const std::vector<T>& v, std::vector<T>& out) { ops.SchurTimes(v.data(), out.data()); },
+        [&](const std::vector<T>& v, std::vector<T>& out) { ops.CameraPrecondition(v.data(), out.data()); });
+    ops.BackSubstitute(bp, xc->data(), xp->data(), k);
+  } else {
+    std::vector<T> b(nc9 + np3), x(nc9 + np3);
+    std::copy(bc, bc + nc9, b.begin());
+    for (int64_t i = 0; i < np3; ++i) b[nc9 + i] = k * bp[i];
+    iterations = ConjugateGradients(
+        o, nt, b, x,
+        [&](const std::vector<T>& v, std::vector<T>& out) {
+          ops.HessianTimes(v.data(), v.data() + nc9, out.data(), out.data() + nc9);
+        },
+        [&](const std::vector<T>& v, std::vector<T>& out) {
+          ops.CameraPrecondition(v.data(), out.data());
+          ops.PointPrecondition(v.data() + nc9, out.data() + nc9);
+        });
+    std::copy(x.begin(), x.begin() + nc9, xc->begin());
+    std::copy(x.begin() + nc9, x.end(), xp->begin());
+  }
+  return iterations;
+}
+
 template <typename T>
 class PcgSolver : public LinearSolver {
  public:
@@ -85,7 +120,6 @@ class PcgSolver : public LinearSolver {
                LinearSolverSummary* summary) override {
     PcgLinearization<T>& ops = lin_;
     ops.PrepareDamping(d_cameras, d_points);
-    const int nt = ops.num_threads();
     const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
     const std::vector<double>& cs = ops.camera_scale();
     const std::vector<T>& ps = ops.point_scale();
@@ -94,30 +128,7 @@ class PcgSolver : public LinearSolver {
     for (int64_t k = 0; k < nc9; ++k) bc[k] = static_cast<T>(rhs_cameras[k] * cs[k]);
     for (int64_t k = 0; k < np3; ++k) bp[k] = static_cast<T>(rhs_points[k] * ps[k]);
 
-    if (options_.kind == PcgKind::kSchur) {
-      std::vector<T> b(nc9);
-      ops.ReducedRhs(bc.data(), bp.data(), b.data());
-      summary->iterations = ConjugateGradients(
-          options_, nt, b, xc,
-          [&](const std::vector<T>& v, std::vector<T>& out) { ops.SchurTimes(v.data(), out.data()); },
-          [&](const std::vector<T>& v, std::vector<T>& out) { ops.CameraPrecondition(v.data(), out.data()); });
-      ops.BackSubstitute(bp.data(), xc.data(), xp.data());
-    } else {
-      std::vector<T> b(nc9 + np3), x(nc9 + np3);
-      std::copy(bc.begin(), bc.end(), b.begin());
-      std::copy(bp.begin(), bp.end(), b.begin() + nc9);
-      summary->iterations = ConjugateGradients(
-          options_, nt, b, x,
-          [&](const std::vector<T>& v, std::vector<T>& out) {
-            ops.HessianTimes(v.data(), v.data() + nc9, out.data(), out.data() + nc9);
-          },
-          [&](const std::vector<T>& v, std::vector<T>& out) {
-            ops.CameraPrecondition(v.data(), out.data());
-            ops.PointPrecondition(v.data() + nc9, out.data() + nc9);
-          });
-      std::copy(x.begin(), x.begin() + nc9, xc.begin());
-      std::copy(x.begin() + nc9, x.end(), xp.begin());
-    }
+    summary->iterations = SolveScaled(options_, ops, nc9, np3, bc.data(), bp.data(), T(1), &xc, &xp);
     bool finite = true;
     for (int64_t k = 0; k < nc9; ++k) {
       dx_cameras[k] = static_cast<double>(xc[k]) * cs[k];
@@ -174,31 +185,7 @@ class PcgLmState : public LmState {
     const std::vector<double>& gc = lin_.camera_gradient();
     const std::vector<T>& gp = lin_.scaled_point_gradient();  // b_p = -g'_p
     for (int64_t k = 0; k < nc9; ++k) bc_[k] = static_cast<T>(-gc[k] * cs[k]);
-    int iterations = 0;
-    if (options_.kind == PcgKind::kSchur) {
-      std::vector<T> b(nc9);
-      lin_.ReducedRhs(bc_.data(), gp.data(), b.data(), T(-1));
-      iterations = ConjugateGradients(
-          options_, nt, b, dxc_,
-          [&](const std::vector<T>& v, std::vector<T>& out) { lin_.SchurTimes(v.data(), out.data()); },
-          [&](const std::vector<T>& v, std::vector<T>& out) { lin_.CameraPrecondition(v.data(), out.data()); });
-      lin_.BackSubstitute(gp.data(), dxc_.data(), dxp_.data(), T(-1));
-    } else {
-      std::vector<T> b(nc9 + np3), x(nc9 + np3);
-      std::copy(bc_.begin(), bc_.end(), b.begin());
-      for (int64_t k = 0; k < np3; ++k) b[nc9 + k] = -gp[k];
-      iterations = ConjugateGradients(
-          options_, nt, b, x,
-          [&](const std::vector<T>& v, std::vector<T>& out) {
-            lin_.HessianTimes(v.data(), v.data() + nc9, out.data(), out.data() + nc9);
-          },
-          [&](const std::vector<T>& v, std::vector<T>& out) {
-            lin_.CameraPrecondition(v.data(), out.data());
-            lin_.PointPrecondition(v.data() + nc9, out.data() + nc9);
-          });
-      std::copy(x.begin(), x.begin() + nc9, dxc_.begin());
-      std::copy(x.begin() + nc9, x.end(), dxp_.begin());
-    }
+    const int iterations = SolveScaled(options_, lin_, nc9, np3, bc_.data(), gp.data(), T(-1), &dxc_, &dxp_);
     *step = LmStep();
     step->linear_iterations = iterations;
     // g.dx = g'.dx'; |J dx| = |J' dx'|; |dx| = |s dx'|.
