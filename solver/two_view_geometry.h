@@ -1,0 +1,109 @@
+// Two-view geometric verification: robust estimation of a homography, a fundamental
+// matrix or an essential matrix from putative point correspondences (on the CPU).
+//
+// Pipeline (EstimateTwoViewGeometry):
+//  1. RANSAC over minimal samples (solver/ransac.h): homography from 4 points (Hartley-
+//     normalised DLT), fundamental matrix from 7 points (normalised, rank 2 by
+//     construction, up to 3 solutions), essential matrix from 5 points (Nister's
+//     constraints, solved as the real roots of a degree-10 polynomial in one unknown,
+//     up to 10 solutions). Samples are scored by their inlier count (ties broken by the
+//     sum of truncated squared errors); the number of iterations adapts as
+//         N = log(1 - confidence) / log(1 - w^s),
+//     w the best inlier ratio seen so far, s the sample size, clamped to
+//     [min_iterations, max_iterations].
+//  2. Each time a new best model is found, a local optimisation (LO-RANSAC) re-fits the
+//     model to all its inliers by least squares and keeps the result if it scores higher.
+//  3. The final model is refined on its inliers by Gauss-Newton/Levenberg-Marquardt on the
+//     error below (H: symmetric transfer error; F: Sampson error; E: Sampson error in
+//     pixels, over the 5 degrees of freedom of (R, t)), then the inliers are re-counted.
+//
+// Errors (what max_error_px is compared with), all in pixels:
+//  - homography: the larger of the two transfer distances |x2 - H x1| and |x1 - H^-1 x2|;
+//  - fundamental: the Sampson distance sqrt((x2^T F x1)^2 / (|F x1|_12^2 + |F^T x2|_12^2)),
+//    a first-order approximation of the geometric distance to the epipolar geometry
+//    (|v|_12 is the norm of the first two components of v);
+//  - essential: the Sampson distance of the fundamental matrix F = K2^-T E K1^-1, so the
+//    same threshold in pixels works for all three models.
+//
+// Coordinates: pixel (0,0) is the centre of the top-left pixel, x right, y down (as
+// everywhere in tiepoint). Deterministic for a given seed; single-threaded; reentrant.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/base/status.h"
+
+namespace tiepoint {
+
+enum class TwoViewModel { kHomography, kFundamental, kEssential };
+
+// "homography", "fundamental", "essential".
+const char* ToString(TwoViewModel m);
+// Parses the names ToString returns; anything else is kInvalidOptions naming the choices.
+Status TwoViewModelFromString(const std::string& text, TwoViewModel* m);
+
+// Pinhole intrinsics in pixels, without distortion: x_px = fx * X/Z + cx, y_px = fy * Y/Z + cy,
+// with pixel (0,0) the centre of the top-left pixel, x right, y down.
+struct Intrinsics {
+  double fx = 0.0, fy = 0.0, cx = 0.0, cy = 0.0;
+};
+
+struct RansacOptions {
+  // Inlier threshold in pixels on the model's error (see the top of this file): the
+  // larger transfer distance for H, the Sampson distance for F and E. > 0.
+  double max_error_px = 3.0;
+  // Adaptive stopping: stop once P(an all-inlier sample was drawn) >= confidence. In (0, 1).
+  double confidence = 0.9999;
+  // Iteration bounds of RANSAC: 1 <= min_iterations <= max_iterations.
+  int min_iterations = 100;
+  int max_iterations = 10000;
+  // Seed of the sampler: same seed, same inputs -> same result.
+  uint64_t seed = 0;
+  // A model with fewer inliers than this is reported as not verified. >= the minimal
+  // sample size of the model (4 for H, 7 for F, 5 for E).
+  int min_inliers = 15;
+
+  // Explains bad values in words (kInvalidOptions naming the field).
+  Status Check() const;
+};
+
+struct TwoViewGeometry {
+  TwoViewModel model = TwoViewModel::kHomography;
+  // A model with >= min_inliers inliers was found. When false, the fields below hold the
+  // best model found (if any; matrix all zeros if none) and its inliers, for diagnostics.
+  bool verified = false;
+  // Row-major 3x3: H (x2 ~ H x1, pixels, H[8] = 1 when possible), F (x2^T F x1 = 0,
+  // pixels, Frobenius norm 1) or E (x2n^T E x1n = 0 in normalized coordinates
+  // xn = K^-1 x, E = [t]x R, Frobenius norm sqrt(2)).
+  double matrix[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  // Essential matrix only: the pose cam2_from_cam1 (X2 = R X1 + t), row-major R, |t| = 1,
+  // chosen among the four decompositions of E as the one that puts most inliers in front
+  // of both cameras. Identity and zero for H and F.
+  double rotation[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  double translation[3] = {0, 0, 0};
+  // One entry per correspondence: 1 for an inlier of the final model, else 0.
+  std::vector<uint8_t> inlier_mask;
+  int num_inliers = 0;
+  // RANSAC iterations drawn (samples, including degenerate ones rejected at once).
+  int ransac_iterations = 0;
+  // Root mean square of the model's error (pixels, as above) over the final inliers.
+  double inlier_rms_error_px = 0.0;
+};
+
+// x1[i] <-> x2[i] are pixel coordinates of correspondence i in image 1 and image 2.
+// intrinsics1/2 are required (non-null, positive focal lengths) for kEssential and
+// ignored otherwise.
+//
+// Returns OK with result->verified = false when there are fewer correspondences than a
+// minimal sample (or min_inliers), or no model reaches min_inliers inliers. Returns
+// kInvalidInput for mismatched sizes or non-finite coordinates (naming the index),
+// kInvalidOptions for bad options or missing/invalid intrinsics. `result` must not be null.
+Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<double, 2>>& x1,
+                               const std::vector<std::array<double, 2>>& x2,
+                               const Intrinsics* intrinsics1, const Intrinsics* intrinsics2,
+                               const RansacOptions& options, TwoViewGeometry* result);
+
+}  // namespace tiepoint
