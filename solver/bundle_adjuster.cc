@@ -156,11 +156,13 @@ namespace tiepoint {
 double ReprojectionRms(const Scene& scene, int num_threads) {
   const int64_t n = scene.num_observations();
   if (n == 0) return 0.0;
+  const std::vector<BalCameraFrame> frames =
+      MakeBalCameraFrames(scene.cameras.data(), scene.num_cameras());
   double sum = 0.0;
 #pragma omp parallel for num_threads(num_threads > 0 ? num_threads : 1) reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
     double r[2];
-    BalResidualAndJacobian(scene.camera(scene.obs_camera[i]), scene.point(scene.obs_point[i]),
+    BalResidualAndJacobian(frames[scene.obs_camera[i]], scene.point(scene.obs_point[i]),
                            &scene.obs_xy[2 * i], r, nullptr, nullptr);
     sum += r[0] * r[0] + r[1] * r[1];
   }

@@ -10,11 +10,12 @@ namespace tiepoint {
 
 double Evaluator::Cost(const double* cameras, const double* points) const {
   const int64_t n = problem_.num_observations;
+  const std::vector<BalCameraFrame> frames = MakeBalCameraFrames(cameras, problem_.num_cameras);
   double cost = 0.0;
 #pragma omp parallel for num_threads(num_threads_) schedule(static) reduction(+ : cost)
   for (int64_t i = 0; i < n; ++i) {
     double r[2];
-    BalResidualAndJacobian(cameras + kCameraParams * problem_.obs_camera[i],
+    BalResidualAndJacobian(frames[problem_.obs_camera[i]],
                            points + kPointParams * problem_.obs_point[i], &problem_.obs_xy[2 * i],
                            r, nullptr, nullptr);
     double rho, drho;
@@ -32,6 +33,7 @@ double Evaluator::Evaluate(const double* cameras, const double* points,
   jac->jp.resize(6 * n);
   const uint8_t* fixed = problem_.camera_param_fixed.data();
   const bool any_fixed = problem_.has_fixed_parameters;
+  const std::vector<BalCameraFrame> frames = MakeBalCameraFrames(cameras, problem_.num_cameras);
   double cost = 0.0;
 #pragma omp parallel for num_threads(num_threads_) schedule(static) reduction(+ : cost)
   for (int64_t i = 0; i < n; ++i) {
@@ -39,7 +41,7 @@ double Evaluator::Evaluate(const double* cameras, const double* points,
     double* r = &jac->residuals[2 * i];
     double* jc = &jac->jc[18 * i];
     double* jp = &jac->jp[6 * i];
-    BalResidualAndJacobian(cameras + kCameraParams * c, points + kPointParams * problem_.obs_point[i],
+    BalResidualAndJacobian(frames[c], points + kPointParams * problem_.obs_point[i],
                            &problem_.obs_xy[2 * i], r, jc, jp);
     double rho, drho;
     loss_.Evaluate(r[0] * r[0] + r[1] * r[1], &rho, &drho);

@@ -28,11 +28,11 @@ Normalization ComputeNormalization(const BAProblem& problem, const double* camer
   const int64_t stride = std::max<int64_t>(1, total / 100000);
   std::vector<double> depths;
   depths.reserve(static_cast<size_t>(total / stride + 1));
+  const std::vector<BalCameraFrame> frames = MakeBalCameraFrames(cameras, problem.num_cameras);
   for (int64_t i = 0; i < total; i += stride) {
-    double P[3];
-    const double* c = cameras + 9 * problem.obs_camera[i];
-    AngleAxisRotatePoint(c, points + 3 * problem.obs_point[i], P);
-    const double depth = std::abs(P[2] + c[5]);
+    const BalCameraFrame& f = frames[problem.obs_camera[i]];
+    const double* X = points + 3 * problem.obs_point[i];
+    const double depth = std::abs(f.R[6] * X[0] + f.R[7] * X[1] + f.R[8] * X[2] + f.t[2]);
     if (std::isfinite(depth) && depth > 0) depths.push_back(depth);
   }
   const double depth = Median(depths);

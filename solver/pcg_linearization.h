@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "solver/camera_model.h"
 #include "solver/linearization.h"
 
 namespace tiepoint {
@@ -111,8 +112,11 @@ class PcgLinearization : public Linearization {
  private:
   // Evaluates observation i at (cameras, points): double residual and Jacobian blocks,
   // loss-weighted, constant columns zeroed. Returns rho (cost contribution x2).
-  double EvaluateObservation(const double* cameras, const double* points, int64_t i,
+  // `frames` holds each camera's BalCameraFrame (MakeFrames).
+  double EvaluateObservation(const BalCameraFrame* frames, const double* points, int64_t i,
                              double* r, double* jc, double* jp) const;
+  // The frames of `cameras` into `out` (one per camera).
+  void MakeFrames(const double* cameras, std::vector<BalCameraFrame>* out) const;
   // The scaled blocks of point j's observations: pointers into the store, or recomputed
   // into `buf` (24 per observation, resized as needed).
   void PointBlocks(int j, std::vector<T>* buf, const T** jc, const T** jp) const;
@@ -147,6 +151,8 @@ class PcgLinearization : public Linearization {
   std::vector<T> pt_block_;            // 6 per point: V^-1 (stored) or V (recompute)
   std::vector<double> cam_acc_;        // per-thread camera accumulators
   std::vector<double> trial_c_;        // StepCost: the trial cameras (9 per camera)
+  std::vector<BalCameraFrame> frames_;       // frames of the linearization point (cameras_)
+  std::vector<BalCameraFrame> eval_frames_;  // Cost / StepCost: frames of the trial cameras
 };
 
 extern template class PcgLinearization<float>;
