@@ -9,6 +9,12 @@
 #include <string>
 
 namespace tiepoint {
+
+int ThreadsForObservations(int requested, int64_t num_observations) {
+  const int64_t hw = requested > 0 ? requested : omp_get_max_threads();
+  const int64_t useful = std::max<int64_t>(1, num_observations / kMinObservationsPerThread);
+  return static_cast<int>(std::max<int64_t>(1, std::min(hw, useful)));
+}
 namespace {
 
 int Threads(int n) { return n > 0 ? n : omp_get_max_threads(); }

@@ -149,6 +149,7 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
 
 }  // namespace tiepoint
 
+#include "solver/ba_problem.h"
 #include "solver/camera_model.h"
 
 namespace tiepoint {
@@ -159,7 +160,7 @@ double ReprojectionRms(const Scene& scene, int num_threads) {
   const std::vector<BalCameraFrame> frames =
       MakeBalCameraFrames(scene.cameras.data(), scene.num_cameras());
   double sum = 0.0;
-#pragma omp parallel for num_threads(num_threads > 0 ? num_threads : 1) reduction(+ : sum)
+#pragma omp parallel for num_threads(ThreadsForObservations(num_threads, n)) reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
     double r[2];
     BalResidualAndJacobian(frames[scene.obs_camera[i]], scene.point(scene.obs_point[i]),

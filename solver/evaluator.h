@@ -23,7 +23,9 @@ struct JacobianBlocks {
 class Evaluator {
  public:
   Evaluator(const BAProblem& problem, const LossFunction& loss, int num_threads)
-      : problem_(problem), loss_(loss), num_threads_(num_threads) {}
+      : problem_(problem),
+        loss_(loss),
+        num_threads_(ThreadsForObservations(num_threads, problem.num_observations)) {}
 
   // Cost only. Returns +inf if any residual is not finite (e.g. a point on the camera plane).
   double Cost(const double* cameras, const double* points) const;

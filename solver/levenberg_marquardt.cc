@@ -92,6 +92,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   TIEPOINT_RETURN_IF_ERROR(options_.Check(scene->num_cameras()));
   const BundleAdjusterOptions& o = options_;
   const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+  const int work_threads = ThreadsForObservations(threads, scene->num_observations());
 
   BundleAdjusterSummary& s = *summary;
   s = BundleAdjusterSummary();
@@ -107,7 +108,7 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
   // LM state may keep x in them, so nothing per observation or per point is copied here.
   BAProblem problem;
   TIEPOINT_RETURN_IF_ERROR(BAProblem::BuildInPlace(scene, o.fixed_cameras, o.fix_intrinsics,
-                                                   layout_, threads, &problem));
+                                                   layout_, work_threads, &problem));
   HostMark(total, "problem built");
   Normalization normalization;
   LossFunction loss = o.loss;

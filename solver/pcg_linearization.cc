@@ -140,7 +140,7 @@ PcgLinearization<T>::PcgLinearization(const BAProblem& problem, const LossFuncti
                                       int num_threads, bool recompute, bool schur_only)
     : p_(problem),
       loss_(loss),
-      threads_(num_threads > 0 ? num_threads : omp_get_max_threads()),
+      threads_(ThreadsForObservations(num_threads, problem.num_observations)),
       recompute_(recompute),
       keep_point_damping_(recompute || !schur_only) {
   const size_t n = static_cast<size_t>(p_.num_observations);
