@@ -1,0 +1,254 @@
+// The CPU matcher (features/matcher.h) against a naive double loop that computes every
+// distance as sum (a - b)^2 and applies the definition literally; on random descriptors,
+// on descriptors drawn from {0, 1} (many equal distances: the tie rules), and on small
+// hand-made cases for each of the ratio, mutual and distance tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "features/matcher.h"
+#include "tests/features/matcher_reference.h"
+
+namespace tiepoint {
+namespace {
+
+using testing::NaiveMatch;
+using testing::RandomDescriptors;
+
+std::vector<FeatureMatch> CpuMatch(const MatcherOptions& options, const std::vector<uint8_t>& a,
+                                   const std::vector<uint8_t>& b) {
+  std::unique_ptr<DescriptorMatcher> matcher;
+  const Status created = DescriptorMatcher::Create(options, Device::kCpu, &matcher);
+  EXPECT_TRUE(created.ok()) << created.ToString();
+  std::vector<FeatureMatch> matches;
+  if (!created.ok()) return matches;
+  const Status s = matcher->Match(a.data(), a.size() / 128, b.data(), b.size() / 128, &matches);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return matches;
+}
+
+struct Case {
+  int n1, n2, levels;  // levels: descriptor values 0..levels-1 (2: many ties)
+  double ratio;
+  bool mutual;
+  double max_distance;
+};
+
+class MatcherVsNaive : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MatcherVsNaive, SameMatches) {
+  const Case c = GetParam();
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const auto a = RandomDescriptors(c.n1, c.levels, seed * 7);
+    const auto b = RandomDescriptors(c.n2, c.levels, seed * 7 + 1);
+    MatcherOptions o;
+    o.ratio = c.ratio;
+    o.mutual = c.mutual;
+    o.max_distance = c.max_distance;
+    const auto want = NaiveMatch(o, a, b);
+    const auto got = CpuMatch(o, a, b);
+    ASSERT_EQ(got.size(), want.size()) << "seed " << seed;
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].index1, want[k].index1) << k;
+      EXPECT_EQ(got[k].index2, want[k].index2) << k;
+      EXPECT_EQ(got[k].distance_sq, want[k].distance_sq) << k;
+    }
+    // A test that keeps nothing proves little: random cases must produce matches.
+    if (c.ratio >= 0.99 || c.levels == 256) EXPECT_GT(want.size(), 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MatcherVsNaive,
+    ::testing::Values(Case{57, 43, 256, 1.0, false, -1}, Case{57, 43, 256, 1.0, true, -1},
+                      Case{200, 300, 256, 0.97, false, -1}, Case{300, 200, 256, 0.97, true, -1},
+                      Case{150, 150, 256, 1.0, true, 1500.0},
+                      // {0,1} descriptors: every distance is a small integer, ties everywhere.
+                      Case{120, 90, 2, 1.0, false, -1}, Case{120, 90, 2, 1.0, true, -1},
+                      Case{90, 120, 2, 0.9, true, 7.0}, Case{64, 1, 256, 0.8, false, -1},
+                      Case{1, 64, 256, 1.0, true, -1}, Case{1, 1, 256, 0.8, true, -1}));
+
+TEST(Matcher, ThreadCountDoesNotChangeMatches) {
+  const auto a = RandomDescriptors(333, 3, 11);
+  const auto b = RandomDescriptors(287, 3, 12);
+  MatcherOptions o;
+  o.ratio = 1.0;
+  o.mutual = true;
+  o.num_threads = 1;
+  const auto one = CpuMatch(o, a, b);
+  o.num_threads = 4;
+  const auto four = CpuMatch(o, a, b);
+  EXPECT_EQ(one, four);
+  EXPECT_GT(one.size(), 0u);
+}
+
+// Hand-made cases: descriptor i of A is e_k-style vectors whose distances are known.
+std::vector<uint8_t> Rows(const std::vector<std::vector<std::pair<int, int>>>& rows) {
+  std::vector<uint8_t> d(rows.size() * 128, 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (auto [k, v] : rows[i]) d[i * 128 + k] = static_cast<uint8_t>(v);
+  }
+  return d;
+}
+
+TEST(Matcher, RatioTest) {
+  // A0 = 100 e0. B0 = 100 e0 + 10 e1 (d = 100), B1 = 100 e0 + 11 e2 (d = 121),
+  // B2 = far. Ratio sqrt(100/121) = 0.909: kept at 0.92, dropped at 0.90.
+  const auto a = Rows({{{0, 100}}});
+  const auto b = Rows({{{0, 100}, {1, 10}}, {{0, 100}, {2, 11}}, {{5, 200}}});
+  MatcherOptions o;
+  o.ratio = 0.92;
+  auto m = CpuMatch(o, a, b);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].index2, 0u);
+  EXPECT_EQ(m[0].distance_sq, 100u);
+  o.ratio = 0.90;
+  EXPECT_TRUE(CpuMatch(o, a, b).empty());
+  // Exactly at the ratio (d1 = ratio^2 d2) is dropped: the test is strict.
+  const auto b_equal = Rows({{{0, 100}, {1, 10}}, {{0, 100}, {2, 20}}});  // 100 vs 400
+  o.ratio = 0.5;
+  EXPECT_TRUE(CpuMatch(o, a, b_equal).empty());
+  o.ratio = 0.5000001;
+  EXPECT_EQ(CpuMatch(o, a, b_equal).size(), 1u);
+}
+
+TEST(Matcher, TiesGoToTheLowestIndexAndFailTheRatioTest) {
+  // B1 and B2 are both at distance 100 from A0; B0 is farther.
+  const auto a = Rows({{{0, 100}}});
+  const auto b = Rows({{{3, 50}}, {{0, 100}, {1, 10}}, {{0, 100}, {2, 10}}});
+  MatcherOptions o;
+  o.ratio = 1.0;
+  EXPECT_TRUE(CpuMatch(o, a, b).empty());  // second == best: not unique
+  // With a single candidate the ratio test passes (no second neighbour).
+  const auto b1 = Rows({{{0, 100}, {2, 10}}});
+  auto m = CpuMatch(o, a, b1);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].index2, 0u);
+}
+
+TEST(Matcher, MutualCheck) {
+  // A0 and A1 both have B0 as nearest; B0's nearest is A1 (closer).
+  const auto a = Rows({{{0, 100}, {1, 30}}, {{0, 100}, {1, 10}}});
+  const auto b = Rows({{{0, 100}}, {{7, 250}}});
+  MatcherOptions o;
+  o.ratio = 1.0;
+  auto plain = CpuMatch(o, a, b);
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[0].index2, 0u);
+  EXPECT_EQ(plain[1].index2, 0u);
+  o.mutual = true;
+  auto mutual = CpuMatch(o, a, b);
+  ASSERT_EQ(mutual.size(), 1u);
+  EXPECT_EQ(mutual[0].index1, 1u);
+  EXPECT_EQ(mutual[0].index2, 0u);
+  // Equal distances from both rows: the column's nearest is the lowest row.
+  const auto a_tie = Rows({{{0, 100}, {1, 10}}, {{0, 100}, {2, 10}}});
+  auto tie = CpuMatch(o, a_tie, b);
+  ASSERT_EQ(tie.size(), 1u);
+  EXPECT_EQ(tie[0].index1, 0u);
+}
+
+TEST(Matcher, MaxDistance) {
+  const auto a = Rows({{{0, 100}}});
+  const auto b = Rows({{{0, 100}, {1, 30}}});  // distance 30
+  MatcherOptions o;
+  o.max_distance = 30.0;
+  EXPECT_EQ(CpuMatch(o, a, b).size(), 1u);  // <= is kept
+  o.max_distance = 29.99;
+  EXPECT_TRUE(CpuMatch(o, a, b).empty());
+  o.max_distance = -1;  // no limit
+  EXPECT_EQ(CpuMatch(o, a, b).size(), 1u);
+}
+
+TEST(Matcher, EmptySets) {
+  const auto a = RandomDescriptors(10, 256, 1);
+  const std::vector<uint8_t> none;
+  MatcherOptions o;
+  EXPECT_TRUE(CpuMatch(o, a, none).empty());
+  EXPECT_TRUE(CpuMatch(o, none, a).empty());
+}
+
+TEST(Matcher, ExtremeDescriptorsStayExact) {
+  // All-255 against all-0: the largest possible distance, 128 x 255^2.
+  std::vector<uint8_t> a(128, 255), b(2 * 128, 0);
+  b[128] = 1;  // second column one step closer
+  MatcherOptions o;
+  o.ratio = 1.0;
+  auto m = CpuMatch(o, a, b);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].index2, 1u);
+  EXPECT_EQ(m[0].distance_sq, 127u * 255u * 255u + 254u * 254u);
+}
+
+TEST(Matcher, OptionsAreChecked) {
+  MatcherOptions o;
+  o.ratio = 0;
+  EXPECT_NE(o.Check().message().find("ratio"), std::string::npos);
+  o.ratio = 1.2;
+  EXPECT_EQ(o.Check().code(), StatusCode::kInvalidOptions);
+  o = {};
+  o.max_distance = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(o.Check().message().find("max_distance"), std::string::npos);
+  o = {};
+  o.num_threads = -2;
+  EXPECT_NE(o.Check().message().find("num_threads"), std::string::npos);
+  o = {};
+  o.cuda_streams = 0;
+  EXPECT_NE(o.Check().message().find("cuda_streams"), std::string::npos);
+  std::unique_ptr<DescriptorMatcher> m;
+  o = {};
+  o.ratio = -1;
+  EXPECT_EQ(DescriptorMatcher::Create(o, Device::kCpu, &m).code(), StatusCode::kInvalidOptions);
+}
+
+TEST(Matcher, MismatchedFeaturesAreRejected) {
+  Features a, b;
+  a.keypoints.resize(2);
+  a.descriptors.resize(128);  // one descriptor for two keypoints
+  b.keypoints.resize(1);
+  b.descriptors.resize(128);
+  std::unique_ptr<DescriptorMatcher> m;
+  ASSERT_TRUE(DescriptorMatcher::Create({}, Device::kCpu, &m).ok());
+  std::vector<FeatureMatch> out;
+  EXPECT_EQ(m->Match(a, b, &out).code(), StatusCode::kInvalidInput);
+}
+
+TEST(Matcher, MatchPairsEqualsMatch) {
+  std::vector<Features> images(4);
+  for (int i = 0; i < 4; ++i) {
+    images[i].descriptors = RandomDescriptors(50 + 13 * i, 4, 100 + i);
+    images[i].keypoints.resize(images[i].descriptors.size() / 128);
+  }
+  std::vector<const Features*> ptrs;
+  for (auto& f : images) ptrs.push_back(&f);
+  const std::vector<std::pair<int, int>> pairs = {{0, 1}, {0, 2}, {1, 3}, {3, 0}, {2, 2}};
+  MatcherOptions o;
+  o.ratio = 1.0;
+  o.mutual = true;
+  std::unique_ptr<DescriptorMatcher> m;
+  ASSERT_TRUE(DescriptorMatcher::Create(o, Device::kCpu, &m).ok());
+  std::vector<std::vector<FeatureMatch>> all;
+  size_t last_done = 0;
+  ASSERT_TRUE(m->MatchPairs(ptrs, pairs, &all, [&](size_t done, size_t total) {
+                  EXPECT_EQ(total, pairs.size());
+                  last_done = done;
+                }).ok());
+  EXPECT_EQ(last_done, pairs.size());
+  ASSERT_EQ(all.size(), pairs.size());
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    EXPECT_EQ(all[p], NaiveMatch(o, images[pairs[p].first].descriptors,
+                                 images[pairs[p].second].descriptors))
+        << "pair " << p;
+  }
+  // A pair naming a missing image is an error naming the pair.
+  std::vector<std::vector<FeatureMatch>> bad;
+  EXPECT_EQ(m->MatchPairs(ptrs, {{0, 9}}, &bad).code(), StatusCode::kInvalidInput);
+}
+
+}  // namespace
+}  // namespace tiepoint
