@@ -17,6 +17,7 @@ Runner RegisterSynth(CLI::App& app);
 Runner RegisterBench(CLI::App& app);
 Runner RegisterExtract(CLI::App& app);
 Runner RegisterTrack(CLI::App& app);
+Runner RegisterMatch(CLI::App& app);
 
 // Prints a Status error to stderr as "tiepoint <command>: error: ..." and returns its code.
 int ReportError(const char* command, const Status& status);

@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   const Runner run_extract = RegisterExtract(*extract);
   CLI::App* track = app.add_subcommand("track", "Track FAST corners through an image sequence (LK)");
   const Runner run_track = RegisterTrack(*track);
+  CLI::App* match = app.add_subcommand("match", "Match features between image pairs (ratio test, RANSAC)");
+  const Runner run_match = RegisterMatch(*match);
   CLI::App* version = app.add_subcommand("version", "Print version, commit, build flags and GPUs");
 
   try {
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   if (bench->parsed()) return run_bench();
   if (extract->parsed()) return run_extract();
   if (track->parsed()) return run_track();
+  if (match->parsed()) return run_match();
   if (version->parsed()) return RunVersion();
   return 2;
 }

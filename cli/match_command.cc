@@ -1,0 +1,490 @@
+// tiepoint match FEATURES... -o DIR: brute-force descriptor matching (features/matcher.h)
+// of image pairs, optionally followed by geometric verification (solver/
+// two_view_geometry.h): DIR/<stem1>--<stem2>.tpmatch per pair (stem = feature file name
+// without ".tpfeat"; format in io/matches.h), .txt with --txt, .svg with --svg, and
+// DIR/summary.json over all pairs (a table on stdout too).
+//
+// Every input is read and checked before anything is written: a bad feature file, pair
+// list or intrinsics table is an error naming the file (exit 2) and leaves no output.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "features/matcher.h"
+#include "io/base/atomic_file.h"
+#include "io/base/device.h"
+#include "io/base/timer.h"
+#include "io/features.h"
+#include "io/image.h"
+#include "io/matches.h"
+#include "io/report.h"
+#include "solver/two_view_geometry.h"
+#include "tiepoint/build_info.h"
+
+namespace tiepoint::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct MatchArgs {
+  std::vector<std::string> features;
+  std::string pairs = "exhaustive";
+  double ratio = MatcherOptions().ratio;
+  bool mutual = false;
+  double max_distance = -1;
+  std::string device = "cpu";
+  int threads = 0;
+  int cuda_streams = MatcherOptions().cuda_streams;
+  std::string verify;
+  std::string intrinsics;
+  double max_error = RansacOptions().max_error_px;
+  int min_inliers = RansacOptions().min_inliers;
+  int max_iterations = RansacOptions().max_iterations;
+  uint64_t seed = 0;
+  std::string output_dir;
+  bool svg = false;
+  std::string images_dir;
+  bool txt = false;
+  bool quiet = false;
+};
+
+std::string Stem(const std::string& path) {
+  std::string name = fs::path(path).filename().string();
+  const std::string ext = ".tpfeat";
+  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
+    name.resize(name.size() - ext.size());
+  }
+  return name;
+}
+
+// --pairs: "exhaustive", "sequential:K" or a file of "NAME1 NAME2" lines (names as given
+// on the command line, their file names, or their stems).
+Status BuildPairs(const std::string& spec, const std::vector<std::string>& files,
+                  std::vector<std::pair<int, int>>* pairs) {
+  const int n = static_cast<int>(files.size());
+  pairs->clear();
+  if (spec == "exhaustive") {
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j) pairs->emplace_back(i, j);
+    return Status::Ok();
+  }
+  if (spec.rfind("sequential:", 0) == 0) {
+    const std::string k_text = spec.substr(11);
+    char* end = nullptr;
+    const long k = std::strtol(k_text.c_str(), &end, 10);
+    if (k_text.empty() || *end != '\0' || k < 1 || k > 1000000) {
+      return Status::InvalidOptions("--pairs '" + spec +
+                                    "': expected sequential:K with K a positive integer");
+    }
+    for (int i = 0; i < n; ++i)
+      for (long d = 1; d <= k && i + d < n; ++d) pairs->emplace_back(i, static_cast<int>(i + d));
+    return Status::Ok();
+  }
+  std::ifstream in(spec);
+  if (!in) {
+    return Status::InvalidOptions("--pairs '" + spec +
+                                  "': expected exhaustive, sequential:K or a readable file of "
+                                  "'NAME1 NAME2' lines");
+  }
+  std::map<std::string, int> index;
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& key :
+         {files[i], fs::path(files[i]).filename().string(), Stem(files[i])}) {
+      auto [it, fresh] = index.emplace(key, i);
+      if (!fresh && it->second != i) it->second = -1;  // ambiguous
+    }
+  }
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::vector<std::string> names;
+    for (std::string t; fields >> t;) names.push_back(t);
+    if (names.empty()) continue;
+    const std::string where = spec + ":" + std::to_string(line_no) + ": ";
+    if (names.size() != 2) {
+      return Status::InvalidInput(where + "expected two feature names, found " +
+                                  std::to_string(names.size()));
+    }
+    int ij[2];
+    for (int k = 0; k < 2; ++k) {
+      const auto it = index.find(names[k]);
+      if (it == index.end() || it->second < 0) {
+        return Status::InvalidInput(where + "'" + names[k] + "' " +
+                                    (it == index.end() ? "is not one of the feature files given"
+                                                       : "names more than one feature file"));
+      }
+      ij[k] = it->second;
+    }
+    if (ij[0] == ij[1]) return Status::InvalidInput(where + "pairs a feature file with itself");
+    pairs->emplace_back(ij[0], ij[1]);
+  }
+  if (pairs->empty()) return Status::InvalidInput(spec + ": no pairs in the file");
+  return Status::Ok();
+}
+
+MatchModel ToMatchModel(TwoViewModel m) {
+  switch (m) {
+    case TwoViewModel::kHomography: return MatchModel::kHomography;
+    case TwoViewModel::kFundamental: return MatchModel::kFundamental;
+    case TwoViewModel::kEssential: return MatchModel::kEssential;
+  }
+  return MatchModel::kNone;
+}
+
+std::string Fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+// Side by side: image 1 at x = 0, image 2 at x = w1 + gap; lines for the inliers (every
+// match when there is no model). Images are referenced by absolute path when --images
+// gives them, else the panels are grey rectangles spanning the keypoints.
+Status WritePairSvg(const std::string& path, const PairMatches& pm, const Features& f1,
+                    const Features& f2, const std::string& image1, const std::string& image2,
+                    const std::array<int, 2>& size1, const std::array<int, 2>& size2) {
+  const int gap = 20;
+  const int w = size1[0] + gap + size2[0], h = std::max(size1[1], size2[1]);
+  AtomicFile file(path);
+  TIEPOINT_RETURN_IF_ERROR(file.Open());
+  std::ofstream& out = file.stream();
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" "
+         "width=\""
+      << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w << ' ' << h << "\">\n";
+  auto panel = [&](int x0, const std::array<int, 2>& size, const std::string& image) {
+    out << "<rect x=\"" << x0 << "\" y=\"0\" width=\"" << size[0] << "\" height=\"" << size[1]
+        << "\" fill=\"#404040\"/>\n";
+    if (!image.empty()) {
+      out << "<image x=\"" << x0 - 0.5 << "\" y=\"-0.5\" width=\"" << size[0] << "\" height=\""
+          << size[1] << "\" href=\"file://" << image << "\" xlink:href=\"file://" << image
+          << "\"/>\n";
+    }
+  };
+  panel(0, size1, image1);
+  panel(size1[0] + gap, size2, image2);
+  const bool has_model = pm.model != MatchModel::kNone;
+  out << "<g stroke-width=\"1\" fill=\"none\" stroke-opacity=\"0.8\">\n";
+  for (size_t k = 0; k < pm.matches.size(); ++k) {
+    if (has_model && !(k < pm.inliers.size() && pm.inliers[k])) continue;
+    const Keypoint& a = f1.keypoints[pm.matches[k].index1];
+    const Keypoint& b = f2.keypoints[pm.matches[k].index2];
+    const double bx = b.x + size1[0] + gap;
+    out << "<line x1=\"" << Fmt("%.1f", a.x) << "\" y1=\"" << Fmt("%.1f", a.y) << "\" x2=\""
+        << Fmt("%.1f", bx) << "\" y2=\"" << Fmt("%.1f", b.y) << "\" stroke=\""
+        << (has_model ? "#30e030" : "#30a0ff") << "\"/>\n";
+  }
+  out << "</g>\n<text x=\"4\" y=\"14\" fill=\"yellow\" font-size=\"12\" font-family=\"sans-serif\">"
+      << pm.name1 << " - " << pm.name2 << ": " << pm.matches.size() << " matches";
+  if (has_model) out << ", " << pm.NumInliers() << " inliers (" << ToString(pm.model) << ")";
+  out << "</text>\n</svg>\n";
+  return file.Commit();
+}
+
+int RunMatch(const MatchArgs& a) {
+  const char* cmd = "match";
+  Device device = Device::kCpu;
+  Status s = DeviceFromString(a.device, &device);
+  if (!s.ok()) return ReportError(cmd, Status::InvalidOptions("--" + s.message()));
+  MatcherOptions options;
+  options.ratio = a.ratio;
+  options.mutual = a.mutual;
+  options.max_distance = a.max_distance;
+  options.num_threads = a.threads;
+  options.cuda_streams = a.cuda_streams;
+  if (!(s = options.Check()).ok()) return ReportError(cmd, s);
+  const bool verify = !a.verify.empty();
+  TwoViewModel model = TwoViewModel::kHomography;
+  RansacOptions ransac;
+  ransac.max_error_px = a.max_error;
+  ransac.min_inliers = a.min_inliers;
+  ransac.max_iterations = std::max(a.max_iterations, 1);
+  ransac.min_iterations = std::min(ransac.min_iterations, ransac.max_iterations);
+  ransac.seed = a.seed;
+  if (verify) {
+    if (!(s = TwoViewModelFromString(a.verify, &model)).ok()) {
+      return ReportError(cmd, Status::InvalidOptions("--verify: " + s.message()));
+    }
+    if (!(s = ransac.Check()).ok()) return ReportError(cmd, s);
+  }
+  if (a.features.size() < 2) {
+    return ReportError(cmd, Status::InvalidOptions("expected at least two feature files, got " +
+                                                   std::to_string(a.features.size())));
+  }
+  std::map<std::string, CameraIntrinsics> intrinsics;
+  const bool essential = verify && model == TwoViewModel::kEssential;
+  if (essential && a.intrinsics.empty()) {
+    return ReportError(cmd, Status::InvalidOptions(
+                                "--verify essential needs --intrinsics FILE (lines 'NAME fx fy "
+                                "cx cy' or Middlebury's *_par.txt)"));
+  }
+  if (!a.intrinsics.empty()) {
+    if (!(s = ReadIntrinsicsTable(a.intrinsics, &intrinsics)).ok()) return ReportError(cmd, s);
+  }
+
+  // Read and check every input before writing anything.
+  const int n = static_cast<int>(a.features.size());
+  std::vector<Features> features(n);
+  std::map<std::string, std::string> stem_of;  // stem -> file (outputs must not collide)
+  std::vector<Intrinsics> k(n);
+  const bool show = !a.quiet && StderrIsTerminal();
+  {
+    ProgressLine progress(show);
+    for (int i = 0; i < n; ++i) {
+      progress.Update("[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] reading " +
+                      a.features[i]);
+      if (!(s = ReadFeatures(a.features[i], &features[i])).ok()) return ReportError(cmd, s);
+      const std::string stem = Stem(a.features[i]);
+      const auto [it, fresh] = stem_of.emplace(stem, a.features[i]);
+      if (!fresh) {
+        return ReportError(cmd, Status::InvalidInput(
+                                    a.features[i] + ": its outputs would overwrite those of " +
+                                    it->second + " (same file name)"));
+      }
+      if (features[i].size() > kMaxMatcherDescriptors) {
+        return ReportError(cmd, Status::InvalidInput(a.features[i] + ": " +
+                                                     std::to_string(features[i].size()) +
+                                                     " keypoints, more than the matcher takes"));
+      }
+      if (essential) {
+        auto kt = intrinsics.find(stem);
+        if (kt == intrinsics.end()) kt = intrinsics.find("*");
+        if (kt == intrinsics.end()) {
+          return ReportError(cmd, Status::InvalidInput(
+                                      a.intrinsics + ": no intrinsics for image '" + stem +
+                                      "' (of " + a.features[i] + ") and no '*' line"));
+        }
+        k[i] = {kt->second.fx, kt->second.fy, kt->second.cx, kt->second.cy};
+      }
+    }
+  }
+  std::vector<std::pair<int, int>> pairs;
+  if (!(s = BuildPairs(a.pairs, a.features, &pairs)).ok()) return ReportError(cmd, s);
+  // Image sizes for the SVGs: from --images when given, else the keypoints' extent.
+  std::vector<std::string> image_path(n);
+  std::vector<std::array<int, 2>> image_size(n);
+  if (a.svg) {
+    for (int i = 0; i < n; ++i) {
+      GrayImage img;
+      const std::string candidate =
+          a.images_dir.empty() ? std::string() : (fs::path(a.images_dir) / Stem(a.features[i])).string();
+      if (!candidate.empty() && ReadImageGray(candidate, &img).ok()) {
+        image_path[i] = fs::absolute(candidate).string();
+        image_size[i] = {img.width, img.height};
+      } else {
+        float mx = 1, my = 1;
+        for (const Keypoint& kp : features[i].keypoints) mx = std::max(mx, kp.x), my = std::max(my, kp.y);
+        image_size[i] = {static_cast<int>(std::ceil(mx)) + 1, static_cast<int>(std::ceil(my)) + 1};
+      }
+    }
+  }
+
+  std::unique_ptr<DescriptorMatcher> matcher;
+  if (!(s = DescriptorMatcher::Create(options, device, &matcher)).ok()) return ReportError(cmd, s);
+  std::error_code ec;
+  fs::create_directories(a.output_dir, ec);
+  if (ec || !fs::is_directory(a.output_dir)) {
+    return ReportError(cmd, Status::IoError(a.output_dir + ": cannot create output directory (" +
+                                            (ec ? ec.message() : "not a directory") + ")"));
+  }
+
+  std::vector<const Features*> ptrs;
+  for (const Features& f : features) ptrs.push_back(&f);
+  std::vector<std::vector<FeatureMatch>> matches;
+  const Timer match_timer;
+  {
+    ProgressLine progress(show);
+    s = matcher->MatchPairs(ptrs, pairs, &matches, [&](size_t done, size_t total) {
+      progress.Update("matching: " + std::to_string(done) + "/" + std::to_string(total) +
+                      " pairs");
+    });
+  }
+  if (!s.ok()) return ReportError(cmd, s);
+  const double match_s = match_timer.Seconds();
+
+  const Timer verify_timer;
+  std::vector<PairMatches> results(pairs.size());
+  {
+    ProgressLine progress(show);
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      const auto [i, j] = pairs[p];
+      PairMatches& pm = results[p];
+      pm.name1 = fs::path(a.features[i]).filename().string();
+      pm.name2 = fs::path(a.features[j]).filename().string();
+      pm.num_keypoints1 = features[i].size();
+      pm.num_keypoints2 = features[j].size();
+      pm.matches = std::move(matches[p]);
+      if (!verify) continue;
+      progress.Update("verifying (" + std::string(ToString(model)) + "): " +
+                      std::to_string(p + 1) + "/" + std::to_string(pairs.size()) + " pairs");
+      std::vector<std::array<double, 2>> x1, x2;
+      for (const FeatureMatch& m : pm.matches) {
+        const Keypoint& p1 = features[i].keypoints[m.index1];
+        const Keypoint& p2 = features[j].keypoints[m.index2];
+        x1.push_back({p1.x, p1.y});
+        x2.push_back({p2.x, p2.y});
+      }
+      TwoViewGeometry g;
+      s = EstimateTwoViewGeometry(model, x1, x2, essential ? &k[i] : nullptr,
+                                  essential ? &k[j] : nullptr, ransac, &g);
+      if (!s.ok()) {
+        return ReportError(cmd, Status(s.code(), pm.name1 + " - " + pm.name2 + ": " + s.message()));
+      }
+      pm.model = ToMatchModel(model);
+      pm.verified = g.verified;
+      pm.ransac_iterations = static_cast<uint32_t>(std::max(0, g.ransac_iterations));
+      std::copy(g.matrix, g.matrix + 9, pm.matrix);
+      std::copy(g.rotation, g.rotation + 9, pm.rotation);
+      std::copy(g.translation, g.translation + 3, pm.translation);
+      pm.inlier_rms_error_px = std::isfinite(g.inlier_rms_error_px) ? g.inlier_rms_error_px : 0.0;
+      pm.inliers = g.inlier_mask;
+      if (pm.inliers.size() != pm.matches.size()) pm.inliers.assign(pm.matches.size(), 0);
+    }
+  }
+  const double verify_s = verify_timer.Seconds();
+
+  // Outputs: per pair (all files of a pair or none), then the summary.
+  nlohmann::json rows = nlohmann::json::array();
+  size_t total_matches = 0, total_inliers = 0, verified_pairs = 0;
+  std::printf("%-28s %-28s %8s %8s %8s %9s\n", "features 1", "features 2", "kp1", "kp2",
+              "matches", verify ? "inliers" : "");
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    const auto [i, j] = pairs[p];
+    const PairMatches& pm = results[p];
+    const std::string base =
+        (fs::path(a.output_dir) / (Stem(a.features[i]) + "--" + Stem(a.features[j]))).string();
+    s = WriteMatches(base + ".tpmatch", pm);
+    if (s.ok() && a.txt) s = WriteMatchesText(base + ".txt", pm);
+    if (s.ok() && a.svg) {
+      s = WritePairSvg(base + ".svg", pm, features[i], features[j], image_path[i],
+                       image_path[j], image_size[i], image_size[j]);
+    }
+    if (!s.ok()) {
+      RemoveFileQuietly(base + ".tpmatch");
+      RemoveFileQuietly(base + ".txt");
+      return ReportError(cmd, s);
+    }
+    total_matches += pm.matches.size();
+    total_inliers += pm.NumInliers();
+    verified_pairs += pm.verified;
+    std::printf("%-28s %-28s %8llu %8llu %8zu", pm.name1.c_str(), pm.name2.c_str(),
+                static_cast<unsigned long long>(pm.num_keypoints1),
+                static_cast<unsigned long long>(pm.num_keypoints2), pm.matches.size());
+    if (verify) {
+      std::printf(" %9llu%s", static_cast<unsigned long long>(pm.NumInliers()),
+                  pm.verified ? "" : " (not verified)");
+    }
+    std::printf("\n");
+    nlohmann::json row = {{"features1", pm.name1},
+                          {"features2", pm.name2},
+                          {"file", fs::path(base + ".tpmatch").filename().string()},
+                          {"keypoints1", pm.num_keypoints1},
+                          {"keypoints2", pm.num_keypoints2},
+                          {"matches", pm.matches.size()}};
+    if (verify) {
+      row["model"] = ToString(pm.model);
+      row["verified"] = pm.verified;
+      row["inliers"] = pm.NumInliers();
+      row["ransac_iterations"] = pm.ransac_iterations;
+      row["inlier_rms_error_px"] = pm.inlier_rms_error_px;
+      row["matrix"] = std::vector<double>(pm.matrix, pm.matrix + 9);
+      if (pm.model == MatchModel::kEssential) {
+        row["rotation_cam2_from_cam1"] = std::vector<double>(pm.rotation, pm.rotation + 9);
+        row["translation_cam2_from_cam1"] = std::vector<double>(pm.translation, pm.translation + 3);
+      }
+    }
+    rows.push_back(row);
+  }
+  nlohmann::json summary;
+  summary["tool"] = "tiepoint match";
+  summary["version"] = kVersion;
+  summary["commit"] = kGitCommit;
+  summary["device"] = ToString(device);
+  summary["options"] = {{"pairs", a.pairs},         {"ratio", a.ratio},
+                        {"mutual", a.mutual},       {"max_distance", a.max_distance},
+                        {"verify", verify ? a.verify : "none"},
+                        {"max_error_px", a.max_error}, {"min_inliers", a.min_inliers},
+                        {"seed", a.seed}};
+  summary["pairs"] = rows;
+  summary["totals"] = {{"pairs", pairs.size()},
+                       {"matches", total_matches},
+                       {"verified_pairs", verified_pairs},
+                       {"inliers", total_inliers},
+                       {"matching_seconds", match_s},
+                       {"verification_seconds", verify_s},
+                       {"descriptor_pairs", matcher->summary().descriptor_pairs}};
+  if (!(s = WriteJson((fs::path(a.output_dir) / "summary.json").string(), summary)).ok()) {
+    return ReportError(cmd, s);
+  }
+  std::printf("tiepoint match: %zu pairs, %zu matches%s, matching %.3f s (device %s)%s\n",
+              pairs.size(), total_matches,
+              verify ? (", " + std::to_string(total_inliers) + " inliers, " +
+                        std::to_string(verified_pairs) + " pairs verified").c_str()
+                     : "",
+              match_s, ToString(device),
+              verify ? (", verification " + Fmt("%.3f", verify_s) + " s").c_str() : "");
+  return 0;
+}
+
+}  // namespace
+
+Runner RegisterMatch(CLI::App& app) {
+  auto a = std::make_shared<MatchArgs>();
+  app.add_option("features", a->features, "Feature files (.tpfeat from tiepoint extract)")
+      ->required();
+  app.add_option("--pairs", a->pairs,
+                 "exhaustive | sequential:K (each file with the K after it) | a file of "
+                 "'NAME1 NAME2' lines")
+      ->capture_default_str();
+  app.add_option("--ratio", a->ratio, "Lowe's ratio test: keep when d1 < ratio * d2, (0, 1]")
+      ->capture_default_str();
+  app.add_flag("--mutual", a->mutual, "Keep only mutual nearest neighbours");
+  app.add_option("--max-distance", a->max_distance,
+                 "Largest descriptor distance kept (SIFT norms are ~512); < 0: no limit")
+      ->capture_default_str();
+  app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
+  app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: pairs in flight (1..64)")
+      ->capture_default_str();
+  app.add_option("--verify", a->verify,
+                 "Geometric verification by RANSAC: homography | fundamental | essential");
+  app.add_option("--intrinsics", a->intrinsics,
+                 "For --verify essential: lines 'NAME fx fy cx cy' or Middlebury *_par.txt "
+                 "(NAME = image file name, i.e. the feature file name without .tpfeat; '*' = any)");
+  app.add_option("--max-error", a->max_error, "RANSAC inlier threshold, pixels")
+      ->capture_default_str();
+  app.add_option("--min-inliers", a->min_inliers, "Fewest inliers for a verified pair")
+      ->capture_default_str();
+  app.add_option("--max-iterations", a->max_iterations, "Most RANSAC iterations per pair")
+      ->capture_default_str();
+  app.add_option("--seed", a->seed, "RANSAC seed")->capture_default_str();
+  app.add_option("-o,--output", a->output_dir,
+                 "Output directory (created if missing): <stem1>--<stem2>.tpmatch per pair, "
+                 "summary.json")
+      ->required();
+  app.add_flag("--txt", a->txt, "Also write <stem1>--<stem2>.txt (index1 index2 distance^2 inlier)");
+  app.add_flag("--svg", a->svg, "Also draw each pair's inlier matches side by side (.svg)");
+  app.add_option("--images", a->images_dir,
+                 "With --svg: folder holding the images (NAME for NAME.tpfeat) to draw under "
+                 "the matches");
+  app.add_flag("--quiet", a->quiet, "No progress on the terminal");
+  return [a] { return RunMatch(*a); };
+}
+
+}  // namespace tiepoint::cli
