@@ -8,6 +8,8 @@
 // list or intrinsics table is an error naming the file (exit 2) and leaves no output.
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -319,41 +322,80 @@ int RunMatch(const MatchArgs& a) {
 
   const Timer verify_timer;
   std::vector<PairMatches> results(pairs.size());
-  {
-    ProgressLine progress(show);
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    const auto [i, j] = pairs[p];
+    PairMatches& pm = results[p];
+    pm.name1 = fs::path(a.features[i]).filename().string();
+    pm.name2 = fs::path(a.features[j]).filename().string();
+    pm.num_keypoints1 = features[i].size();
+    pm.num_keypoints2 = features[j].size();
+    pm.matches = std::move(matches[p]);
+  }
+  if (verify) {
+    // The estimator is single-threaded and reentrant: pairs go to --threads workers
+    // (each pair's result depends only on its matches and the seed, never on the worker).
+    std::vector<Status> statuses(pairs.size());
+    std::atomic<size_t> next{0}, done{0};
+    auto work = [&] {
+      for (size_t p = next++; p < pairs.size(); p = next++) {
+        const auto [i, j] = pairs[p];
+        PairMatches& pm = results[p];
+        std::vector<std::array<double, 2>> x1, x2;
+        x1.reserve(pm.matches.size());
+        x2.reserve(pm.matches.size());
+        for (const FeatureMatch& m : pm.matches) {
+          const Keypoint& p1 = features[i].keypoints[m.index1];
+          const Keypoint& p2 = features[j].keypoints[m.index2];
+          x1.push_back({p1.x, p1.y});
+          x2.push_back({p2.x, p2.y});
+        }
+        TwoViewGeometry g;
+        statuses[p] = EstimateTwoViewGeometry(model, x1, x2, essential ? &k[i] : nullptr,
+                                              essential ? &k[j] : nullptr, ransac, &g);
+        if (statuses[p].ok()) {
+          pm.model = ToMatchModel(model);
+          pm.verified = g.verified;
+          pm.ransac_iterations = static_cast<uint32_t>(std::max(0, g.ransac_iterations));
+          std::copy(g.matrix, g.matrix + 9, pm.matrix);
+          std::copy(g.rotation, g.rotation + 9, pm.rotation);
+          std::copy(g.translation, g.translation + 3, pm.translation);
+          pm.inlier_rms_error_px =
+              std::isfinite(g.inlier_rms_error_px) ? g.inlier_rms_error_px : 0.0;
+          pm.inliers = g.inlier_mask;
+          if (pm.inliers.size() != pm.matches.size()) pm.inliers.assign(pm.matches.size(), 0);
+        }
+        ++done;
+      }
+    };
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t workers = std::min<size_t>(pairs.size(), a.threads > 0 ? a.threads : hw);
+    std::vector<std::thread> pool;
+    for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+    {
+      ProgressLine progress(show);
+      std::thread watcher;
+      std::atomic<bool> stop{false};
+      if (show) {
+        watcher = std::thread([&] {
+          while (!stop) {
+            progress.Update("verifying (" + std::string(ToString(model)) + "): " +
+                            std::to_string(done.load()) + "/" + std::to_string(pairs.size()) +
+                            " pairs");
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          }
+        });
+      }
+      work();
+      for (std::thread& t : pool) t.join();
+      stop = true;
+      if (watcher.joinable()) watcher.join();
+    }
     for (size_t p = 0; p < pairs.size(); ++p) {
-      const auto [i, j] = pairs[p];
-      PairMatches& pm = results[p];
-      pm.name1 = fs::path(a.features[i]).filename().string();
-      pm.name2 = fs::path(a.features[j]).filename().string();
-      pm.num_keypoints1 = features[i].size();
-      pm.num_keypoints2 = features[j].size();
-      pm.matches = std::move(matches[p]);
-      if (!verify) continue;
-      progress.Update("verifying (" + std::string(ToString(model)) + "): " +
-                      std::to_string(p + 1) + "/" + std::to_string(pairs.size()) + " pairs");
-      std::vector<std::array<double, 2>> x1, x2;
-      for (const FeatureMatch& m : pm.matches) {
-        const Keypoint& p1 = features[i].keypoints[m.index1];
-        const Keypoint& p2 = features[j].keypoints[m.index2];
-        x1.push_back({p1.x, p1.y});
-        x2.push_back({p2.x, p2.y});
+      if (!statuses[p].ok()) {
+        return ReportError(cmd, Status(statuses[p].code(), results[p].name1 + " - " +
+                                                              results[p].name2 + ": " +
+                                                              statuses[p].message()));
       }
-      TwoViewGeometry g;
-      s = EstimateTwoViewGeometry(model, x1, x2, essential ? &k[i] : nullptr,
-                                  essential ? &k[j] : nullptr, ransac, &g);
-      if (!s.ok()) {
-        return ReportError(cmd, Status(s.code(), pm.name1 + " - " + pm.name2 + ": " + s.message()));
-      }
-      pm.model = ToMatchModel(model);
-      pm.verified = g.verified;
-      pm.ransac_iterations = static_cast<uint32_t>(std::max(0, g.ransac_iterations));
-      std::copy(g.matrix, g.matrix + 9, pm.matrix);
-      std::copy(g.rotation, g.rotation + 9, pm.rotation);
-      std::copy(g.translation, g.translation + 3, pm.translation);
-      pm.inlier_rms_error_px = std::isfinite(g.inlier_rms_error_px) ? g.inlier_rms_error_px : 0.0;
-      pm.inliers = g.inlier_mask;
-      if (pm.inliers.size() != pm.matches.size()) pm.inliers.assign(pm.matches.size(), 0);
     }
   }
   const double verify_s = verify_timer.Seconds();
@@ -458,7 +500,8 @@ Runner RegisterMatch(CLI::App& app) {
                  "Largest descriptor distance kept (SIFT norms are ~512); < 0: no limit")
       ->capture_default_str();
   app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
-  app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")
+  app.add_option("--threads", a->threads,
+                 "CPU threads for matching and verification (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: pairs in flight (1..64)")
       ->capture_default_str();
