@@ -18,7 +18,9 @@
 // of the shared images (bilinear scaling), decoded and held in host memory; every extractor
 // keeps the `--speed-features` (default 4000) strongest keypoints per image:
 //   tiepoint CUDA: ExtractBatch over the whole batch (upload from host memory included,
-//                  `--cuda-streams` in flight), wall clock, best of 3 after a warm-up batch;
+//                  `--cuda-streams` in flight), wall clock, `--repeats` (default 3) timed
+//                  batches after a warm-up batch: the best, the median and every batch's
+//                  rate, and the process's CPU time per image over them (host cost);
 //   OpenCV: detectAndCompute on all hardware threads, one image per thread at a time
 //           (cv::setNumThreads(1) inside, so threads are not oversubscribed), best of 2;
 //           OpenCV 4.6 always upsamples the first octave;
@@ -28,6 +30,8 @@
 // copies on one stream (GB/s), and the extractor's input path without kernels (16 threads
 // copying each image into pinned memory and uploading it, images/s).
 //
+// `--no-opencv` leaves OpenCV out (no ratio), `--no-upsample-speed` the upsampled runs.
+// The environment's CUDA_DEVICE_MAX_CONNECTIONS goes into the JSON.
 // Output: a table on stdout and, with --out, JSON with the machine (CPU, cores, GPU), date,
 // commit, build flags and every figure.
 #include <nlohmann/json.hpp>
@@ -47,6 +51,7 @@
 #include <memory>
 #include <regex>
 #include <sstream>
+#include <sys/resource.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +82,9 @@ struct Args {
   bool accuracy = true;
   bool speed = true;
   bool cpu_speed = false;
+  bool opencv = true;
+  bool upsample_speed = true;
+  int repeats = 3;
   std::string dump_image;
 };
 
@@ -381,6 +389,10 @@ int Main(const Args& args) {
   result["opencv_version"] = CV_VERSION;
   result["cpu"] = CpuModel();
   result["hardware_threads"] = cores;
+  // The CUDA driver's hardware work queues per context (default 8): with more streams than
+  // queues, streams share a queue, and work behind a waiting stream waits too.
+  const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  result["cuda_device_max_connections"] = connections ? connections : "unset (driver default 8)";
   std::vector<CudaDeviceInfo> devices;
   const bool have_gpu = args.cuda && QueryCudaDevices(&devices).ok() && !devices.empty();
   result["gpu"] = have_gpu ? devices.front().name : "none";
@@ -506,7 +518,9 @@ int Main(const Args& args) {
       // fountain images), so that every image has natural feature density (> 4000).
       constexpr int kTileW = kW / 3, kTileH = kH / 2;
       const int nsrc = static_cast<int>(originals.size());
-      for (int k = 0; k < args.speed_images; ++k) {
+      images.resize(args.speed_images);
+      mats.resize(args.speed_images);
+      auto make_image = [&](int k) {
         GrayImage img;
         img.width = kW;
         img.height = kH;
@@ -526,8 +540,18 @@ int Main(const Args& args) {
                       &img.pixels[static_cast<size_t>(ty + y) * kW + tx]);
           }
         }
-        images.push_back(std::move(img));
-        mats.push_back(ToMat8(images.back()));
+        mats[k] = ToMat8(img);
+        images[k] = std::move(img);
+      };
+      {
+        std::atomic<int> next_image{0};
+        std::vector<std::thread> makers;
+        for (unsigned t = 0; t < cores; ++t) {
+          makers.emplace_back([&] {
+            for (int k = next_image++; k < args.speed_images; k = next_image++) make_image(k);
+          });
+        }
+        for (std::thread& t : makers) t.join();
       }
       if (!args.dump_image.empty()) {
         const Status s = WritePgm(args.dump_image, images.front());
@@ -565,16 +589,19 @@ int Main(const Args& args) {
         }
         for (auto& t : threads) t.join();
       };
-      const double cv_s = BestOf(args.speed_images >= 50 ? 2 : 1, run_opencv);
-      double cv_mean = 0;
-      for (size_t c : cv_counts) cv_mean += double(c) / cv_counts.size();
-      const double cv_rate = args.speed_images / cv_s;
-      speed["opencv"] = {{"threads", cores}, {"seconds", cv_s}, {"images_per_s", cv_rate},
-                         {"mean_features", cv_mean}};
-      std::printf("  opencv SIFT, %u threads (one image each): %.3f s, %.1f images/s, %.0f "
-                  "features/image\n",
-                  cores, cv_s, cv_rate, cv_mean);
-      std::fflush(stdout);
+      double cv_rate = 0;
+      if (args.opencv) {
+        const double cv_s = BestOf(args.speed_images >= 50 ? 2 : 1, run_opencv);
+        double cv_mean = 0;
+        for (size_t c : cv_counts) cv_mean += double(c) / cv_counts.size();
+        cv_rate = args.speed_images / cv_s;
+        speed["opencv"] = {{"threads", cores}, {"seconds", cv_s}, {"images_per_s", cv_rate},
+                           {"mean_features", cv_mean}};
+        std::printf("  opencv SIFT, %u threads (one image each): %.3f s, %.1f images/s, %.0f "
+                    "features/image\n",
+                    cores, cv_s, cv_rate, cv_mean);
+        std::fflush(stdout);
+      }
 
       auto run_tiepoint = [&](Device device, const std::string& name, bool upsample,
                               int streams) {
@@ -597,21 +624,53 @@ int Main(const Args& args) {
             return;
           }
         }
-        const double sec = BestOf(device == Device::kCuda ? 3 : 1,
-                                  [&] { e->ExtractBatch(batch, &features, &statuses); });
+        // Every timed batch, its best and median, and the process's CPU time (user +
+        // system, all threads) per image over the timed batches: how much of the machine's
+        // cores the host side of the extractor takes.
+        const int repeats = device == Device::kCuda ? std::max(1, args.repeats) : 1;
+        std::vector<double> times;
+        auto cpu_seconds = [] {
+          rusage u{};
+          getrusage(RUSAGE_SELF, &u);
+          return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+                 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+        };
+        const double cpu0 = cpu_seconds();
+        for (int r = 0; r < repeats; ++r) {
+          const Timer t;
+          e->ExtractBatch(batch, &features, &statuses);
+          times.push_back(t.Seconds());
+        }
+        const double cpu_us_per_image =
+            (cpu_seconds() - cpu0) / (double(repeats) * args.speed_images) * 1e6;
+        std::vector<double> sorted_times = times;
+        std::sort(sorted_times.begin(), sorted_times.end());
+        const double sec = sorted_times.front();
+        const double median = sorted_times[sorted_times.size() / 2];
         double mean = 0;
         for (const Features& f : features) mean += double(f.size()) / features.size();
         const double rate = args.speed_images / sec;
-        json entry = {{"device", ToString(device)}, {"upsample", upsample},
-                      {"seconds", sec},            {"images_per_s", rate},
-                      {"mean_features", mean},     {"ratio_to_opencv", rate / cv_rate}};
+        json rates = json::array();
+        for (double t : times) rates.push_back(args.speed_images / t);
+        json entry = {{"device", ToString(device)},
+                      {"upsample", upsample},
+                      {"seconds", sec},
+                      {"images_per_s", rate},
+                      {"median_images_per_s", args.speed_images / median},
+                      {"images_per_s_every_batch", rates},
+                      {"host_cpu_us_per_image", cpu_us_per_image},
+                      {"mean_features", mean}};
+        if (cv_rate > 0) entry["ratio_to_opencv"] = rate / cv_rate;
         if (device == Device::kCuda) entry["cuda_streams"] = streams;
         speed["tiepoint"].push_back(entry);
-        std::printf("  %s%s%s: %.3f s, %.1f images/s, %.0f features/image, %.2fx OpenCV\n",
+        std::printf("  %s%s%s: best %.4f s, %.1f images/s (median %.1f of %d), %.0f "
+                    "features/image, host CPU %.0f us/image, %.2fx OpenCV\n",
                     name.c_str(), upsample ? " (upsampled, as OpenCV)" : "",
                     device == Device::kCuda ? (", " + std::to_string(streams) + " streams").c_str()
                                             : "",
-                    sec, rate, mean, rate / cv_rate);
+                    sec, rate,
+                    args.speed_images / median, repeats, mean, cpu_us_per_image,
+                    cv_rate > 0 ? rate / cv_rate : 0.0);
         std::fflush(stdout);
       };
       if (have_gpu) {
@@ -630,6 +689,7 @@ int Main(const Args& args) {
       }
       speed["tiepoint"] = json::array();
       for (bool upsample : {false, true}) {
+        if (upsample && !args.upsample_speed) continue;
         if (have_gpu) {
           for (int streams : args.cuda_streams) {
             run_tiepoint(Device::kCuda, "tiepoint-cuda", upsample, streams);
@@ -697,11 +757,19 @@ int main(int argc, char** argv) {
       args.dump_image = value("--dump-image");
     } else if (a == "--cpu-speed") {
       args.cpu_speed = true;
+    } else if (a == "--no-opencv") {
+      args.opencv = false;
+    } else if (a == "--repeats") {
+      args.repeats = std::atoi(value("--repeats").c_str());
+    } else if (a == "--no-upsample-speed") {
+      args.upsample_speed = false;
+
     } else {
       std::fprintf(stderr,
                    "usage: sift_bench [--data DIR] [--out RESULT.json] [--speed-images N] "
-                   "[--speed-features N] [--cuda-streams N[,N...]] [--no-cuda] [--no-accuracy] "
-                   "[--no-speed] [--cpu-speed] [--dump-image FIRST.pgm]\n");
+                   "[--speed-features N] [--cuda-streams N[,N...]] [--repeats N] [--no-cuda] "
+                   "[--no-accuracy] [--no-speed] [--no-opencv] [--no-upsample-speed] "
+                   "[--cpu-speed] [--dump-image FIRST.pgm]\n");
       return a == "--help" ? 0 : 2;
     }
   }

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -68,6 +69,11 @@ constexpr int kDescriptorThreads = 128;
 constexpr size_t kUploadChunkPixels = 1 << 18;
 // Candidates the queue holds before it grows (and the image is detected again).
 constexpr int kInitialCandidateCapacity = 1 << 16;
+// Detections and keypoints the per-image arrays (tasks, angles, descriptors; pinned and
+// device) hold from the first image on, about 5.4 MB of each per stream: a 1080p image has
+// a few thousand, so a batch does not reallocate them (each cudaFree or cudaFreeHost waits
+// for the whole device, every stream, to go idle).
+constexpr size_t kMinKeypointRoom = 1 << 14;
 
 // ---------------------------------------------------------------------------------------
 // Device code.
@@ -614,56 +620,33 @@ __device__ __forceinline__ void WindowOffsets(int p, int side, float inv_side, i
   *j = row - r;
 }
 
-// Pixels of the window staged in shared memory at a time (magnitude and angle: 16 KiB).
-constexpr int kStagePixels = 2048;
-
 // Calls vote(i, j, magnitude, angle) for every pixel (cx + i, cy + j), |i|, |j| <= r, of the
-// window that lies in [1, w - 1) x [1, h - 1), from all threads of the block. The window's
-// gradients are first copied into shared memory row by row (coalesced: a warp reads
-// consecutive pixels), kStagePixels at a time; the threads then take the staged pixels in a
-// scattered order (see Vote()) from shared memory, so that a warp's loads are coalesced.
-// Measured on an H100 (ncu, one 1920 x 1080 image, 4000 keypoints): 163 us for the
-// descriptors and 45 us for the orientations this way, against 128 and 34 us with the
-// same votes reading each pixel straight from global memory in the scattered order: the
-// staging (its barriers, index arithmetic and 16 KiB of shared memory per block) costs
-// more than the uncoalesced loads, which the L1 cache mostly serves. Going back to the
-// direct reads is the next step for speed (throughput here follows the summed GPU time
-// of the large kernels).
+// window that lies in [1, w - 1) x [1, h - 1), from all threads of the block, in a
+// scattered order (see Vote()), reading the gradients straight from global memory (the
+// L1 cache serves most of a warp's neighbouring loads).
+// Measured on an H100 (one 1920 x 1080 image, 4000 keypoints): 163 us for the descriptors
+// and 45 us for the orientations when the window was first copied into shared memory
+// (coalesced, 2048 pixels at a time: barriers, index arithmetic and 16 KiB of shared memory
+// per block) against 128 and 34 us this way (ncu); in the batch throughput, once the host
+// costs were cut, 2,110 against 1,993 images/s (24 streams, same run).
 // Starts and ends with __syncthreads(): the caller's shared state before is visible to
 // vote, and the votes are complete after.
 template <int kThreads, typename VoteFn>
 __device__ __forceinline__ void ForWindowPixels(const float* __restrict__ mag,
                                                 const float* __restrict__ ang, int w, int h,
-                                                int cx, int cy, int r, float* s_mag,
-                                                float* s_ang, VoteFn vote) {
+                                                int cx, int cy, int r, VoteFn vote) {
   const int side = 2 * r + 1, total = side * side;
   const float inv_side = 1.0f / static_cast<float>(side);
   const int tid = threadIdx.x;
-  for (int base = 0; base < total; base += kStagePixels) {
-    const int n = min(kStagePixels, total - base);
-    __syncthreads();  // earlier votes have read the stage (and the caller's setup is done)
-    for (int q = tid; q < n; q += kThreads) {
-      int i, j;
-      WindowOffsets(base + q, side, inv_side, r, &i, &j);
-      const int py = cy + j, px = cx + i;
-      float m = -1.0f, a = 0.0f;  // -1: outside the image's inner pixels, skipped
-      if (py >= 1 && py < h - 1 && px >= 1 && px < w - 1) {
-        const size_t idx = static_cast<size_t>(py) * w + px;
-        m = mag[idx];
-        a = ang[idx];
-      }
-      s_mag[q] = m;
-      s_ang[q] = a;
-    }
-    __syncthreads();
-    ScatterWalk walk(tid, kThreads, ScatterStride(n), n);
-    for (int k = tid; k < n; k += kThreads, walk.Next()) {
-      const float m = s_mag[walk.p];
-      if (m < 0.0f) continue;
-      int i, j;
-      WindowOffsets(base + walk.p, side, inv_side, r, &i, &j);
-      vote(i, j, m, s_ang[walk.p]);
-    }
+  __syncthreads();
+  ScatterWalk walk(tid, kThreads, ScatterStride(total), total);
+  for (int k = tid; k < total; k += kThreads, walk.Next()) {
+    int i, j;
+    WindowOffsets(walk.p, side, inv_side, r, &i, &j);
+    const int py = cy + j, px = cx + i;
+    if (py < 1 || py >= h - 1 || px < 1 || px >= w - 1) continue;
+    const size_t idx = static_cast<size_t>(py) * w + px;
+    vote(i, j, __ldg(mag + idx), __ldg(ang + idx));
   }
   __syncthreads();
 }
@@ -675,7 +658,6 @@ __global__ void __launch_bounds__(kOrientationThreads)
                       float* __restrict__ angles, int* __restrict__ num_angles) {
   constexpr int n = kOrientationBins;
   __shared__ unsigned hist[n];
-  __shared__ float s_mag[kStagePixels], s_ang[kStagePixels];
   const OrientationTask t = tasks[blockIdx.x];
   const int tid = threadIdx.x;
   const int r = t.radius, total = (2 * r + 1) * (2 * r + 1);
@@ -686,20 +668,20 @@ __global__ void __launch_bounds__(kOrientationThreads)
   const float bin_scale = static_cast<float>(n / kTwoPi);
   const float scale =
       VoteScale(total, __uint_as_float(pyr.max_magnitude[t.octave * pyr.S + t.layer - 1]));
-  ForWindowPixels<kOrientationThreads>(
-      pyr.magnitude + plane_off, pyr.angle + plane_off, w, h, t.cx, t.cy, r, s_mag, s_ang,
-      [&](int i, int j, float m, float a) {
-        if (i * i + j * j > r * r) return;
-        const float dx = i - t.ox, dy = j - t.oy;
-        const float weight = expf(-(dx * dx + dy * dy) * t.inv_two_sw2) * m;
-        float bin = a * bin_scale;
-        if (bin < 0) bin += n;
-        const float b0 = floorf(bin);
-        const float frac = bin - b0;
-        const int i0 = static_cast<int>(b0) % n;
-        Vote(&hist[i0], weight * (1.0f - frac), scale);
-        Vote(&hist[(i0 + 1) % n], weight * frac, scale);
-      });
+  auto vote = [&](int i, int j, float m, float a) {
+    if (i * i + j * j > r * r) return;
+    const float dx = i - t.ox, dy = j - t.oy;
+    const float weight = expf(-(dx * dx + dy * dy) * t.inv_two_sw2) * m;
+    float bin = a * bin_scale;
+    if (bin < 0) bin += n;
+    const float b0 = floorf(bin);
+    const float frac = bin - b0;
+    const int i0 = static_cast<int>(b0) % n;
+    Vote(&hist[i0], weight * (1.0f - frac), scale);
+    Vote(&hist[(i0 + 1) % n], weight * frac, scale);
+  };
+  ForWindowPixels<kOrientationThreads>(pyr.magnitude + plane_off, pyr.angle + plane_off, w, h,
+                                       t.cx, t.cy, r, vote);
   if (tid != 0) return;
   float total_votes[n];
   const float unit = 1.0f / scale;  // a power of two: exact
@@ -737,7 +719,6 @@ __global__ void __launch_bounds__(kDescriptorThreads)
   constexpr int d = kDescriptorWidth, nb = kDescriptorBins, n = kDescriptorSize;
   __shared__ unsigned hist[n];
   __shared__ float v[n];
-  __shared__ float s_mag[kStagePixels], s_ang[kStagePixels];
   const DescriptorTask t = tasks[blockIdx.x];
   const int tid = threadIdx.x;
   const int r = t.box, total = (2 * r + 1) * (2 * r + 1);
@@ -749,38 +730,38 @@ __global__ void __launch_bounds__(kDescriptorThreads)
   const float obin_scale = static_cast<float>(nb / kTwoPi);
   const float scale =
       VoteScale(total, __uint_as_float(pyr.max_magnitude[t.octave * pyr.S + t.layer - 1]));
-  ForWindowPixels<kDescriptorThreads>(
-      pyr.magnitude + plane_off, pyr.angle + plane_off, w, h, t.cx, t.cy, r, s_mag, s_ang,
-      [&](int i, int j, float m, float a) {
-        const float dx = i - t.ox, dy = j - t.oy;
-        const float rx = t.cos_t * dx + t.sin_t * dy;
-        const float ry = -t.sin_t * dx + t.cos_t * dy;
-        const float cbin = rx + 0.5f * d - 0.5f;
-        const float rbin = ry + 0.5f * d - 0.5f;
-        if (rbin <= -1 || rbin >= d || cbin <= -1 || cbin >= d) return;
-        const float weight = expf(-(rx * rx + ry * ry) * inv_two_sigma2) * m;
-        float rel = a - t.angle;
-        rel -= kTwoPiF * floorf(rel / kTwoPiF);
-        float obin = rel * obin_scale;
-        if (obin >= nb) obin -= nb;
-        const int r0 = static_cast<int>(floorf(rbin));
-        const int c0 = static_cast<int>(floorf(cbin));
-        const int o0 = static_cast<int>(floorf(obin));
-        const float fr = rbin - r0, fc = cbin - c0, fo = obin - o0;
-        for (int ea = 0; ea < 2; ++ea) {
-          const int rr = r0 + ea;
-          if (rr < 0 || rr >= d) continue;
-          const float wr = weight * (ea ? fr : 1.0f - fr);
-          for (int eb = 0; eb < 2; ++eb) {
-            const int cc = c0 + eb;
-            if (cc < 0 || cc >= d) continue;
-            const float wc = wr * (eb ? fc : 1.0f - fc);
-            unsigned* cell = &hist[(rr * d + cc) * nb];
-            Vote(&cell[o0 % nb], wc * (1.0f - fo), scale);
-            Vote(&cell[(o0 + 1) % nb], wc * fo, scale);
-          }
-        }
-      });
+  auto vote = [&](int i, int j, float m, float a) {
+    const float dx = i - t.ox, dy = j - t.oy;
+    const float rx = t.cos_t * dx + t.sin_t * dy;
+    const float ry = -t.sin_t * dx + t.cos_t * dy;
+    const float cbin = rx + 0.5f * d - 0.5f;
+    const float rbin = ry + 0.5f * d - 0.5f;
+    if (rbin <= -1 || rbin >= d || cbin <= -1 || cbin >= d) return;
+    const float weight = expf(-(rx * rx + ry * ry) * inv_two_sigma2) * m;
+    float rel = a - t.angle;
+    rel -= kTwoPiF * floorf(rel / kTwoPiF);
+    float obin = rel * obin_scale;
+    if (obin >= nb) obin -= nb;
+    const int r0 = static_cast<int>(floorf(rbin));
+    const int c0 = static_cast<int>(floorf(cbin));
+    const int o0 = static_cast<int>(floorf(obin));
+    const float fr = rbin - r0, fc = cbin - c0, fo = obin - o0;
+    for (int ea = 0; ea < 2; ++ea) {
+      const int rr = r0 + ea;
+      if (rr < 0 || rr >= d) continue;
+      const float wr = weight * (ea ? fr : 1.0f - fr);
+      for (int eb = 0; eb < 2; ++eb) {
+        const int cc = c0 + eb;
+        if (cc < 0 || cc >= d) continue;
+        const float wc = wr * (eb ? fc : 1.0f - fc);
+        unsigned* cell = &hist[(rr * d + cc) * nb];
+        Vote(&cell[o0 % nb], wc * (1.0f - fo), scale);
+        Vote(&cell[(o0 + 1) % nb], wc * fo, scale);
+      }
+    }
+  };
+  ForWindowPixels<kDescriptorThreads>(pyr.magnitude + plane_off, pyr.angle + plane_off, w, h,
+                                      t.cx, t.cy, r, vote);
   const float unit = 1.0f / scale;  // a power of two: exact
   for (int b = tid; b < n; b += kDescriptorThreads) v[b] = __uint2float_rn(hist[b]) * unit;
   __syncthreads();
@@ -857,6 +838,13 @@ class DeviceArray {
     capacity_ = n;
     return Status::Ok();
   }
+  // Reserve for arrays whose size changes from image to image: grows by half again at
+  // least, so that a batch reallocates a few times, not at every new largest count (a
+  // cudaFree waits for the whole device, all streams, to go idle).
+  Status Grow(size_t n, const char* what) {
+    if (n <= capacity_) return Status::Ok();
+    return Reserve(std::max(n, capacity_ + capacity_ / 2), what);
+  }
   T* get() const { return ptr_; }
   size_t capacity() const { return capacity_; }
 
@@ -876,11 +864,12 @@ class PinnedArray {
   }
   Status Reserve(size_t n, const char* what) {
     if (n <= capacity_) return Status::Ok();
+    // Grow by half again so that slowly growing counts do not reallocate every image
+    // (cudaFreeHost waits for the whole device to go idle).
+    const size_t want = std::max(n, capacity_ + capacity_ / 2);
     if (ptr_ != nullptr) cudaFreeHost(ptr_);
     ptr_ = nullptr;
     capacity_ = 0;
-    // Grow by half again so that slowly growing counts do not reallocate every image.
-    const size_t want = std::max(n, capacity_ + capacity_ / 2);
     const cudaError_t err = cudaHostAlloc(&ptr_, std::max<size_t>(want, 1) * sizeof(T),
                                           cudaHostAllocDefault);
     if (err != cudaSuccess) {
@@ -947,11 +936,71 @@ dim3 Grid2d(int w, int h, dim3 block) {
   return dim3((w + block.x - 1) / block.x, (h + block.y - 1) / block.y);
 }
 
+// Packs (octave, layer, row, column) into an integer that orders as the tuple does.
+// Sides are < 2^17 (65535 px upsampled), octaves < 2^5 (kMaxOctaves), layers <= 13 < 2^4.
+inline uint64_t SampleKey(int octave, int layer, int y, int x) {
+  return (static_cast<uint64_t>(octave) << 38) | (static_cast<uint64_t>(layer) << 34) |
+         (static_cast<uint64_t>(y) << 17) | static_cast<uint64_t>(x);
+}
+static_assert(kMaxOctaves <= 32, "SampleKey holds 5 bits of octave");
+
+// The valid detections of in[0, count) in (octave, layer, row, column) order of the refined
+// sample, one per sample: the first in (octave, candidate layer, row, column) order.
+void SortDetections(const GpuDetection* in, int count, std::vector<GpuDetection>* out) {
+  struct Entry {
+    uint64_t key, scan;
+    int index;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    const GpuDetection& d = in[i];
+    if (!d.valid) continue;
+    entries.push_back({SampleKey(d.octave, d.layer, d.yi, d.xi),
+                       SampleKey(d.octave, d.cand_layer, d.cand_y, d.cand_x), i});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.key != b.key ? a.key < b.key : a.scan < b.scan;
+  });
+  out->clear();
+  out->reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0 && entries[i].key == entries[i - 1].key) continue;
+    out->push_back(in[entries[i].index]);
+  }
+}
+
+// The indices of the k entries with the largest response[i] (ties: lower index first), in
+// increasing order: what a stable sort by decreasing response, cut to k and sorted by index
+// gives, in linear time (0.2 instead of 1.7 ms per 1080p image on the H100 machine's
+// host, 24 streams). k < n.
+std::vector<int> StrongestInOrder(const std::vector<double>& response, int k) {
+  std::vector<double> sorted(response);
+  for (double& r : sorted) {
+    if (!(r == r)) r = -HUGE_VAL;  // no NaN in the selection's comparisons
+  }
+  std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(),
+                   std::greater<double>());
+  const double threshold = sorted[k - 1];
+  int above = 0;
+  for (double r : sorted) above += r > threshold;
+  int ties = k - above;  // entries equal to the threshold to keep, the first ones
+  std::vector<int> kept;
+  kept.reserve(k);
+  for (int i = 0; i < static_cast<int>(response.size()); ++i) {
+    const double r = response[i] == response[i] ? response[i] : -HUGE_VAL;
+    if (r > threshold || (r == threshold && ties-- > 0)) kept.push_back(i);
+  }
+  return kept;
+}
+
 // Everything one image in flight needs: a stream, device pyramid, queues, pinned staging.
 class SiftCudaWorker {
  public:
   SiftCudaWorker(const SiftOptions& options, int device) : options_(options), device_(device) {}
   ~SiftCudaWorker() {
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    if (done_ != nullptr) cudaEventDestroy(done_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   Status Extract(const GrayImage& image, Features* features);
@@ -959,10 +1008,15 @@ class SiftCudaWorker {
  private:
   Status Init();
   Status Pyramid(int w0, int h0, int num_octaves, const GrayImage& image);
+  Status PyramidKernels(int w0, int h0, int num_octaves, const GrayImage& image);
+  Status Wait();
 
   SiftOptions options_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  std::array<long long, 16> graph_key_{};
 
   DeviceArray<float> d_image_, d_upsampled_, d_gauss_, d_dog_, d_magnitude_, d_angle_;
   DeviceArray<Candidate> d_queue_;
@@ -986,6 +1040,7 @@ class SiftCudaWorker {
 
   PyramidView view_{};
   int candidate_capacity_ = kInitialCandidateCapacity;
+  size_t detections_guess_ = 0;
 };
 
 Status SiftCudaWorker::Init() {
@@ -993,6 +1048,8 @@ Status SiftCudaWorker::Init() {
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   if (stream_ != nullptr) return Status::Ok();
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&done_, cudaEventBlockingSync | cudaEventDisableTiming));
   // The widest blur tiles need more than the default 48 KiB of shared memory.
   for (int r = 1; r <= kSiftCudaMaxBlurRadius; ++r) {
     const BlurLauncher& l = BlurFor(r);
@@ -1001,6 +1058,17 @@ Status SiftCudaWorker::Init() {
           l.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.shared_bytes)));
     }
   }
+  return Status::Ok();
+}
+
+// Waits for the stream's work so far on an event created with cudaEventBlockingSync: the
+// thread sleeps instead of spinning (cudaStreamSynchronize spins with the default flags,
+// and with cuda_streams threads waiting at once the spinning took the cores that the other
+// threads' host work needs: 8.6 ms of CPU per 1080p image against 5.5 with sleeping
+// waits, measured on the H100 machine's 16 cores with 24 streams).
+Status SiftCudaWorker::Wait() {
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
   return Status::Ok();
 }
 
@@ -1050,6 +1118,37 @@ Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage&
                                                   n * sizeof(float), cudaMemcpyHostToDevice,
                                                   stream_));
   }
+  // The kernels (about 55 for a 1080p image) as one CUDA graph, captured once per image
+  // size and workspace and replayed: one launch call per image instead of one per kernel
+  // (less host time, and less contention between the threads launching into their streams).
+  auto bits = [](const void* p) { return static_cast<long long>(reinterpret_cast<uintptr_t>(p)); };
+  const std::array<long long, 16> key = {
+      w0, h0, num_octaves, candidate_capacity_, image.width, image.height,
+      bits(d_image_.get()), bits(d_upsampled_.get()), bits(d_gauss_.get()), bits(d_dog_.get()),
+      bits(d_magnitude_.get()), bits(d_angle_.get()), bits(d_count_.get()),
+      bits(d_max_magnitude_.get()), bits(d_queue_.get()), bits(d_detections_.get())};
+  if (graph_exec_ == nullptr || key != graph_key_) {
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(
+        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status launched = PyramidKernels(w0, h0, num_octaves, image);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    TIEPOINT_RETURN_IF_ERROR(launched);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(ended);
+    const cudaError_t made = cudaGraphInstantiate(&graph_exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(made);
+    graph_key_ = key;
+  }
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, stream_));
+  return Status::Ok();
+}
+
+Status SiftCudaWorker::PyramidKernels(int w0, int h0, int num_octaves, const GrayImage& image) {
+  const int S = options_.octave_layers;
+  const size_t base_pixels = static_cast<size_t>(w0) * h0;
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_count_.get(), 0, 2 * sizeof(int), stream_));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
       d_max_magnitude_.get(), 0, sizeof(unsigned) * num_octaves * S, stream_));
@@ -1158,45 +1257,48 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
 
   // Detection and refinement; again with a larger queue when it overflowed (rare: the
   // queue starts at 65536 candidates), so the result never depends on the capacity.
+  // The count comes back with a guess of the detections (the last image's count and a
+  // quarter more), so that one wait usually brings both.
   int count = 0;
+  size_t guessed = 0;
   for (;;) {
     TIEPOINT_RETURN_IF_ERROR(Pyramid(base_w, base_h, num_octaves, image));
     TIEPOINT_RETURN_IF_ERROR(h_count_.Reserve(2, "counters"));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_count_.get(), d_count_.get(), 2 * sizeof(int),
                                                   cudaMemcpyDeviceToHost, stream_));
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    guessed = std::min<size_t>(candidate_capacity_, detections_guess_);
+    if (guessed > 0) {
+      TIEPOINT_RETURN_IF_ERROR(
+          h_detections_.Reserve(std::max(guessed, kMinKeypointRoom), "the detections"));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_detections_.get(), d_detections_.get(),
+                                                    sizeof(GpuDetection) * guessed,
+                                                    cudaMemcpyDeviceToHost, stream_));
+    }
+    TIEPOINT_RETURN_IF_ERROR(Wait());
     if (h_count_.get()[0] <= candidate_capacity_) break;
     candidate_capacity_ = h_count_.get()[0] + h_count_.get()[0] / 4;
   }
   count = h_count_.get()[1];  // accepted detections
-  TIEPOINT_RETURN_IF_ERROR(h_detections_.Reserve(count, "the detections"));
-  if (count > 0) {
+  detections_guess_ = static_cast<size_t>(count) + count / 4 + 64;
+  if (static_cast<size_t>(count) > guessed) {
+    // The guess fell short: the staging buffer may be reallocated, so copy all of them.
+    TIEPOINT_RETURN_IF_ERROR(h_detections_.Reserve(count, "the detections"));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_detections_.get(), d_detections_.get(),
                                                   sizeof(GpuDetection) * count,
                                                   cudaMemcpyDeviceToHost, stream_));
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    TIEPOINT_RETURN_IF_ERROR(Wait());
   }
 
   // The CPU's order: (octave, layer, row, column) of the refined sample; of detections
-  // refined onto the same sample the first in scan order is kept.
+  // refined onto the same sample the first in scan order is kept. Detections refined onto
+  // the same sample are equal in every field but the candidate's (refinement ends with
+  // the same computation at that sample), so which one is kept does not change the output;
+  // the scan order only makes the choice independent of the atomics' order.
+  // Sorted as packed 64-bit keys (octave: 5 bits, layer: 4, row and column: 17 each)
+  // instead of tuples of the 64-byte records: 0.4 instead of 1.2 ms per 1080p image on the
+  // H100 machine's host (24 streams).
   std::vector<GpuDetection> dets;
-  dets.reserve(count);
-  for (int i = 0; i < count; ++i) {
-    if (h_detections_.get()[i].valid) dets.push_back(h_detections_.get()[i]);
-  }
-  auto key = [](const GpuDetection& d) { return std::make_tuple(d.octave, d.layer, d.yi, d.xi); };
-  auto scan = [](const GpuDetection& d) {
-    return std::make_tuple(d.octave, d.cand_layer, d.cand_y, d.cand_x);
-  };
-  std::sort(dets.begin(), dets.end(), [&](const GpuDetection& a, const GpuDetection& b) {
-    const auto ka = key(a), kb = key(b);
-    return ka != kb ? ka < kb : scan(a) < scan(b);
-  });
-  dets.erase(std::unique(dets.begin(), dets.end(),
-                         [&](const GpuDetection& a, const GpuDetection& b) {
-                           return key(a) == key(b);
-                         }),
-             dets.end());
+  SortDetections(h_detections_.get(), count, &dets);
   const int num_dets = static_cast<int>(dets.size());
   if (num_dets == 0) {
     *features = std::move(result);
@@ -1207,12 +1309,13 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   };
 
   // Orientations, one block per detection.
-  TIEPOINT_RETURN_IF_ERROR(h_orientation_tasks_.Reserve(num_dets, "orientation tasks"));
-  TIEPOINT_RETURN_IF_ERROR(d_orientation_tasks_.Reserve(num_dets, "orientation tasks"));
-  TIEPOINT_RETURN_IF_ERROR(h_angles_.Reserve(static_cast<size_t>(num_dets) * kMaxPeaks, "angles"));
-  TIEPOINT_RETURN_IF_ERROR(d_angles_.Reserve(static_cast<size_t>(num_dets) * kMaxPeaks, "angles"));
-  TIEPOINT_RETURN_IF_ERROR(h_num_angles_.Reserve(num_dets, "angle counts"));
-  TIEPOINT_RETURN_IF_ERROR(d_num_angles_.Reserve(num_dets, "angle counts"));
+  const size_t det_room = std::max<size_t>(num_dets, kMinKeypointRoom);
+  TIEPOINT_RETURN_IF_ERROR(h_orientation_tasks_.Reserve(det_room, "orientation tasks"));
+  TIEPOINT_RETURN_IF_ERROR(d_orientation_tasks_.Grow(det_room, "orientation tasks"));
+  TIEPOINT_RETURN_IF_ERROR(h_angles_.Reserve(det_room * kMaxPeaks, "angles"));
+  TIEPOINT_RETURN_IF_ERROR(d_angles_.Grow(det_room * kMaxPeaks, "angles"));
+  TIEPOINT_RETURN_IF_ERROR(h_num_angles_.Reserve(det_room, "angle counts"));
+  TIEPOINT_RETURN_IF_ERROR(d_num_angles_.Grow(det_room, "angle counts"));
   for (int i = 0; i < num_dets; ++i) {
     const GpuDetection& d = dets[i];
     const double sw = kOrientationSigmaFactor * lowe_sigma(d);
@@ -1239,7 +1342,7 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_angles_.get(), d_angles_.get(),
                                                 sizeof(float) * num_dets * kMaxPeaks,
                                                 cudaMemcpyDeviceToHost, stream_));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  TIEPOINT_RETURN_IF_ERROR(Wait());
 
   struct Oriented {
     int detection;
@@ -1253,16 +1356,14 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
     }
   }
   if (options_.max_features > 0 && oriented.size() > static_cast<size_t>(options_.max_features)) {
-    std::vector<size_t> order(oriented.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return dets[oriented[a].detection].response > dets[oriented[b].detection].response;
-    });
-    order.resize(options_.max_features);
-    std::sort(order.begin(), order.end());
+    std::vector<double> response(oriented.size());
+    for (size_t i = 0; i < oriented.size(); ++i) {
+      response[i] = dets[oriented[i].detection].response;
+    }
+    const std::vector<int> order = StrongestInOrder(response, options_.max_features);
     std::vector<Oriented> kept;
     kept.reserve(order.size());
-    for (size_t i : order) kept.push_back(oriented[i]);
+    for (int i : order) kept.push_back(oriented[i]);
     oriented = std::move(kept);
   }
   const int n = static_cast<int>(oriented.size());
@@ -1274,12 +1375,11 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   }
 
   // Descriptors, one block per keypoint.
-  TIEPOINT_RETURN_IF_ERROR(h_descriptor_tasks_.Reserve(n, "descriptor tasks"));
-  TIEPOINT_RETURN_IF_ERROR(d_descriptor_tasks_.Reserve(n, "descriptor tasks"));
-  TIEPOINT_RETURN_IF_ERROR(h_descriptors_.Reserve(static_cast<size_t>(n) * kSiftDescriptorDim,
-                                                  "descriptors"));
-  TIEPOINT_RETURN_IF_ERROR(d_descriptors_.Reserve(static_cast<size_t>(n) * kSiftDescriptorDim,
-                                                  "descriptors"));
+  const size_t kp_room = std::max<size_t>(n, kMinKeypointRoom);
+  TIEPOINT_RETURN_IF_ERROR(h_descriptor_tasks_.Reserve(kp_room, "descriptor tasks"));
+  TIEPOINT_RETURN_IF_ERROR(d_descriptor_tasks_.Grow(kp_room, "descriptor tasks"));
+  TIEPOINT_RETURN_IF_ERROR(h_descriptors_.Reserve(kp_room * kSiftDescriptorDim, "descriptors"));
+  TIEPOINT_RETURN_IF_ERROR(d_descriptors_.Grow(kp_room * kSiftDescriptorDim, "descriptors"));
   const double up = options_.upsample ? 0.5 : 1.0;
   const double characteristic = std::pow(2.0, 0.5 / S);
   constexpr int d = kDescriptorWidth;
@@ -1323,7 +1423,7 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_descriptors_.get(), d_descriptors_.get(),
                                                 static_cast<size_t>(n) * kSiftDescriptorDim,
                                                 cudaMemcpyDeviceToHost, stream_));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  TIEPOINT_RETURN_IF_ERROR(Wait());
   std::memcpy(result.descriptors.data(), h_descriptors_.get(),
               static_cast<size_t>(n) * kSiftDescriptorDim);
   *features = std::move(result);
@@ -1337,7 +1437,6 @@ class SiftCuda : public FeatureExtractor {
       workers_.push_back(std::make_unique<SiftCudaWorker>(options, device));
     }
   }
-
   Status Extract(const GrayImage& image, Features* features) override {
     return workers_[0]->Extract(image, features);
   }
