@@ -1,9 +1,262 @@
 #include "solver/two_view_geometry.h"
 
+#include <Eigen/Core>
+#include <Eigen/Dense>
 #include <cmath>
 #include <string>
+#include <vector>
+
+#include "solver/essential.h"
+#include "solver/fundamental.h"
+#include "solver/homography.h"
+#include "solver/ransac.h"
+#include "solver/ransac_utils.h"
 
 namespace tiepoint {
+namespace {
+
+using two_view::NormalizingTransform;
+
+// Pixel and Hartley-normalised coordinates of the correspondences.
+struct PointSet {
+  std::vector<Eigen::Vector2d> x1, x2;   // pixels
+  std::vector<Eigen::Vector2d> n1, n2;   // T1 x1, T2 x2
+  Eigen::Matrix3d T1, T2;
+  PointSet(const std::vector<std::array<double, 2>>& a, const std::vector<std::array<double, 2>>& b) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      x1.emplace_back(a[i][0], a[i][1]);
+      x2.emplace_back(b[i][0], b[i][1]);
+    }
+    T1 = NormalizingTransform(x1);
+    T2 = NormalizingTransform(x2);
+    for (size_t i = 0; i < a.size(); ++i) {
+      n1.push_back(two_view::Apply(T1, x1[i]));
+      n2.push_back(two_view::Apply(T2, x2[i]));
+    }
+  }
+};
+
+struct HomographyModel {
+  Eigen::Matrix3d H = Eigen::Matrix3d::Zero(), H_inverse = Eigen::Matrix3d::Zero();
+};
+
+class HomographyEstimator {
+ public:
+  using Model = HomographyModel;
+  static constexpr int kSampleSize = 4;
+  explicit HomographyEstimator(const PointSet& p) : p_(p), T2inv_(p.T2.inverse()) {}
+  int NumData() const { return static_cast<int>(p_.x1.size()); }
+  Model FromNormalized(const Eigen::Matrix3d& Hn) const { return FromPixels(T2inv_ * Hn * p_.T1); }
+  static Model FromPixels(const Eigen::Matrix3d& H) {
+    Model m;
+    m.H = two_view::NormalizeHomographyScale(H);
+    m.H_inverse = m.H.inverse();
+    return m;
+  }
+  void MinimalSolve(const int* sample, std::vector<Model>* models) const {
+    Eigen::Vector2d a[4], b[4];
+    for (int k = 0; k < 4; ++k) {
+      a[k] = p_.n1[sample[k]];
+      b[k] = p_.n2[sample[k]];
+    }
+    Eigen::Matrix3d Hn;
+    if (two_view::HomographyFromFourPoints(a, b, &Hn)) models->push_back(FromNormalized(Hn));
+  }
+  bool FitNonMinimal(const std::vector<int>& indices, Model* model) const {
+    Eigen::Matrix3d Hn;
+    if (!two_view::HomographyLeastSquares(p_.n1, p_.n2, indices, &Hn)) return false;
+    *model = FromNormalized(Hn);
+    return model->H.allFinite() && model->H_inverse.allFinite();
+  }
+  double SquaredError(const Model& m, int i) const {
+    return two_view::HomographySquaredError(m.H, m.H_inverse, p_.x1[i], p_.x2[i]);
+  }
+  Model Refine(const Model& m, const std::vector<int>& inliers) const {
+    return FromPixels(two_view::RefineHomography(m.H, p_.x1, p_.x2, inliers));
+  }
+
+ private:
+  const PointSet& p_;
+  Eigen::Matrix3d T2inv_;
+};
+
+class FundamentalEstimator {
+ public:
+  using Model = Eigen::Matrix3d;  // pixels, Frobenius norm 1
+  static constexpr int kSampleSize = 7;
+  explicit FundamentalEstimator(const PointSet& p) : p_(p) {}
+  int NumData() const { return static_cast<int>(p_.x1.size()); }
+  Model FromNormalized(const Eigen::Matrix3d& Fn) const {
+    const Eigen::Matrix3d F = p_.T2.transpose() * Fn * p_.T1;
+    return F / F.norm();
+  }
+  void MinimalSolve(const int* sample, std::vector<Model>* models) const {
+    Eigen::Vector2d a[7], b[7];
+    for (int k = 0; k < 7; ++k) {
+      a[k] = p_.n1[sample[k]];
+      b[k] = p_.n2[sample[k]];
+    }
+    Eigen::Matrix3d F[3];
+    const int n = two_view::FundamentalFromSevenPoints(a, b, F);
+    for (int k = 0; k < n; ++k) models->push_back(FromNormalized(F[k]));
+  }
+  bool FitNonMinimal(const std::vector<int>& indices, Model* model) const {
+    Eigen::Matrix3d Fn;
+    if (!two_view::FundamentalLeastSquares(p_.n1, p_.n2, indices, &Fn)) return false;
+    *model = FromNormalized(Fn);
+    return model->allFinite();
+  }
+  double SquaredError(const Model& F, int i) const {
+    return two_view::SampsonSquaredError(F, p_.x1[i], p_.x2[i]);
+  }
+  Model Refine(const Model& F, const std::vector<int>& inliers) const {
+    return two_view::RefineFundamental(F, p_.x1, p_.x2, inliers);
+  }
+
+ private:
+  const PointSet& p_;
+};
+
+struct EssentialModel {
+  Eigen::Matrix3d E = Eigen::Matrix3d::Zero();  // normalised coordinates, norm sqrt(2)
+  Eigen::Matrix3d F = Eigen::Matrix3d::Zero();  // K2^-T E K1^-1, for errors in pixels
+};
+
+class EssentialEstimator {
+ public:
+  using Model = EssentialModel;
+  static constexpr int kSampleSize = 5;
+  EssentialEstimator(const PointSet& p, const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2)
+      : p_(p), K1_(K1), K2_(K2) {
+    const Eigen::Matrix3d K1inv = K1.inverse(), K2inv = K2.inverse();
+    for (size_t i = 0; i < p.x1.size(); ++i) {
+      u1_.push_back((K1inv * p.x1[i].homogeneous()).eval());
+      u2_.push_back((K2inv * p.x2[i].homogeneous()).eval());
+    }
+  }
+  int NumData() const { return static_cast<int>(p_.x1.size()); }
+  Model FromE(const Eigen::Matrix3d& E) const {
+    Model m;
+    m.E = E * (std::sqrt(2.0) / E.norm());
+    m.F = two_view::FundamentalFromEssential(m.E, K1_, K2_);
+    return m;
+  }
+  void MinimalSolve(const int* sample, std::vector<Model>* models) const {
+    Eigen::Vector3d a[5], b[5];
+    for (int k = 0; k < 5; ++k) {
+      a[k] = u1_[sample[k]];
+      b[k] = u2_[sample[k]];
+    }
+    std::vector<Eigen::Matrix3d> E;
+    two_view::EssentialFromFivePoints(a, b, &E);
+    for (const auto& e : E) models->push_back(FromE(e));
+  }
+  bool FitNonMinimal(const std::vector<int>& indices, Model* model) const {
+    Eigen::Matrix3d E;
+    if (!two_view::EssentialLeastSquares(u1_, u2_, indices, &E)) return false;
+    *model = FromE(E);
+    return model->F.allFinite();
+  }
+  double SquaredError(const Model& m, int i) const {
+    return two_view::SampsonSquaredError(m.F, p_.x1[i], p_.x2[i]);
+  }
+  // Pose by cheirality of `inliers`, then refined on them.
+  Model RefinePose(const Model& m, const std::vector<int>& inliers, Eigen::Matrix3d* R,
+                   Eigen::Vector3d* t) const {
+    two_view::PoseFromEssential(m.E, u1_, u2_, inliers, R, t);
+    two_view::RefineRelativePose(p_.x1, p_.x2, K1_, K2_, inliers, R, t);
+    return FromE(two_view::Skew(*t) * *R);
+  }
+  // The decomposition of m.E with most of `inliers` in front of both cameras.
+  int Pose(const Model& m, const std::vector<int>& inliers, Eigen::Matrix3d* R, Eigen::Vector3d* t) const {
+    return two_view::PoseFromEssential(m.E, u1_, u2_, inliers, R, t);
+  }
+
+ private:
+  const PointSet& p_;
+  Eigen::Matrix3d K1_, K2_;
+  std::vector<Eigen::Vector3d> u1_, u2_;
+};
+
+Eigen::Matrix3d CalibrationMatrix(const Intrinsics& k) {
+  Eigen::Matrix3d K;
+  K << k.fx, 0, k.cx, 0, k.fy, k.cy, 0, 0, 1;
+  return K;
+}
+
+Status CheckIntrinsics(const Intrinsics* k, const char* name) {
+  if (k == nullptr) {
+    return Status::InvalidOptions(std::string("the essential model needs ") + name +
+                                  " (camera intrinsics fx, fy, cx, cy), got none");
+  }
+  if (!(k->fx > 0.0 && k->fy > 0.0 && std::isfinite(k->fx) && std::isfinite(k->fy) &&
+        std::isfinite(k->cx) && std::isfinite(k->cy))) {
+    return Status::InvalidOptions(std::string(name) + ": fx and fy must be positive and finite, cx and cy finite (got fx " +
+                                  std::to_string(k->fx) + ", fy " + std::to_string(k->fy) + ", cx " +
+                                  std::to_string(k->cx) + ", cy " + std::to_string(k->cy) + ")");
+  }
+  return Status::Ok();
+}
+
+void CopyMatrix(const Eigen::Matrix3d& M, double out[9]) {
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) out[3 * r + c] = M(r, c);
+}
+
+// Inliers, MSAC cost and RMS error of a model.
+template <class Estimator>
+struct Scored {
+  typename Estimator::Model model;
+  std::vector<int> inliers;
+  double cost = 0.0;
+};
+
+template <class Estimator>
+Scored<Estimator> Score(const Estimator& est, const typename Estimator::Model& model, double threshold) {
+  Scored<Estimator> s;
+  s.model = model;
+  two_view::ScoreModel(est, model, threshold * threshold, &s.cost, &s.inliers);
+  return s;
+}
+
+// Runs RANSAC, then alternates refinement on the inliers and re-scoring (at most
+// kRefineRounds times, while the MSAC cost drops). `refine(model, inliers)` returns the
+// refined model.
+template <class Estimator, class RefineFn>
+Scored<Estimator> RansacAndRefine(const Estimator& est, const RansacOptions& o, const RefineFn& refine,
+                                  int* iterations, bool* found) {
+  constexpr int kRefineRounds = 3;
+  const auto ransac = two_view::RunRansac(est, o.max_error_px, o.confidence, o.min_iterations,
+                                          o.max_iterations, o.seed);
+  *iterations = ransac.iterations;
+  *found = ransac.found;
+  Scored<Estimator> best;
+  if (!ransac.found) return best;
+  best = Score(est, ransac.model, o.max_error_px);
+  for (int round = 0; round < kRefineRounds; ++round) {
+    if (static_cast<int>(best.inliers.size()) < Estimator::kSampleSize + 1) break;
+    Scored<Estimator> next = Score(est, refine(best.model, best.inliers), o.max_error_px);
+    if (!(next.cost < best.cost)) break;
+    const bool same = next.inliers == best.inliers;
+    best = std::move(next);
+    if (same) break;
+  }
+  return best;
+}
+
+template <class Estimator>
+void FillInliers(const Estimator& est, const Scored<Estimator>& s, int n, TwoViewGeometry* result) {
+  result->inlier_mask.assign(n, 0);
+  double sum = 0.0;
+  for (int i : s.inliers) {
+    result->inlier_mask[i] = 1;
+    sum += est.SquaredError(s.model, i);
+  }
+  result->num_inliers = static_cast<int>(s.inliers.size());
+  result->inlier_rms_error_px = s.inliers.empty() ? 0.0 : std::sqrt(sum / s.inliers.size());
+}
+
+}  // namespace
 
 const char* ToString(TwoViewModel m) {
   switch (m) {
@@ -52,12 +305,74 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
                                 " points in image 1 but " + std::to_string(x2.size()) +
                                 " in image 2 (one per correspondence expected in both)");
   }
-  (void)intrinsics1;
-  (void)intrinsics2;
+  const int n = static_cast<int>(x1.size());
+  for (int i = 0; i < n; ++i) {
+    for (int image = 0; image < 2; ++image) {
+      const auto& p = image == 0 ? x1[i] : x2[i];
+      if (!std::isfinite(p[0]) || !std::isfinite(p[1])) {
+        return Status::InvalidInput("two-view geometry: correspondence " + std::to_string(i) +
+                                    " has a non-finite coordinate in image " + std::to_string(image + 1) +
+                                    " (" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + ")");
+      }
+    }
+  }
+  if (model == TwoViewModel::kEssential) {
+    TIEPOINT_RETURN_IF_ERROR(CheckIntrinsics(intrinsics1, "intrinsics1"));
+    TIEPOINT_RETURN_IF_ERROR(CheckIntrinsics(intrinsics2, "intrinsics2"));
+  }
+  if (result == nullptr) return Status::Internal("EstimateTwoViewGeometry: result is null");
   *result = TwoViewGeometry();
   result->model = model;
-  result->inlier_mask.assign(x1.size(), 0);
-  // Skeleton: the estimators land in the next commit.
+  result->inlier_mask.assign(n, 0);
+  const PointSet points(x1, x2);
+  bool found = false;
+  switch (model) {
+    case TwoViewModel::kHomography: {
+      const HomographyEstimator est(points);
+      const auto s = RansacAndRefine(
+          est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
+          &result->ransac_iterations, &found);
+      if (!found) break;
+      CopyMatrix(s.model.H, result->matrix);
+      FillInliers(est, s, n, result);
+      break;
+    }
+    case TwoViewModel::kFundamental: {
+      const FundamentalEstimator est(points);
+      const auto s = RansacAndRefine(
+          est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
+          &result->ransac_iterations, &found);
+      if (!found) break;
+      CopyMatrix(s.model, result->matrix);
+      FillInliers(est, s, n, result);
+      break;
+    }
+    case TwoViewModel::kEssential: {
+      const EssentialEstimator est(points, CalibrationMatrix(*intrinsics1), CalibrationMatrix(*intrinsics2));
+      Eigen::Matrix3d R = Eigen::Matrix3d::Identity();
+      Eigen::Vector3d t = Eigen::Vector3d::Zero();
+      const auto s = RansacAndRefine(
+          est, options,
+          [&](const auto& m, const auto& in) {
+            Eigen::Matrix3d Rr;
+            Eigen::Vector3d tr;
+            return est.RefinePose(m, in, &Rr, &tr);
+          },
+          &result->ransac_iterations, &found);
+      if (!found) break;
+      // The final pose: cheirality of the final inliers on the final E (refinement keeps
+      // E = [t]x R, so this recovers the refined pose up to the sign ambiguities).
+      est.Pose(s.model, s.inliers, &R, &t);
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 3; ++c) result->rotation[3 * r + c] = R(r, c);
+        result->translation[r] = t[r];
+      }
+      CopyMatrix(s.model.E, result->matrix);
+      FillInliers(est, s, n, result);
+      break;
+    }
+  }
+  result->verified = found && result->num_inliers >= options.min_inliers;
   return Status::Ok();
 }
 

@@ -1,0 +1,272 @@
+#include "solver/essential.h"
+
+#include <Eigen/Dense>
+#include <array>
+#include <cmath>
+#include <complex>
+
+#include "solver/fundamental.h"
+#include "solver/ransac_utils.h"
+
+namespace tiepoint {
+namespace two_view {
+namespace {
+
+// Polynomials of degree <= 3 in (x, y, z): 20 coefficients. Order: the 10 cubic
+// monomials x^3, x^2y, x^2z, xy^2, xyz, xz^2, y^3, y^2z, yz^2, z^3, then the basis b:
+// x^2, xy, xz, y^2, yz, z^2, x, y, z, 1.
+using Poly = std::array<double, 20>;
+constexpr int kExponents[20][3] = {
+    {3, 0, 0}, {2, 1, 0}, {2, 0, 1}, {1, 2, 0}, {1, 1, 1}, {1, 0, 2}, {0, 3, 0},
+    {0, 2, 1}, {0, 1, 2}, {0, 0, 3}, {2, 0, 0}, {1, 1, 0}, {1, 0, 1}, {0, 2, 0},
+    {0, 1, 1}, {0, 0, 2}, {1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {0, 0, 0}};
+constexpr int kX = 16, kY = 17, kZ = 18, kOne = 19;
+
+struct MonomialTable {
+  int index[4][4][4];
+  int product[20][20];  // index of the product monomial, -1 when its degree exceeds 3
+  MonomialTable() {
+    for (auto& a : index)
+      for (auto& b : a)
+        for (int& c : b) c = -1;
+    for (int m = 0; m < 20; ++m) index[kExponents[m][0]][kExponents[m][1]][kExponents[m][2]] = m;
+    for (int i = 0; i < 20; ++i) {
+      for (int j = 0; j < 20; ++j) {
+        const int a = kExponents[i][0] + kExponents[j][0], b = kExponents[i][1] + kExponents[j][1],
+                  c = kExponents[i][2] + kExponents[j][2];
+        product[i][j] = (a + b + c <= 3) ? index[a][b][c] : -1;
+      }
+    }
+  }
+};
+
+const MonomialTable& Monomials() {
+  static const MonomialTable table;
+  return table;
+}
+
+Poly Multiply(const Poly& p, const Poly& q) {
+  const MonomialTable& t = Monomials();
+  Poly r{};
+  for (int i = 0; i < 20; ++i) {
+    if (p[i] == 0.0) continue;
+    for (int j = 0; j < 20; ++j) {
+      if (q[j] == 0.0) continue;
+      const int k = t.product[i][j];
+      if (k >= 0) r[k] += p[i] * q[j];  // degree > 3 never occurs for our products
+    }
+  }
+  return r;
+}
+
+Poly Add(const Poly& p, const Poly& q, double a = 1.0) {
+  Poly r;
+  for (int i = 0; i < 20; ++i) r[i] = p[i] + a * q[i];
+  return r;
+}
+
+Poly Scale(const Poly& p, double s) {
+  Poly r;
+  for (int i = 0; i < 20; ++i) r[i] = s * p[i];
+  return r;
+}
+
+void EpipolarRow(const Eigen::Vector3d& p, const Eigen::Vector3d& q, double* row) {
+  for (int j = 0; j < 3; ++j)
+    for (int k = 0; k < 3; ++k) row[3 * j + k] = q[j] * p[k];
+}
+
+Eigen::Matrix3d FromRowMajor(const double* f) {
+  Eigen::Matrix3d F;
+  F << f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8];
+  return F;
+}
+
+Eigen::Matrix3d ProjectToEssential(const Eigen::Matrix3d& M) {
+  Eigen::JacobiSVD<Eigen::Matrix3d> svd(M, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  return svd.matrixU() * Eigen::Vector3d(1, 1, 0).asDiagonal() * svd.matrixV().transpose();
+}
+
+}  // namespace
+
+int EssentialFromFivePoints(const Eigen::Vector3d u1[5], const Eigen::Vector3d u2[5],
+                            std::vector<Eigen::Matrix3d>* E) {
+  Eigen::Matrix<double, 5, 9, Eigen::RowMajor> Ar;
+  for (int i = 0; i < 5; ++i) EpipolarRow(u1[i], u2[i], Ar.row(i).data());
+  const Eigen::Matrix<double, 5, 9> A = Ar;
+  Eigen::Matrix<double, 9, 4> null;
+  if (!NullSpace9<5>(A, &null)) return 0;
+
+  // E as a 3x3 array of linear polynomials x X + y Y + z Z + W.
+  Poly e[3][3];
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      Poly p{};
+      p[kX] = null(3 * r + c, 0);
+      p[kY] = null(3 * r + c, 1);
+      p[kZ] = null(3 * r + c, 2);
+      p[kOne] = null(3 * r + c, 3);
+      e[r][c] = p;
+    }
+  }
+  Eigen::Matrix<double, 10, 20> M;
+  // det(E) by cofactors along the first row.
+  const Poly det = Add(Add(Multiply(e[0][0], Add(Multiply(e[1][1], e[2][2]), Multiply(e[1][2], e[2][1]), -1.0)),
+                           Multiply(e[0][1], Add(Multiply(e[1][0], e[2][2]), Multiply(e[1][2], e[2][0]), -1.0)), -1.0),
+                       Multiply(e[0][2], Add(Multiply(e[1][0], e[2][1]), Multiply(e[1][1], e[2][0]), -1.0)));
+  for (int k = 0; k < 20; ++k) M(0, k) = det[k];
+  Poly eet[3][3];
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      Poly s{};
+      for (int k = 0; k < 3; ++k) s = Add(s, Multiply(e[i][k], e[j][k]));
+      eet[i][j] = s;
+    }
+  }
+  const Poly trace = Add(Add(eet[0][0], eet[1][1]), eet[2][2]);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      Poly s = Scale(Multiply(trace, e[i][j]), -1.0);
+      for (int k = 0; k < 3; ++k) s = Add(s, Multiply(eet[i][k], e[k][j]), 2.0);
+      for (int m = 0; m < 20; ++m) M(1 + 3 * i + j, m) = s[m];
+    }
+  }
+  // Eliminate the cubic monomials: cubic = -B b.
+  Eigen::FullPivLU<Eigen::Matrix<double, 10, 10>> lu(M.leftCols<10>());
+  if (lu.rank() < 10) return 0;
+  const Eigen::Matrix<double, 10, 10> B = lu.solve(M.rightCols<10>());
+  if (!B.allFinite()) return 0;
+  // Action matrix of multiplication by x on b = (x^2, xy, xz, y^2, yz, z^2, x, y, z, 1):
+  // x b_0..x b_5 = x^3, x^2y, x^2z, xy^2, xyz, xz^2 (cubic rows 0..5 of B);
+  // x b_6..x b_9 = x^2, xy, xz, x = b_0, b_1, b_2, b_6.
+  Eigen::Matrix<double, 10, 10> action = Eigen::Matrix<double, 10, 10>::Zero();
+  for (int i = 0; i < 6; ++i) action.row(i) = -B.row(i);
+  action(6, 0) = 1;
+  action(7, 1) = 1;
+  action(8, 2) = 1;
+  action(9, 6) = 1;
+  Eigen::EigenSolver<Eigen::Matrix<double, 10, 10>> eig(action, true);
+  if (eig.info() != Eigen::Success) return 0;
+  int count = 0;
+  for (int k = 0; k < 10; ++k) {
+    const std::complex<double> lambda = eig.eigenvalues()[k];
+    if (std::abs(lambda.imag()) > 1e-8 * (1.0 + std::abs(lambda.real()))) continue;
+    const Eigen::Matrix<std::complex<double>, 10, 1> v = eig.eigenvectors().col(k);
+    if (std::abs(v[9]) < 1e-12 * v.norm()) continue;
+    const double x = (v[6] / v[9]).real(), y = (v[7] / v[9]).real(), z = (v[8] / v[9]).real();
+    const Eigen::Matrix<double, 9, 1> evec =
+        x * null.col(0) + y * null.col(1) + z * null.col(2) + null.col(3);
+    Eigen::Matrix3d Em = FromRowMajor(evec.data());
+    const double norm = Em.norm();
+    if (!(norm > 0.0) || !Em.allFinite()) continue;
+    E->push_back(Em * (std::sqrt(2.0) / norm));
+    ++count;
+  }
+  return count;
+}
+
+bool EssentialLeastSquares(const std::vector<Eigen::Vector3d>& u1,
+                           const std::vector<Eigen::Vector3d>& u2,
+                           const std::vector<int>& indices, Eigen::Matrix3d* E) {
+  if (indices.size() < 8) return false;
+  Eigen::Matrix<double, 9, 9> AtA = Eigen::Matrix<double, 9, 9>::Zero();
+  Eigen::Matrix<double, 9, 1> row;
+  for (int i : indices) {
+    EpipolarRow(u1[i], u2[i], row.data());
+    AtA.noalias() += row * row.transpose();
+  }
+  Eigen::SelfAdjointEigenSolver<Eigen::Matrix<double, 9, 9>> eig(AtA);
+  if (eig.info() != Eigen::Success) return false;
+  if (!(eig.eigenvalues()[1] > 1e-14 * eig.eigenvalues()[8])) return false;
+  const Eigen::Matrix<double, 9, 1> f = eig.eigenvectors().col(0);
+  *E = ProjectToEssential(FromRowMajor(f.data()));
+  return E->allFinite();
+}
+
+void DecomposeEssential(const Eigen::Matrix3d& E, Eigen::Matrix3d R[4], Eigen::Vector3d t[4]) {
+  Eigen::JacobiSVD<Eigen::Matrix3d> svd(E, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  Eigen::Matrix3d U = svd.matrixU(), V = svd.matrixV();
+  if (U.determinant() < 0) U = -U;
+  if (V.determinant() < 0) V = -V;
+  Eigen::Matrix3d W;
+  W << 0, -1, 0, 1, 0, 0, 0, 0, 1;
+  const Eigen::Matrix3d Ra = U * W * V.transpose(), Rb = U * W.transpose() * V.transpose();
+  const Eigen::Vector3d tu = U.col(2).normalized();
+  R[0] = Ra; t[0] = tu;
+  R[1] = Ra; t[1] = -tu;
+  R[2] = Rb; t[2] = tu;
+  R[3] = Rb; t[3] = -tu;
+}
+
+bool InFrontOfBoth(const Eigen::Matrix3d& R, const Eigen::Vector3d& t, const Eigen::Vector3d& u1,
+                   const Eigen::Vector3d& u2) {
+  // d2 u2 = R (d1 u1) + t: least squares in (d1, d2).
+  Eigen::Matrix<double, 3, 2> A;
+  A.col(0) = R * u1;
+  A.col(1) = -u2;
+  const Eigen::Matrix2d AtA = A.transpose() * A;
+  const double det = AtA.determinant();
+  if (!(std::abs(det) > 1e-14 * AtA.squaredNorm())) return false;  // parallel rays
+  const Eigen::Vector2d d = AtA.inverse() * (A.transpose() * (-t));
+  return d[0] > 0.0 && d[1] > 0.0;
+}
+
+int PoseFromEssential(const Eigen::Matrix3d& E, const std::vector<Eigen::Vector3d>& u1,
+                      const std::vector<Eigen::Vector3d>& u2, const std::vector<int>& indices,
+                      Eigen::Matrix3d* R, Eigen::Vector3d* t) {
+  Eigen::Matrix3d Rs[4];
+  Eigen::Vector3d ts[4];
+  DecomposeEssential(E, Rs, ts);
+  int best = -1;
+  for (int k = 0; k < 4; ++k) {
+    int count = 0;
+    for (int i : indices) count += InFrontOfBoth(Rs[k], ts[k], u1[i], u2[i]) ? 1 : 0;
+    if (count > best) {
+      best = count;
+      *R = Rs[k];
+      *t = ts[k];
+    }
+  }
+  return best;
+}
+
+Eigen::Matrix3d FundamentalFromEssential(const Eigen::Matrix3d& E, const Eigen::Matrix3d& K1,
+                                         const Eigen::Matrix3d& K2) {
+  return K2.inverse().transpose() * E * K1.inverse();
+}
+
+void RefineRelativePose(const std::vector<Eigen::Vector2d>& x1, const std::vector<Eigen::Vector2d>& x2,
+                        const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
+                        const std::vector<int>& indices, Eigen::Matrix3d* R, Eigen::Vector3d* t) {
+  if (indices.size() < 6) return;
+  struct Pose {
+    Eigen::Matrix3d R;
+    Eigen::Vector3d t;
+  };
+  const Eigen::Matrix3d K1inv = K1.inverse(), K2invT = K2.inverse().transpose();
+  const Eigen::Matrix<double, 3, 2> basis = TangentBasis(t->normalized());
+  auto plus = [&](const Pose& p, const Eigen::VectorXd& d) {
+    Pose q;
+    q.R = p.R * ExpRotation(d.segment<3>(0));
+    // Move t along the tangent plane of the start direction, back onto the sphere.
+    q.t = (p.t + basis * d.segment<2>(3)).normalized();
+    return q;
+  };
+  auto residuals = [&](const Pose& p, Eigen::VectorXd* r) {
+    const Eigen::Matrix3d F = K2invT * Skew(p.t) * p.R * K1inv;
+    r->resize(static_cast<int>(indices.size()));
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const int i = indices[k];
+      const Eigen::Vector3d a = x1[i].homogeneous(), b = x2[i].homogeneous();
+      const Eigen::Vector3d Fa = F * a, Ftb = F.transpose() * b;
+      const double denom = Fa.x() * Fa.x() + Fa.y() * Fa.y() + Ftb.x() * Ftb.x() + Ftb.y() * Ftb.y();
+      (*r)[k] = denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0;
+    }
+  };
+  const Pose refined = LevenbergMarquardt(Pose{*R, t->normalized()}, 5, plus, residuals);
+  *R = refined.R;
+  *t = refined.t;
+}
+
+}  // namespace two_view
+}  // namespace tiepoint

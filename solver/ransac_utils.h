@@ -1,0 +1,135 @@
+// Small helpers shared by the two-view estimators (internal to solver/): Hartley point
+// normalisation, null spaces of small constraint matrices, rotations, and a dense
+// Levenberg-Marquardt for refining a model over a local parametrisation.
+#pragma once
+
+#include <Eigen/Core>
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace tiepoint {
+namespace two_view {
+
+// Similarity T that moves the centroid of `points` to the origin and scales them so that
+// their mean distance from it is sqrt(2) (Hartley, "In defense of the eight-point
+// algorithm", PAMI 1997). Identity scale when all points coincide.
+inline Eigen::Matrix3d NormalizingTransform(const std::vector<Eigen::Vector2d>& points) {
+  Eigen::Vector2d centroid = Eigen::Vector2d::Zero();
+  for (const auto& p : points) centroid += p;
+  if (!points.empty()) centroid /= static_cast<double>(points.size());
+  double mean_distance = 0.0;
+  for (const auto& p : points) mean_distance += (p - centroid).norm();
+  if (!points.empty()) mean_distance /= static_cast<double>(points.size());
+  const double s = mean_distance > 0.0 ? std::sqrt(2.0) / mean_distance : 1.0;
+  Eigen::Matrix3d T;
+  T << s, 0, -s * centroid.x(), 0, s, -s * centroid.y(), 0, 0, 1;
+  return T;
+}
+
+inline Eigen::Vector2d Apply(const Eigen::Matrix3d& T, const Eigen::Vector2d& p) {
+  const Eigen::Vector3d q = T * p.homogeneous();
+  return q.hnormalized();
+}
+
+// Orthonormal basis of the null space of A (rows x 9, rows <= 9) as the last 9 - rank
+// columns of Q in a column-pivoted QR of A^T; `dim` columns are returned. False when
+// A has rank below rows (a degenerate sample: e.g. collinear points), judged by the
+// smallest pivot relative to the largest.
+template <int Rows>
+bool NullSpace9(const Eigen::Matrix<double, Rows, 9>& A, Eigen::Matrix<double, 9, 9 - Rows>* basis) {
+  Eigen::ColPivHouseholderQR<Eigen::Matrix<double, 9, Rows>> qr(A.transpose());
+  const auto& R = qr.matrixQR();
+  const double largest = std::abs(R(0, 0));
+  if (!(largest > 0.0) || std::abs(R(Rows - 1, Rows - 1)) < 1e-9 * largest) return false;
+  const Eigen::Matrix<double, 9, 9> Q = qr.householderQ();
+  *basis = Q.template rightCols<9 - Rows>();
+  return true;
+}
+
+inline Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
+  Eigen::Matrix3d S;
+  S << 0, -v.z(), v.y(), v.z(), 0, -v.x(), -v.y(), v.x(), 0;
+  return S;
+}
+
+// Rotation exp([w]x) (Rodrigues).
+inline Eigen::Matrix3d ExpRotation(const Eigen::Vector3d& w) {
+  const double angle = w.norm();
+  if (angle < 1e-12) return Eigen::Matrix3d::Identity() + Skew(w);
+  return Eigen::AngleAxisd(angle, w / angle).toRotationMatrix();
+}
+
+// Two unit vectors spanning the plane orthogonal to unit vector t.
+inline Eigen::Matrix<double, 3, 2> TangentBasis(const Eigen::Vector3d& t) {
+  const Eigen::Vector3d a = std::abs(t.x()) < 0.9 ? Eigen::Vector3d::UnitX() : Eigen::Vector3d::UnitY();
+  const Eigen::Vector3d b1 = t.cross(a).normalized();
+  const Eigen::Vector3d b2 = t.cross(b1).normalized();
+  Eigen::Matrix<double, 3, 2> B;
+  B << b1, b2;
+  return B;
+}
+
+// Levenberg-Marquardt on a model with `dof` local parameters: minimises |r(model)|^2 where
+// `residuals(model, &r)` fills r and `plus(model, delta)` returns the model moved by the
+// local step delta (dof-vector; plus(m, 0) == m). The Jacobian is taken by central
+// differences of step 1e-6 in the local parameters, which the callers scale to O(1)
+// (normalised coordinates, radians). Returns the model of lowest cost found; *final_cost
+// (optional) receives that cost.
+template <class Model, class Plus, class Residuals>
+Model LevenbergMarquardt(const Model& start, int dof, const Plus& plus, const Residuals& residuals,
+                         int max_iterations = 30, double* final_cost = nullptr) {
+  Model model = start;
+  Eigen::VectorXd r;
+  residuals(model, &r);
+  double cost = r.squaredNorm();
+  const int m = static_cast<int>(r.size());
+  double lambda = 1e-4;
+  Eigen::MatrixXd J(m, dof);
+  Eigen::VectorXd rp, rm;
+  constexpr double kStep = 1e-6;
+  for (int it = 0; it < max_iterations && m >= dof && cost > 0.0; ++it) {
+    for (int k = 0; k < dof; ++k) {
+      Eigen::VectorXd d = Eigen::VectorXd::Zero(dof);
+      d[k] = kStep;
+      residuals(plus(model, d), &rp);
+      d[k] = -kStep;
+      residuals(plus(model, d), &rm);
+      J.col(k) = (rp - rm) / (2.0 * kStep);
+    }
+    const Eigen::MatrixXd JtJ = J.transpose() * J;
+    const Eigen::VectorXd g = J.transpose() * r;
+    bool improved = false;
+    while (lambda < 1e10) {
+      Eigen::MatrixXd A = JtJ;
+      A.diagonal() += lambda * (JtJ.diagonal().array() + 1e-12).matrix();
+      const Eigen::VectorXd delta = A.ldlt().solve(-g);
+      if (!delta.allFinite()) {
+        lambda *= 10.0;
+        continue;
+      }
+      const Model candidate = plus(model, delta);
+      Eigen::VectorXd rc;
+      residuals(candidate, &rc);
+      const double c = rc.squaredNorm();
+      if (std::isfinite(c) && c < cost) {
+        const double decrease = (cost - c) / cost;
+        model = candidate;
+        r = rc;
+        cost = c;
+        lambda = std::max(lambda / 10.0, 1e-12);
+        improved = decrease > 1e-12;
+        break;
+      }
+      lambda *= 10.0;
+    }
+    if (!improved) break;
+  }
+  if (final_cost) *final_cost = cost;
+  return model;
+}
+
+}  // namespace two_view
+}  // namespace tiepoint

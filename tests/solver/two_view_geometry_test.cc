@@ -1,0 +1,409 @@
+// Two-view geometry: minimal solvers on exact data, RANSAC + refinement on synthetic
+// scenes with noise and outliers (known truth), bad input, and real images with ground
+// truth (Middlebury rings: relative rotation; Oxford boat / graf: homography).
+#include "solver/two_view_geometry.h"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "features/sift.h"
+#include "io/image.h"
+#include "solver/essential.h"
+#include "solver/fundamental.h"
+#include "solver/homography.h"
+#include "solver/ransac_utils.h"
+#include "tests/common/shared_data.h"
+
+namespace tiepoint {
+namespace {
+
+using Points = std::vector<std::array<double, 2>>;
+constexpr double kPi = 3.14159265358979323846;
+
+Eigen::Matrix3d ToMatrix(const double m[9]) {
+  Eigen::Matrix3d M;
+  M << m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8];
+  return M;
+}
+
+// Angle of a rotation matrix, accurate near 0 too (atan2 of sin and cos).
+double RotationAngleDeg(const Eigen::Matrix3d& R) {
+  const Eigen::Vector3d v(R(2, 1) - R(1, 2), R(0, 2) - R(2, 0), R(1, 0) - R(0, 1));
+  return std::atan2(0.5 * v.norm(), 0.5 * (R.trace() - 1.0)) * 180.0 / kPi;
+}
+
+// Distance between two matrices up to scale and sign (both scaled to unit norm).
+double DistanceUpToScale(const Eigen::Matrix3d& A, const Eigen::Matrix3d& B) {
+  const Eigen::Matrix3d a = A / A.norm(), b = B / B.norm();
+  return std::min((a - b).norm(), (a + b).norm());
+}
+
+Eigen::Vector2d MapH(const Eigen::Matrix3d& H, const Eigen::Vector2d& p) {
+  return (H * p.homogeneous()).hnormalized();
+}
+
+// Largest distance between where H and H_true map the corners of a w x h image.
+double CornerError(const Eigen::Matrix3d& H, const Eigen::Matrix3d& H_true, int w, int h) {
+  double worst = 0.0;
+  for (const Eigen::Vector2d c : {Eigen::Vector2d(0, 0), Eigen::Vector2d(w - 1, 0),
+                                  Eigen::Vector2d(0, h - 1), Eigen::Vector2d(w - 1, h - 1)}) {
+    worst = std::max(worst, (MapH(H, c) - MapH(H_true, c)).norm());
+  }
+  return worst;
+}
+
+// A random two-camera scene: camera 1 at the origin, camera 2 = (R, t) looking at a
+// box of points 4-8 units in front, intrinsics f = 800, 640 x 480.
+struct Scene {
+  Intrinsics k{800, 820, 320, 240};
+  Eigen::Matrix3d K;
+  Eigen::Matrix3d R;
+  Eigen::Vector3d t;
+  Eigen::Vector3d plane_normal;  // planar scenes: points X1 (camera 1) with n . X1 = 6
+  Points x1, x2;
+  std::vector<uint8_t> is_inlier;
+  std::vector<Eigen::Vector2d> clean1, clean2;  // noise-free inlier projections
+};
+
+Eigen::Matrix3d RandomRotation(std::mt19937& rng, double max_angle) {
+  std::normal_distribution<double> g(0.0, 1.0);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const Eigen::Vector3d axis = Eigen::Vector3d(g(rng), g(rng), g(rng)).normalized();
+  return Eigen::AngleAxisd(max_angle * (0.3 + 0.7 * u(rng)), axis).toRotationMatrix();
+}
+
+// planar: points on a plane (for H); else in a box (for F and E).
+Scene MakeScene(int num_points, double outlier_fraction, double noise_px, bool planar, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::normal_distribution<double> g(0.0, 1.0);
+  Scene s;
+  s.K << s.k.fx, 0, s.k.cx, 0, s.k.fy, s.k.cy, 0, 0, 1;
+  s.R = RandomRotation(rng, 0.25);
+  s.t = Eigen::Vector3d(1.0, 0.2 * g(rng), 0.2 * g(rng));
+  s.plane_normal = Eigen::Vector3d(0.2 * g(rng), 0.2 * g(rng), 1.0).normalized();
+  const Eigen::Vector3d& plane_normal = s.plane_normal;
+  const int num_outliers = static_cast<int>(std::lround(outlier_fraction * num_points));
+  while (static_cast<int>(s.x1.size()) < num_points) {
+    const bool outlier = static_cast<int>(s.x1.size()) < num_outliers;
+    if (outlier) {
+      s.x1.push_back({640 * u(rng), 480 * u(rng)});
+      s.x2.push_back({640 * u(rng), 480 * u(rng)});
+      s.is_inlier.push_back(0);
+      continue;
+    }
+    // A ray of camera 1 through a random pixel, at a random depth (or on the plane).
+    const Eigen::Vector3d ray = s.K.inverse() * Eigen::Vector3d(640 * u(rng), 480 * u(rng), 1.0);
+    double depth = 4.0 + 4.0 * u(rng);
+    if (planar) depth = 6.0 / plane_normal.dot(ray);  // plane n . X = 6
+    const Eigen::Vector3d X1 = depth * ray, X2 = s.R * X1 + s.t;
+    if (X2.z() <= 0.5) continue;
+    const Eigen::Vector2d p1 = (s.K * X1).hnormalized(), p2 = (s.K * X2).hnormalized();
+    if (p2.x() < 0 || p2.x() > 640 || p2.y() < 0 || p2.y() > 480) continue;
+    s.clean1.push_back(p1);
+    s.clean2.push_back(p2);
+    s.x1.push_back({p1.x() + noise_px * g(rng), p1.y() + noise_px * g(rng)});
+    s.x2.push_back({p2.x() + noise_px * g(rng), p2.y() + noise_px * g(rng)});
+    s.is_inlier.push_back(1);
+  }
+  // Shuffle so that outliers are not all first.
+  std::vector<int> order(num_points);
+  for (int i = 0; i < num_points; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  Scene shuffled = s;
+  for (int i = 0; i < num_points; ++i) {
+    shuffled.x1[i] = s.x1[order[i]];
+    shuffled.x2[i] = s.x2[order[i]];
+    shuffled.is_inlier[i] = s.is_inlier[order[i]];
+  }
+  return shuffled;
+}
+
+// Mask agreement: every true inlier found, at most `max_false` outliers accepted.
+void ExpectMask(const TwoViewGeometry& g, const Scene& s, int max_missed, int max_false) {
+  int missed = 0, accepted_outliers = 0;
+  for (size_t i = 0; i < s.is_inlier.size(); ++i) {
+    if (s.is_inlier[i] && !g.inlier_mask[i]) ++missed;
+    if (!s.is_inlier[i] && g.inlier_mask[i]) ++accepted_outliers;
+  }
+  EXPECT_LE(missed, max_missed);
+  EXPECT_LE(accepted_outliers, max_false);
+}
+
+TEST(TwoViewGeometry, ModelNamesRoundTrip) {
+  for (TwoViewModel m : {TwoViewModel::kHomography, TwoViewModel::kFundamental, TwoViewModel::kEssential}) {
+    TwoViewModel parsed;
+    ASSERT_TRUE(TwoViewModelFromString(ToString(m), &parsed).ok());
+    EXPECT_EQ(parsed, m);
+  }
+  TwoViewModel parsed;
+  const Status s = TwoViewModelFromString("affine", &parsed);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidOptions);
+  EXPECT_NE(s.message().find("homography"), std::string::npos);
+}
+
+TEST(TwoViewGeometry, OptionsCheck) {
+  EXPECT_TRUE(RansacOptions().Check().ok());
+  RansacOptions o;
+  o.max_error_px = 0;
+  EXPECT_NE(o.Check().message().find("max_error_px"), std::string::npos);
+  o = RansacOptions();
+  o.confidence = 1.0;
+  EXPECT_NE(o.Check().message().find("confidence"), std::string::npos);
+  o = RansacOptions();
+  o.min_iterations = 10;
+  o.max_iterations = 5;
+  EXPECT_FALSE(o.Check().ok());
+  o = RansacOptions();
+  o.min_inliers = 0;
+  EXPECT_FALSE(o.Check().ok());
+}
+
+// --- minimal solvers on exact data -------------------------------------------------------
+
+TEST(TwoViewMinimalSolvers, FourPointHomographyIsExact) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int trial = 0; trial < 50; ++trial) {
+    Eigen::Matrix3d H = Eigen::Matrix3d::Identity() + 0.3 * Eigen::Matrix3d::NullaryExpr([&] { return u(rng); });
+    Eigen::Vector2d a[4], b[4];
+    for (int k = 0; k < 4; ++k) {
+      a[k] = Eigen::Vector2d(u(rng), u(rng));
+      b[k] = MapH(H, a[k]);
+    }
+    Eigen::Matrix3d Hs;
+    ASSERT_TRUE(two_view::HomographyFromFourPoints(a, b, &Hs));
+    EXPECT_LT(DistanceUpToScale(Hs, H), 1e-9) << "trial " << trial;
+  }
+}
+
+TEST(TwoViewMinimalSolvers, SevenPointFundamentalContainsTruth) {
+  int exact = 0;
+  for (int trial = 0; trial < 50; ++trial) {
+    const Scene s = MakeScene(7, 0.0, 0.0, false, 100 + trial);
+    const Eigen::Matrix3d F_true = s.K.inverse().transpose() * two_view::Skew(s.t) * s.R * s.K.inverse();
+    // Hartley-normalise as the estimator does.
+    std::vector<Eigen::Vector2d> p1(s.clean1.begin(), s.clean1.end()), p2(s.clean2.begin(), s.clean2.end());
+    const Eigen::Matrix3d T1 = two_view::NormalizingTransform(p1), T2 = two_view::NormalizingTransform(p2);
+    Eigen::Vector2d a[7], b[7];
+    for (int k = 0; k < 7; ++k) {
+      a[k] = two_view::Apply(T1, p1[k]);
+      b[k] = two_view::Apply(T2, p2[k]);
+    }
+    Eigen::Matrix3d F[3];
+    const int n = two_view::FundamentalFromSevenPoints(a, b, F);
+    double best = 1e9;
+    for (int k = 0; k < n; ++k) {
+      best = std::min(best, DistanceUpToScale(T2.transpose() * F[k] * T1, F_true));
+      EXPECT_LT(std::abs(F[k].determinant()), 1e-9);  // rank 2 by construction
+    }
+    if (best < 1e-7) ++exact;
+  }
+  EXPECT_EQ(exact, 50);
+}
+
+TEST(TwoViewMinimalSolvers, FivePointEssentialContainsTruth) {
+  int exact = 0;
+  constexpr int kTrials = 200;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const Scene s = MakeScene(5, 0.0, 0.0, false, 1000 + trial);
+    const Eigen::Matrix3d E_true = two_view::Skew(s.t) * s.R;
+    Eigen::Vector3d a[5], b[5];
+    for (int k = 0; k < 5; ++k) {
+      a[k] = s.K.inverse() * s.clean1[k].homogeneous();
+      b[k] = s.K.inverse() * s.clean2[k].homogeneous();
+    }
+    std::vector<Eigen::Matrix3d> E;
+    two_view::EssentialFromFivePoints(a, b, &E);
+    EXPECT_LE(E.size(), 10u);
+    double best = 1e9;
+    for (const auto& e : E) {
+      best = std::min(best, DistanceUpToScale(e, E_true));
+      // Every solution satisfies the five epipolar constraints and is essential.
+      for (int k = 0; k < 5; ++k) EXPECT_LT(std::abs(b[k].dot(e * a[k])), 1e-8);
+      const Eigen::Vector3d sv = Eigen::JacobiSVD<Eigen::Matrix3d>(e).singularValues();
+      EXPECT_NEAR(sv[0], sv[1], 1e-6);
+      EXPECT_LT(sv[2], 1e-6);
+    }
+    if (best < 1e-6) ++exact;
+  }
+  // Exact up to rounding on every sample here (random well-conditioned scenes).
+  EXPECT_EQ(exact, kTrials);
+}
+
+TEST(TwoViewMinimalSolvers, EssentialDecompositionAndCheirality) {
+  const Scene s = MakeScene(30, 0.0, 0.0, false, 77);
+  std::vector<Eigen::Vector3d> u1, u2;
+  std::vector<int> all;
+  for (size_t i = 0; i < s.clean1.size(); ++i) {
+    u1.push_back(s.K.inverse() * s.clean1[i].homogeneous());
+    u2.push_back(s.K.inverse() * s.clean2[i].homogeneous());
+    all.push_back(static_cast<int>(i));
+  }
+  Eigen::Matrix3d R;
+  Eigen::Vector3d t;
+  const int in_front = two_view::PoseFromEssential(two_view::Skew(s.t) * s.R, u1, u2, all, &R, &t);
+  EXPECT_EQ(in_front, 30);
+  EXPECT_LT(RotationAngleDeg(R * s.R.transpose()), 1e-6);
+  EXPECT_LT((t - s.t.normalized()).norm(), 1e-9);
+}
+
+// --- RANSAC + refinement on synthetic data ---------------------------------------------
+
+TEST(TwoViewGeometry, HomographyWithNoiseAndOutliers) {
+  const Scene s = MakeScene(300, 0.4, 0.5, true, 11);
+  // The plane n . X1 = 6 induces H = K (R + t n^T / 6) K^-1.
+  const Eigen::Matrix3d H_true = s.K * (s.R + s.t * s.plane_normal.transpose() / 6.0) * s.K.inverse();
+  for (size_t i = 0; i < s.clean1.size(); ++i) ASSERT_LT((MapH(H_true, s.clean1[i]) - s.clean2[i]).norm(), 1e-9);
+  TwoViewGeometry g;
+  ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kHomography, s.x1, s.x2, nullptr, nullptr,
+                                      RansacOptions(), &g).ok());
+  ASSERT_TRUE(g.verified);
+  EXPECT_EQ(g.model, TwoViewModel::kHomography);
+  // 0.5 px noise on 180 inliers: corners of the 640 x 480 image within 1 px of the truth.
+  EXPECT_LT(CornerError(ToMatrix(g.matrix), H_true, 640, 480), 1.0);
+  EXPECT_NEAR(g.matrix[8], 1.0, 1e-12);
+  ExpectMask(g, s, 2, 3);
+  EXPECT_LT(g.inlier_rms_error_px, 1.2);
+  EXPECT_GT(g.ransac_iterations, 0);
+}
+
+TEST(TwoViewGeometry, FundamentalWithNoiseAndOutliers) {
+  const Scene s = MakeScene(300, 0.4, 0.5, false, 12);
+  const Eigen::Matrix3d F_true = s.K.inverse().transpose() * two_view::Skew(s.t) * s.R * s.K.inverse();
+  TwoViewGeometry g;
+  ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kFundamental, s.x1, s.x2, nullptr, nullptr,
+                                      RansacOptions(), &g).ok());
+  ASSERT_TRUE(g.verified);
+  const Eigen::Matrix3d F = ToMatrix(g.matrix);
+  EXPECT_NEAR(F.norm(), 1.0, 1e-9);
+  EXPECT_LT(std::abs(F.determinant()), 1e-12);
+  // The noise-free inliers lie within 0.5 px (Sampson, RMS) of the estimated epipolar
+  // geometry, and the truth gives them 0.
+  double sum = 0.0;
+  for (size_t i = 0; i < s.clean1.size(); ++i) {
+    sum += two_view::SampsonSquaredError(F, s.clean1[i], s.clean2[i]);
+    ASSERT_LT(two_view::SampsonSquaredError(F_true, s.clean1[i], s.clean2[i]), 1e-18);
+  }
+  EXPECT_LT(std::sqrt(sum / s.clean1.size()), 0.5);
+  ExpectMask(g, s, 2, 10);  // a random outlier near its epipolar line (3 px) is an inlier
+}
+
+TEST(TwoViewGeometry, EssentialWithNoiseAndOutliers) {
+  const Scene s = MakeScene(300, 0.4, 0.5, false, 13);
+  TwoViewGeometry g;
+  ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kEssential, s.x1, s.x2, &s.k, &s.k,
+                                      RansacOptions(), &g).ok());
+  ASSERT_TRUE(g.verified);
+  const Eigen::Matrix3d R = ToMatrix(g.rotation);
+  const Eigen::Vector3d t(g.translation[0], g.translation[1], g.translation[2]);
+  // 0.5 px noise, f = 800, 180 inliers: rotation within 0.1 degree, direction of t
+  // within 1 degree.
+  EXPECT_LT(RotationAngleDeg(R * s.R.transpose()), 0.1);
+  EXPECT_NEAR(t.norm(), 1.0, 1e-12);
+  EXPECT_LT(std::acos(std::clamp(t.dot(s.t.normalized()), -1.0, 1.0)) * 180 / kPi, 1.0);
+  EXPECT_LT(DistanceUpToScale(ToMatrix(g.matrix), two_view::Skew(t) * R), 1e-9);
+  EXPECT_NEAR(ToMatrix(g.matrix).norm(), std::sqrt(2.0), 1e-9);
+  ExpectMask(g, s, 2, 10);
+}
+
+TEST(TwoViewGeometry, DeterministicForASeed) {
+  const Scene s = MakeScene(200, 0.5, 1.0, false, 14);
+  RansacOptions o;
+  o.seed = 42;
+  for (TwoViewModel m : {TwoViewModel::kHomography, TwoViewModel::kFundamental, TwoViewModel::kEssential}) {
+    TwoViewGeometry a, b;
+    ASSERT_TRUE(EstimateTwoViewGeometry(m, s.x1, s.x2, &s.k, &s.k, o, &a).ok());
+    ASSERT_TRUE(EstimateTwoViewGeometry(m, s.x1, s.x2, &s.k, &s.k, o, &b).ok());
+    EXPECT_EQ(a.ransac_iterations, b.ransac_iterations) << ToString(m);
+    EXPECT_EQ(a.inlier_mask, b.inlier_mask) << ToString(m);
+    for (int k = 0; k < 9; ++k) EXPECT_EQ(a.matrix[k], b.matrix[k]) << ToString(m);
+  }
+}
+
+TEST(TwoViewGeometry, AdaptiveStoppingUsesFewerIterationsWithFewerOutliers) {
+  RansacOptions o;
+  o.min_iterations = 1;
+  TwoViewGeometry clean, dirty;
+  const Scene a = MakeScene(200, 0.0, 0.5, false, 15), b = MakeScene(200, 0.6, 0.5, false, 15);
+  ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kFundamental, a.x1, a.x2, nullptr, nullptr, o, &clean).ok());
+  ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kFundamental, b.x1, b.x2, nullptr, nullptr, o, &dirty).ok());
+  EXPECT_TRUE(clean.verified);
+  EXPECT_TRUE(dirty.verified);
+  // No outliers: w ~ 1, N = log(1e-4)/log(1 - w^7) is a handful.
+  EXPECT_LT(clean.ransac_iterations, 20);
+  // 60% outliers: w = 0.4, N = log(1e-4)/log(1 - 0.4^7) ~ 5,600.
+  EXPECT_GT(dirty.ransac_iterations, 1000);
+  EXPECT_LE(dirty.ransac_iterations, o.max_iterations);
+}
+
+// --- degenerate and bad input ---------------------------------------------------------
+
+TEST(TwoViewGeometry, TooFewPointsIsAResultNotAnError) {
+  const Scene s = MakeScene(4, 0.0, 0.0, false, 16);
+  for (TwoViewModel m : {TwoViewModel::kHomography, TwoViewModel::kFundamental, TwoViewModel::kEssential}) {
+    const int n = m == TwoViewModel::kHomography ? 3 : 4;
+    Points a(s.x1.begin(), s.x1.begin() + n), b(s.x2.begin(), s.x2.begin() + n);
+    TwoViewGeometry g;
+    const Status st = EstimateTwoViewGeometry(m, a, b, &s.k, &s.k, RansacOptions(), &g);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_FALSE(g.verified);
+    EXPECT_EQ(g.inlier_mask.size(), static_cast<size_t>(n));
+    EXPECT_EQ(g.num_inliers, 0);
+  }
+  TwoViewGeometry g;
+  EXPECT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kHomography, {}, {}, nullptr, nullptr, RansacOptions(), &g).ok());
+  EXPECT_FALSE(g.verified);
+}
+
+TEST(TwoViewGeometry, CollinearPointsAreNotVerified) {
+  Points a, b;
+  for (int i = 0; i < 100; ++i) {
+    a.push_back({10.0 + 5.0 * i, 20.0 + 2.0 * i});
+    b.push_back({30.0 + 4.0 * i, 50.0 - 1.0 * i});
+  }
+  const Intrinsics k{800, 800, 320, 240};
+  for (TwoViewModel m : {TwoViewModel::kHomography, TwoViewModel::kFundamental, TwoViewModel::kEssential}) {
+    TwoViewGeometry g;
+    ASSERT_TRUE(EstimateTwoViewGeometry(m, a, b, &k, &k, RansacOptions(), &g).ok()) << ToString(m);
+    EXPECT_FALSE(g.verified) << ToString(m);
+  }
+}
+
+TEST(TwoViewGeometry, BadInputIsAnErrorNamingTheProblem) {
+  const Scene s = MakeScene(50, 0.0, 0.5, false, 17);
+  TwoViewGeometry g;
+  Points a = s.x1;
+  a[7][1] = std::numeric_limits<double>::quiet_NaN();
+  Status st = EstimateTwoViewGeometry(TwoViewModel::kFundamental, a, s.x2, nullptr, nullptr, RansacOptions(), &g);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("correspondence 7"), std::string::npos) << st.message();
+  Points b = s.x2;
+  b.pop_back();
+  st = EstimateTwoViewGeometry(TwoViewModel::kHomography, s.x1, b, nullptr, nullptr, RansacOptions(), &g);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  st = EstimateTwoViewGeometry(TwoViewModel::kEssential, s.x1, s.x2, nullptr, &s.k, RansacOptions(), &g);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidOptions);
+  EXPECT_NE(st.message().find("intrinsics1"), std::string::npos);
+  const Intrinsics bad{0, 800, 320, 240};
+  st = EstimateTwoViewGeometry(TwoViewModel::kEssential, s.x1, s.x2, &s.k, &bad, RansacOptions(), &g);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidOptions);
+  RansacOptions o;
+  o.confidence = 2.0;
+  st = EstimateTwoViewGeometry(TwoViewModel::kHomography, s.x1, s.x2, nullptr, nullptr, o, &g);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidOptions);
+}
+
+}  // namespace
+}  // namespace tiepoint
