@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -150,6 +151,30 @@ MatchModel ToMatchModel(TwoViewModel m) {
   return MatchModel::kNone;
 }
 
+// The image as an SVG href: a base64 data URI for PNG and JPEG files (the SVG stands alone),
+// else a file:// reference (browsers show no PGM).
+std::string ImageHref(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool png = bytes.rfind("\x89PNG", 0) == 0;
+  const bool jpeg = bytes.size() > 2 && static_cast<unsigned char>(bytes[0]) == 0xff &&
+                    static_cast<unsigned char>(bytes[1]) == 0xd8;
+  if (!png && !jpeg) return "file://" + path;
+  static const char kTable[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out = png ? "data:image/png;base64," : "data:image/jpeg;base64,";
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 2]);
+    out += kTable[(v >> 18) & 63];
+    out += kTable[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kTable[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kTable[v & 63] : '=';
+  }
+  return out;
+}
+
 std::string Fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), format, v);
@@ -157,8 +182,9 @@ std::string Fmt(const char* format, double v) {
 }
 
 // Side by side: image 1 at x = 0, image 2 at x = w1 + gap; lines for the inliers (every
-// match when there is no model). Images are referenced by absolute path when --images
-// gives them, else the panels are grey rectangles spanning the keypoints.
+// match when there is no model). Images from --images are embedded (PNG, JPEG) or
+// referenced by absolute path (other formats); without them the panels are grey
+// rectangles spanning the keypoints.
 Status WritePairSvg(const std::string& path, const PairMatches& pm, const Features& f1,
                     const Features& f2, const std::string& image1, const std::string& image2,
                     const std::array<int, 2>& size1, const std::array<int, 2>& size2) {
@@ -174,9 +200,10 @@ Status WritePairSvg(const std::string& path, const PairMatches& pm, const Featur
     out << "<rect x=\"" << x0 << "\" y=\"0\" width=\"" << size[0] << "\" height=\"" << size[1]
         << "\" fill=\"#404040\"/>\n";
     if (!image.empty()) {
+      const std::string href = ImageHref(image);
       out << "<image x=\"" << x0 - 0.5 << "\" y=\"-0.5\" width=\"" << size[0] << "\" height=\""
-          << size[1] << "\" href=\"file://" << image << "\" xlink:href=\"file://" << image
-          << "\"/>\n";
+          << size[1] << "\" preserveAspectRatio=\"none\" href=\"" << href << "\" xlink:href=\""
+          << href << "\"/>\n";
     }
   };
   panel(0, size1, image1);
