@@ -15,6 +15,8 @@ trap 'rm -rf "$work"' EXIT
   -o "$work/synthetic-500-200000.bal" --quiet
 stamp=$(date -u +%Y%m%d)
 "$tp" bench "$data/bal/problem-49-7776-pre.txt" "$data/bal/problem-21-11315-pre.txt" \
-  "$data/bal/problem-16-22106-pre.txt.bz2" "$work/synthetic-500-200000.bal" \
+  "$data/bal/problem-16-22106-pre.txt.bz2" "$data/bal/tiny_gtsam/dubrovnik-1-1-pre.txt" \
+  "$data/bal/tiny_gtsam/dubrovnik-3-7-pre.txt" "$data/bal/tiny_gtsam/dubrovnik-3-7-18-pre.txt" \
+  "$work/synthetic-500-200000.bal" \
   --solvers pcg-schur,pcg-hessian,cholmod,ceres-sparse,ceres-iterative --threads "$threads" \
   --out "$root/bench/results/cpu-solvers-$stamp.json" --plot "$root/bench/results/cpu-solvers-$stamp.svg"
