@@ -100,8 +100,9 @@ struct SiftOptions {
   // CUDA only: images of a batch in flight at once, each with its own stream, host
   // thread, device workspace (about 90 bytes per pixel of the first octave) and pinned
   // staging buffers (ExtractBatch). Never changes the output. Measured on an H100, 100
-  // images of 1920 x 1080: 1,291 images/s with 8, 1,566 with 16, 1,440 with 32
-  // (bench/results/sift-h100-20261122.json); 8 keeps the workspaces small for smaller GPUs.
+  // images of 1920 x 1080, median of 10 batches: 2,091 images/s with 16, 2,352 with 24,
+  // 2,438 with 32 (bench/results/sift-h100-20261124.json). 8 keeps the workspaces small
+  // for smaller GPUs; ask for 24 or more for throughput on a large one.
   int cuda_streams = 8;
 
   // Explains the first option out of range, naming the field.
