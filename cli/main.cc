@@ -1,5 +1,6 @@
 // tiepoint <command> [options]: the only place that reads argv, prints and exits.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <vector>
 
@@ -40,6 +41,11 @@ int RunVersion() {
 
 int main(int argc, char** argv) {
   using namespace tiepoint::cli;
+  // More hardware work queues than CUDA's default 8, unless the caller chose: streams
+  // beyond 8 (extract --cuda-streams 24) otherwise share queues and wait on each other.
+  // Measured on an H100 with bench/sift_bench: 24 streams, median 2,251 -> 2,410 images/s
+  // (bench/results/sift-h100-20261124.json). Set before the CUDA runtime starts.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
   CLI::App app{
       "tiepoint: structure from motion and bundle adjustment for BAL problems.\n"
       "Run `tiepoint <command> --help` for the options of a command."};
