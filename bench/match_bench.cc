@@ -349,8 +349,9 @@ int Main(const Args& args) {
                          {"tiepoint_mutual", ok_tiepoint_mutual},
                          {"tiepoint_matches_opencv_findhomography", ok_tiepoint_cv},
                          {"opencv", ok_opencv}};
-  std::printf("\nsuccesses (corner error <= %.0f px) of %d pairs: tiepoint %d, tiepoint+mutual %d, "
-              "tiepoint matches + OpenCV findHomography %d, opencv %d\n",
+  std::printf("\nsuccesses (corner error <= %.0f px) of %d pairs: tiepoint (ratio 0.8) %d, "
+              "tiepoint (ratio 0.8 + mutual) %d, tiepoint matches + OpenCV findHomography %d, "
+              "OpenCV %d\n",
               kSuccessPx, counted, ok_tiepoint, ok_tiepoint_mutual, ok_tiepoint_cv, ok_opencv);
   if (!args.out.empty()) {
     const Status w = WriteJson(args.out, result);
