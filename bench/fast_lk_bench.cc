@@ -221,6 +221,37 @@ int Main(int argc, char** argv) {
     detect["target_us"] = 30;
     detect["opencv_over_cuda_kernels"] = detect["opencv_us"].get<double>() / Median(kernels);
     detect["opencv_over_cuda_wall"] = detect["opencv_us"].get<double>() / Median(wall);
+    // Device time only (spin kernel ahead of the events; features/fast_cuda.h), with the
+    // GPU kept busy between regions (sustained-work clocks) and nearly idle.
+    for (bool busy : {true, false}) {
+      CudaDetectTiming dt;
+      const Status ts = TimeCudaDetect(fe.get(), 0, reps, 100, busy, &dt);
+      if (!ts.ok()) {
+        std::fprintf(stderr, "fast_lk_bench: %s\n", ts.ToString().c_str());
+        return 1;
+      }
+      const std::string key = busy ? "cuda_device_busy" : "cuda_device_idle";
+      detect[key] = {{"fast_nms_us", dt.fast_nms_us},
+                     {"pyramid_fast_nms_us", dt.pyramid_fast_nms_us},
+                     {"batch_frame_us", dt.batch_frame_us},
+                     {"batch_frames_per_s", 1e6 / dt.batch_frame_us},
+                     {"sm_mhz", dt.sm_mhz},
+                     {"opencv_over_pyramid_fast_nms", detect["opencv_us"].get<double>() / dt.pyramid_fast_nms_us}};
+      std::printf("detect CUDA device time (%s GPU, SM at %.0f MHz): FAST+NMS kernel %.2f us, "
+                  "pyramid+FAST+NMS %.2f us (target <= 30), batch %.2f us/frame\n",
+                  busy ? "busy" : "idle", dt.sm_mhz, dt.fast_nms_us, dt.pyramid_fast_nms_us,
+                  dt.batch_frame_us);
+    }
+    detect["cuda_device_note"] =
+        "device time from CUDA events with the host's launches queued beforehand (a spin kernel "
+        "ahead of the first event). busy: the spin kernel fills every SM, so the GPU runs at the "
+        "clocks of sustained work; idle: one spinning thread, the GPU at the clocks it keeps "
+        "between rare frames (sm_mhz: the SM clock counted just before). fast_nms = the one fused "
+        "FAST+score+grid-suppression kernel (3 levels); pyramid_fast_nms = 2 downsampling "
+        "kernels + that kernel; batch = 100 frames' pyramid + FAST + suppression in one CUDA "
+        "graph, per frame. Upload and download are not included (cuda_upload_us, "
+        "cuda_download_us). cuda_kernels_us is the older measure: events around the host's "
+        "launches, so launch latency is included.";
     std::printf("detect CUDA: kernels %.1f us (pyramid %.1f + FAST/NMS %.1f; target <= 30), upload "
                 "%.1f us, download %.1f us, wall %.1f us; %zu corners\n",
                 Median(kernels), Median(pyramid), Median(det), Median(upload), Median(download),
@@ -323,6 +354,48 @@ int Main(int argc, char** argv) {
     track["cuda_wall_us"] = Median(wall);
     track["cuda_tracked"] = ok;
     track["target_us"] = 50;
+    // Device time only (spin kernel ahead of the events), busy and idle GPU.
+    for (bool busy : {true, false}) {
+      double dev_fb = 0, dev_fwd = 0, mhz = 0;
+      if (!TimeCudaTrack(fe.get(), 0, 1, pts, reps, busy, &dev_fb, &mhz).ok() ||
+          !TimeCudaTrack(fe_fwd.get(), 0, 1, pts, reps, busy, &dev_fwd, &mhz).ok()) {
+        return 1;
+      }
+      track[busy ? "cuda_device_busy" : "cuda_device_idle"] = {
+          {"forward_backward_us", dev_fb}, {"forward_only_us", dev_fwd}, {"sm_mhz", mhz},
+          {"opencv_over_forward_backward", track["opencv_forward_backward_us"].get<double>() / dev_fb}};
+      std::printf("track CUDA device time (%s GPU, SM at %.0f MHz): %.1f us forward+backward, "
+                  "%.1f us forward only (target <= 50)\n",
+                  busy ? "busy" : "idle", mhz, dev_fb, dev_fwd);
+    }
+    track["cuda_device_note"] =
+        "device time of the LK kernel alone from CUDA events with the launch queued beforehand "
+        "(spin kernel; busy/idle as in detect); points already on the device; results not "
+        "downloaded. cuda_kernel_us: events around the host's launch (launch latency included).";
+    json iters = json::array();
+    for (int max_it : {1, 2, 3, 5, 10, 20}) {
+      for (float fb : {0.5f, 0.0f}) {
+        FrontEndOptions v = options;
+        v.lk.max_iterations = max_it;
+        v.lk.fb_threshold = fb;
+        std::unique_ptr<FastLkFrontEnd> fv;
+        double us = 0, mhz = 0;
+        if (!FastLkFrontEnd::Create(v, Device::kCuda, &fv).ok() || !fv->SetFrame(0, k[0]).ok() ||
+            !fv->SetFrame(1, k[1]).ok() ||
+            !TimeCudaTrack(fv.get(), 0, 1, pts, reps / 2, true, &us, &mhz).ok()) {
+          return 1;
+        }
+        std::vector<LkResult> rv;
+        if (!fv->Track(0, 1, pts, nullptr, &rv).ok()) return 1;
+        int tracked = 0;
+        for (const LkResult& x : rv) tracked += x.status == LkStatus::kTracked;
+        iters.push_back({{"max_iterations", max_it}, {"fb_threshold", fb}, {"cuda_device_busy_us", us},
+                         {"tracked", tracked}});
+        std::printf("  LK max_iterations %d fb %.1f: device %.1f us, %d tracked\n", max_it, fb, us,
+                    tracked);
+      }
+    }
+    track["cuda_device_by_max_iterations"] = iters;
     // Variants: the stopping step (min_step) trades iterations for accuracy.
     json variants = json::array();
     for (float min_step : {0.002f, 0.005f, 0.01f}) {
@@ -471,6 +544,106 @@ int Main(int argc, char** argv) {
                 batch_json["cuda_detect_752x480_frames_per_s"].get<double>());
   }
   result["batch"] = batch_json;
+
+  // ---- tracking quality (the acceptance figures) ----------------------------
+  // KITTI frames 0..4 through SequenceTracker (FAST threshold 40, as `tiepoint track`):
+  // survival per step, raw and leaving out the lost tracks that left the field of view
+  // (constant-velocity prediction outside the frame), and the median forward-backward
+  // error of the surviving tracks. Boat img1 -> img2 (14 degrees, zoom 0.89) with the
+  // ground-truth homography as prediction: the median forward-backward error of the tracks
+  // that pass the check, and their median distance to the homography's position.
+  const Device quality_device = gpu ? Device::kCuda : Device::kCpu;
+  json quality;
+  quality["device"] = ToString(quality_device);
+  json kitti_runs = json::array();
+  for (float fb : {0.5f, 1.0f}) {
+    FrontEndOptions o = options;
+    o.fast.threshold = 40;
+    o.lk.fb_threshold = fb;
+    std::unique_ptr<FastLkFrontEnd> fe;
+    if (!FastLkFrontEnd::Create(o, quality_device, &fe).ok()) return 1;
+    SequenceTracker tracker(fe.get(), o);
+    for (int f = 0; f < 5; ++f) {
+      if (!tracker.AddFrame(k[f], nullptr).ok()) return 1;
+    }
+    const SequenceTrackerSummary& sum = tracker.summary();
+    json steps = json::array();
+    long long in = 0, kept = 0, leaving = 0;
+    for (size_t i = 0; i < sum.tracks_in.size(); ++i) {
+      in += sum.tracks_in[i];
+      kept += sum.tracks_survived[i];
+      leaving += sum.tracks_lost_leaving[i];
+      steps.push_back({{"in", sum.tracks_in[i]}, {"survived", sum.tracks_survived[i]},
+                       {"left_view", sum.tracks_lost_leaving[i]},
+                       {"survival", static_cast<double>(sum.tracks_survived[i]) / sum.tracks_in[i]},
+                       {"survival_in_view", static_cast<double>(sum.tracks_survived[i]) /
+                                                (sum.tracks_in[i] - sum.tracks_lost_leaving[i])}});
+    }
+    std::vector<double> fbe(sum.fb_errors.begin(), sum.fb_errors.end());
+    kitti_runs.push_back({{"fb_threshold", fb}, {"steps", steps},
+                          {"survival", static_cast<double>(kept) / in},
+                          {"survival_in_view", static_cast<double>(kept) / (in - leaving)},
+                          {"lost_outside", sum.lost_outside},
+                          {"lost_forward_backward", sum.lost_forward_backward},
+                          {"lost_flat", sum.lost_flat},
+                          {"median_fb_error_px", Median(fbe)}});
+    std::printf("KITTI 0..4, fb %.1f: %.1f%% survive a step (%.1f%% of those staying in view), "
+                "median FB error %.4f px\n",
+                fb, 100.0 * kept / in, 100.0 * kept / (in - leaving), Median(fbe));
+  }
+  quality["kitti"] = kitti_runs;
+  {
+    ImageU8 b1, b2;
+    if (!Load(data + "/features/oxford_boat/img1.pgm", &b1) ||
+        !Load(data + "/features/oxford_boat/img2.pgm", &b2)) {
+      return 2;
+    }
+    double H[9];
+    std::ifstream hin(data + "/features/oxford_boat/H1to2p");
+    for (double& v : H) hin >> v;
+    if (!hin) {
+      std::fprintf(stderr, "fast_lk_bench: cannot read H1to2p\n");
+      return 2;
+    }
+    json boat_runs = json::array();
+    for (int coarse : {2, 0}) {
+      FrontEndOptions o = options;
+      o.lk.coarse_level = coarse;
+      std::unique_ptr<FastLkFrontEnd> fe;
+      if (!FastLkFrontEnd::Create(o, quality_device, &fe).ok() || !fe->SetFrame(0, b1).ok() ||
+          !fe->SetFrame(1, b2).ok()) {
+        return 1;
+      }
+      std::vector<FastCorner> bc;
+      if (!fe->Detect(0, nullptr, &bc).ok()) return 1;
+      std::vector<Point2f> from, guess;
+      for (const FastCorner& c : bc) {
+        from.push_back({c.x, c.y});
+        const double w = H[6] * c.x + H[7] * c.y + H[8];
+        guess.push_back({static_cast<float>((H[0] * c.x + H[1] * c.y + H[2]) / w),
+                         static_cast<float>((H[3] * c.x + H[4] * c.y + H[5]) / w)});
+      }
+      std::vector<LkResult> r;
+      if (!fe->Track(0, 1, from, &guess, &r).ok()) return 1;
+      std::vector<double> fbe, gt;
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (r[i].status != LkStatus::kTracked) continue;
+        fbe.push_back(r[i].fb_error);
+        gt.push_back(std::hypot(r[i].x - guess[i].x, r[i].y - guess[i].y));
+      }
+      boat_runs.push_back({{"coarse_level", coarse},
+                           {"patches", coarse == 0 ? "8x8 on every level, no gain"
+                                                   : "16x16 on levels 0-1, 8x8 from level 2"},
+                           {"corners", r.size()}, {"tracked", fbe.size()},
+                           {"median_fb_error_px", Median(fbe)},
+                           {"median_distance_to_homography_px", Median(gt)}});
+      std::printf("boat 1->2, coarse level %d: %zu of %zu tracked, median FB error %.4f px, "
+                  "median distance to H %.3f px\n",
+                  coarse, fbe.size(), r.size(), Median(fbe), Median(gt));
+    }
+    quality["boat_1_to_2"] = boat_runs;
+  }
+  result["quality"] = quality;
 
   if (!out_path.empty()) {
     std::ofstream out(out_path);

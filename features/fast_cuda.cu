@@ -38,8 +38,6 @@ struct PlainCorner {
   int y;
 };
 
-constexpr int kNmsWarps = 4;  // warps per cell block: a 32x32 cell gives each warp 8 rows
-
 __device__ __forceinline__ int MirrorIndex(int i, int n) {
   if (n == 1) return 0;
   if (i < 0) i = -i;
@@ -132,44 +130,13 @@ __device__ __forceinline__ bool LocalMax(const float* map, int w, int h, int lev
   return true;
 }
 
-// Grid suppression: a block per cell, kNmsWarps warps; warp w takes the cell rows
-// w, w + kNmsWarps, ... of each level, lane i the columns i, i + 32, ...
-__global__ void __launch_bounds__(32 * kNmsWarps)
-    GridNmsKernel(PyramidView pyr, MapView maps, int levels, int cell_w, int cell_h, int grid_x,
-                  const uint8_t* __restrict__ blocked, CellCorner* __restrict__ cells) {
-  const int cell = blockIdx.x;
-  const int cx = cell % grid_x, cy = cell / grid_x;
+// Picks the best of the warp's candidates (every lane ends with it), then the block's
+// through shared memory; thread 0 writes the cell.
+template <int kWarps>
+__device__ __forceinline__ void ReduceCellBest(float bs, int bl, int bx, int by,
+                                               CellCorner* __restrict__ out) {
+  __shared__ CellCorner warp_best[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __shared__ CellCorner warp_best[kNmsWarps];
-  if (blocked && blocked[cell]) {
-    if (threadIdx.x == 0) cells[cell] = {-INFINITY, -1, 0, 0};
-    return;
-  }
-  float bs = -INFINITY;
-  int bl = -1, bx = 0, by = 0;
-  for (int l = 0; l < levels; ++l) {
-    const LevelRefs level = SelectLevel(pyr, maps, l);
-    const int w = level.w, h = level.h;
-    const int scale = 1 << l;
-    const int x_begin = (cx * cell_w + scale - 1) / scale;
-    const int x_end = min(w, ((cx + 1) * cell_w + scale - 1) / scale);
-    const int y_begin = (cy * cell_h + scale - 1) / scale;
-    const int y_end = min(h, ((cy + 1) * cell_h + scale - 1) / scale);
-    const float* map = level.map;
-    for (int y = y_begin + warp; y < y_end; y += kNmsWarps) {
-      for (int x = x_begin + lane; x < x_end; x += 32) {
-        const float s = map[static_cast<size_t>(y) * w + x];
-        if (s == -INFINITY) continue;
-        if (bl >= 0 && !Beats(s, l, y, x, bs, bl, by, bx)) continue;
-        if (!LocalMax(map, w, h, l, x, y, s, 1)) continue;
-        bs = s;
-        bl = l;
-        bx = x;
-        by = y;
-      }
-    }
-  }
-  // Butterfly over the warp: every lane ends with the warp's best.
 #pragma unroll
   for (int m = 16; m >= 1; m >>= 1) {
     const float os = __shfl_xor_sync(0xffffffffu, bs, m);
@@ -187,14 +154,124 @@ __global__ void __launch_bounds__(32 * kNmsWarps)
   __syncthreads();
   if (threadIdx.x == 0) {
     CellCorner best = warp_best[0];
-    for (int i = 1; i < kNmsWarps; ++i) {
+    for (int i = 1; i < kWarps; ++i) {
       const CellCorner c = warp_best[i];
       if (c.level >= 0 &&
           (best.level < 0 || Beats(c.score, c.level, c.y, c.x, best.score, best.level, best.y, best.x))) {
         best = c;
       }
     }
-    cells[cell] = best;
+    *out = best;
+  }
+}
+
+// Segment test, score and grid suppression in one launch (no score map in global memory):
+// a block per cell, kDetectWarps warps. For each level the cell's pixels are visited in
+// sub-tiles of at most kTileW x kTileH (one sub-tile for cells up to 128x32); the block
+// scores the sub-tile and a 1-pixel ring around it into shared memory (a thread per pixel,
+// strided), then warp w takes the sub-tile rows w, w + kDetectWarps, ..., lane i the
+// columns i, i + 32, ...: each corner that beats its 8 neighbours and the lane's best so
+// far becomes the lane's best. The block's best is the cell's corner.
+constexpr int kDetectWarps = 8;
+constexpr int kTileW = 128;
+constexpr int kTileH = 32;
+
+__global__ void __launch_bounds__(32 * kDetectWarps)
+    GridDetectKernel(PyramidView pyr, int levels, ScoreParams p, const uint32_t* __restrict__ table,
+                     int cell_w, int cell_h, int grid_x, const uint8_t* __restrict__ blocked,
+                     CellCorner* __restrict__ cells) {
+  __shared__ float tile[(kTileW + 2) * (kTileH + 2)];
+  const int cell = blockIdx.x;
+  if (blocked && blocked[cell]) {
+    if (threadIdx.x == 0) cells[cell] = {-INFINITY, -1, 0, 0};
+    return;  // the whole block leaves
+  }
+  const int cx = cell % grid_x, cy = cell / grid_x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float bs = -INFINITY;
+  int bl = -1, bx = 0, by = 0;
+  for (int l = 0; l < levels; ++l) {
+    const uint8_t* img = pyr.level[0];
+    int w = pyr.width[0], h = pyr.height[0];
+#pragma unroll
+    for (int i = 1; i < kMaxLevels; ++i) {
+      if (i == l) {
+        img = pyr.level[i];
+        w = pyr.width[i];
+        h = pyr.height[i];
+      }
+    }
+    const int scale = 1 << l;
+    const int x_begin = (cx * cell_w + scale - 1) / scale;
+    const int x_end = min(w, ((cx + 1) * cell_w + scale - 1) / scale);
+    const int y_begin = (cy * cell_h + scale - 1) / scale;
+    const int y_end = min(h, ((cy + 1) * cell_h + scale - 1) / scale);
+    for (int sy = y_begin; sy < y_end; sy += kTileH) {
+      for (int sx = x_begin; sx < x_end; sx += kTileW) {
+        const int sx_end = min(x_end, sx + kTileW), sy_end = min(y_end, sy + kTileH);
+        const int tx0 = max(0, sx - 1), tx1 = min(w, sx_end + 1);
+        const int ty0 = max(0, sy - 1), ty1 = min(h, sy_end + 1);
+        const int tw = tx1 - tx0, n = tw * (ty1 - ty0);
+        __syncthreads();  // the previous sub-tile's reads are done
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+          const int y = ty0 + i / tw, x = tx0 + i % tw;
+          float s = -INFINITY;
+          if (x >= kFastBorder && y >= kFastBorder && x < w - kFastBorder && y < h - kFastBorder) {
+            s = fast_internal::PixelScore(img + static_cast<size_t>(y) * w + x, w, p.threshold,
+                                          p.score_kind, table);
+          }
+          tile[i] = s;
+        }
+        __syncthreads();
+        for (int y = sy + warp; y < sy_end; y += kDetectWarps) {
+          for (int x = sx + lane; x < sx_end; x += 32) {
+            const float* t = tile + (y - ty0) * tw + (x - tx0);
+            const float s = *t;
+            if (s == -INFINITY) continue;
+            if (bl >= 0 && !Beats(s, l, y, x, bs, bl, by, bx)) continue;
+            // The 3x3 neighbours inside the level (the ring is clipped to it as well).
+            bool is_max = true;
+#pragma unroll
+            for (int dy = -1; dy <= 1; ++dy) {
+#pragma unroll
+              for (int dx = -1; dx <= 1; ++dx) {
+                if (dx == 0 && dy == 0) continue;
+                const int qx = x + dx, qy = y + dy;
+                if (qx < 0 || qy < 0 || qx >= w || qy >= h) continue;
+                const float q = t[dy * tw + dx];
+                if (q != -INFINITY && !Beats(s, l, y, x, q, l, qy, qx)) is_max = false;
+              }
+            }
+            if (!is_max) continue;
+            bs = s;
+            bl = l;
+            bx = x;
+            by = y;
+          }
+        }
+      }
+    }
+  }
+  ReduceCellBest<kDetectWarps>(bs, bl, bx, by, cells + cell);
+}
+
+// Spins for `cycles` clocks: queued ahead of a timed region, it lets the host enqueue the
+// whole region before the GPU reaches its first event, so the events see device time only.
+// Launched on every SM the GPU counts as busy (its clocks rise as under sustained work);
+// one thread leaves it nearly idle. Thread 0 of block 0 stores the clocks it counted and
+// the nanoseconds they took (the SM clock) in clock[0..1] when `clock` is not null.
+__global__ void SpinKernel(long long cycles, long long* clock) {
+  const long long t0 = clock64();
+  unsigned long long g0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+  long long t = t0;
+  while ((t = clock64()) - t0 < cycles) {
+  }
+  unsigned long long g1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+  if (clock && blockIdx.x == 0 && threadIdx.x == 0) {
+    clock[0] = t - t0;
+    clock[1] = static_cast<long long>(g1 - g0);
   }
 }
 
@@ -232,6 +309,9 @@ class CudaFrontEnd : public FastLkFrontEnd {
   Status Init() {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (cudaEvent_t& e : events_) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    int device = 0;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
     const std::array<uint32_t, 2048> table = FastLookupTable(options_.fast.arc_length);
     TIEPOINT_RETURN_IF_ERROR(d_table_.Reserve(table.size()));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_table_.get(), table.data(),
@@ -266,14 +346,7 @@ class CudaFrontEnd : public FastLkFrontEnd {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.data.get(), h_frame_.get(), image.data.size(),
                                                   cudaMemcpyHostToDevice, stream_));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1], stream_));
-    for (int l = 1; l < s.view.levels; ++l) {
-      const dim3 block(32, 8);
-      const dim3 grid((s.view.width[l] + 31) / 32, (s.view.height[l] + 7) / 8);
-      DownsampleKernel<<<grid, block, 0, stream_>>>(
-          s.view.level[l - 1], s.view.width[l - 1], s.view.height[l - 1],
-          s.data.get() + offsets[l], s.view.width[l], s.view.height[l]);
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    }
+    TIEPOINT_RETURN_IF_ERROR(EnqueuePyramid(s));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2], stream_));
     // The pinned staging buffer is reused by the next call: wait for the copy.
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
@@ -357,15 +430,10 @@ class CudaFrontEnd : public FastLkFrontEnd {
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_blocked_.get(), h_blocked_.get(), cells,
                                                     cudaMemcpyHostToDevice, stream_));
     }
-    int levels = 0;
-    TIEPOINT_RETURN_IF_ERROR(LaunchScores(slot, &levels));
     if (fo.nms == FastNms::kGrid) {
       TIEPOINT_RETURN_IF_ERROR(d_cells_.Reserve(cells));
       TIEPOINT_RETURN_IF_ERROR(h_cells_.Reserve(cells));
-      GridNmsKernel<<<cells, 32 * kNmsWarps, 0, stream_>>>(
-          s.view, maps_, levels, fo.cell_width, fo.cell_height, gx,
-          blocked_cells ? d_blocked_.get() : nullptr, d_cells_.get());
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      TIEPOINT_RETURN_IF_ERROR(EnqueueGridDetect(s, blocked_cells ? d_blocked_.get() : nullptr));
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[4], stream_));
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_cells_.get(), d_cells_.get(),
                                                     cells * sizeof(CellCorner),
@@ -378,6 +446,8 @@ class CudaFrontEnd : public FastLkFrontEnd {
         corners->push_back(MakeCorner(c.level, c.x, c.y, c.score));
       }
     } else {
+      int levels = 0;
+      TIEPOINT_RETURN_IF_ERROR(LaunchScores(slot, &levels));
       size_t total = 0;
       for (int l = 0; l < levels; ++l) total += static_cast<size_t>(s.view.width[l]) * s.view.height[l];
       const int capacity = static_cast<int>(total);
@@ -482,6 +552,96 @@ class CudaFrontEnd : public FastLkFrontEnd {
 
   const CudaFrontEndTimes& times() const { return times_; }
 
+  // TimeCudaDetect of features/fast_cuda.h.
+  Status TimeDetect(int slot, int reps, int batch, bool busy, CudaDetectTiming* timing) {
+    TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
+    if (options_.fast.nms != FastNms::kGrid) {
+      return Status::InvalidOptions("TimeCudaDetect times grid suppression (fast.nms = grid)");
+    }
+    const Slot& s = slots_[slot];
+    const int cells = FastGridColumns(s.view.width[0], options_.fast.cell_width) *
+                      FastGridRows(s.view.height[0], options_.fast.cell_height);
+    TIEPOINT_RETURN_IF_ERROR(d_cells_.Reserve(cells));
+    std::vector<double> detect, all;
+    float ms = 0;
+    for (int r = 0; r < reps + 10; ++r) {
+      Spin(busy);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[0], stream_));
+      TIEPOINT_RETURN_IF_ERROR(EnqueueGridDetect(s, nullptr));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[1], stream_));
+      Spin(busy);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[2], stream_));
+      TIEPOINT_RETURN_IF_ERROR(EnqueuePyramid(s));
+      TIEPOINT_RETURN_IF_ERROR(EnqueueGridDetect(s, nullptr));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[3], stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      if (r < 10) continue;
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[0], events_[1]));
+      detect.push_back(1e3 * ms);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[2], events_[3]));
+      all.push_back(1e3 * ms);
+    }
+    timing->fast_nms_us = MedianOf(detect);
+    timing->pyramid_fast_nms_us = MedianOf(all);
+    // `batch` frames back to back: one CUDA graph of their launches, replayed.
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    auto enqueue = [&]() -> Status {
+      for (int i = 0; i < batch; ++i) {
+        TIEPOINT_RETURN_IF_ERROR(EnqueuePyramid(s));
+        TIEPOINT_RETURN_IF_ERROR(EnqueueGridDetect(s, nullptr));
+      }
+      return Status::Ok();
+    };
+    const Status captured = enqueue();
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    TIEPOINT_RETURN_IF_ERROR(captured);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(ended);
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    std::vector<double> per_frame;
+    for (int r = 0; r < 6 && e == cudaSuccess; ++r) {
+      Spin(busy);
+      if ((e = cudaEventRecord(events_[0], stream_)) != cudaSuccess) break;
+      if ((e = cudaGraphLaunch(exec, stream_)) != cudaSuccess) break;
+      if ((e = cudaEventRecord(events_[1], stream_)) != cudaSuccess) break;
+      if ((e = cudaStreamSynchronize(stream_)) != cudaSuccess) break;
+      if ((e = cudaEventElapsedTime(&ms, events_[0], events_[1])) != cudaSuccess) break;
+      if (r > 0) per_frame.push_back(1e3 * ms / batch);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    TIEPOINT_CUDA_RETURN_IF_ERROR(e);
+    timing->batch_frame_us = MedianOf(per_frame);
+    return SmClockMhz(&timing->sm_mhz);
+  }
+
+  // TimeCudaTrack of features/fast_cuda.h.
+  Status TimeTrack(int from, int to, const std::vector<Point2f>& points, int reps, bool busy,
+                   double* kernel_us, double* sm_mhz) {
+    std::vector<LkResult> results;
+    TIEPOINT_RETURN_IF_ERROR(Track(from, to, points, nullptr, &results));  // checks, uploads
+    const Slot& a = slots_[from];
+    const Slot& b = slots_[to];
+    const int n = static_cast<int>(points.size());
+    const int levels = std::min({options_.lk.levels, a.view.levels, b.view.levels});
+    std::vector<double> t;
+    float ms = 0;
+    for (int r = 0; r < reps + 10; ++r) {
+      Spin(busy);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[6], stream_));
+      TIEPOINT_RETURN_IF_ERROR(cuda_internal::LaunchLk(a.view, b.view, levels, d_points_.get(),
+                                                       nullptr, n, options_.lk, d_results_.get(),
+                                                       stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[7], stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[6], events_[7]));
+      if (r >= 10) t.push_back(1e3 * ms);
+    }
+    *kernel_us = MedianOf(t);
+    return SmClockMhz(sm_mhz);
+  }
+
  private:
   struct Slot {
     DeviceBuffer<uint8_t> data;
@@ -489,6 +649,30 @@ class CudaFrontEnd : public FastLkFrontEnd {
     size_t total = 0;
     bool filled = false;
   };
+
+  // About 100 us at H100 clocks: far longer than the host needs to enqueue a timed region.
+  static constexpr long long kSpinCycles = 200000;
+
+  // The spin kernel ahead of a timed region (see SpinKernel); records the SM clock.
+  void Spin(bool busy) {
+    if (d_clock_.Reserve(2).ok()) {
+      SpinKernel<<<busy ? 4 * num_sms_ : 1, busy ? 128 : 1, 0, stream_>>>(kSpinCycles, d_clock_.get());
+    }
+  }
+
+  // The SM clock the last spin kernel counted (MHz).
+  Status SmClockMhz(double* mhz) {
+    long long c[2] = {0, 0};
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(c, d_clock_.get(), sizeof(c), cudaMemcpyDeviceToHost));
+    *mhz = c[1] > 0 ? 1e3 * static_cast<double>(c[0]) / static_cast<double>(c[1]) : 0.0;
+    return Status::Ok();
+  }
+
+  static double MedianOf(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
 
   static FastCorner MakeCorner(int level, int x, int y, float score) {
     FastCorner c;
@@ -509,6 +693,33 @@ class CudaFrontEnd : public FastLkFrontEnd {
     if (must_be_filled && !slots_[slot].filled) {
       return Status::InvalidOptions("frontend slot " + std::to_string(slot) + " holds no frame");
     }
+    return Status::Ok();
+  }
+
+  // Levels 1.. of the slot's pyramid from its level 0 (asynchronous).
+  Status EnqueuePyramid(const Slot& s) {
+    for (int l = 1; l < s.view.levels; ++l) {
+      const dim3 block(32, 8);
+      const dim3 grid((s.view.width[l] + 31) / 32, (s.view.height[l] + 7) / 8);
+      DownsampleKernel<<<grid, block, 0, stream_>>>(
+          s.view.level[l - 1], s.view.width[l - 1], s.view.height[l - 1],
+          const_cast<uint8_t*>(s.view.level[l]), s.view.width[l], s.view.height[l]);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    }
+    return Status::Ok();
+  }
+
+  // FAST + grid suppression of the slot into d_cells_ (reserved by the caller; asynchronous).
+  Status EnqueueGridDetect(const Slot& s, const uint8_t* d_blocked) {
+    const FastOptions& fo = options_.fast;
+    const int levels = std::min(fo.levels, s.view.levels);
+    const int gx = FastGridColumns(s.view.width[0], fo.cell_width);
+    const int cells = gx * FastGridRows(s.view.height[0], fo.cell_height);
+    ScoreParams p{fo.threshold, static_cast<int>(fo.score)};
+    GridDetectKernel<<<cells, 32 * kDetectWarps, 0, stream_>>>(
+        s.view, levels, p, d_table_.get(), fo.cell_width, fo.cell_height, gx, d_blocked,
+        d_cells_.get());
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return Status::Ok();
   }
 
@@ -533,6 +744,8 @@ class CudaFrontEnd : public FastLkFrontEnd {
 
   FrontEndOptions options_;
   std::vector<Slot> slots_;
+  int num_sms_ = 1;
+  DeviceBuffer<long long> d_clock_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t events_[8] = {};
   DeviceBuffer<uint32_t> d_table_;
@@ -572,6 +785,26 @@ Status LastCudaFrontEndTimes(FastLkFrontEnd* frontend, CudaFrontEndTimes* times)
   if (!cuda) return Status::InvalidOptions("not a CUDA frontend");
   *times = cuda->times();
   return Status::Ok();
+}
+
+}  // namespace tiepoint
+
+namespace tiepoint {
+
+Status TimeCudaDetect(FastLkFrontEnd* frontend, int slot, int reps, int batch, bool busy,
+                      CudaDetectTiming* timing) {
+  auto* cuda = dynamic_cast<CudaFrontEnd*>(frontend);
+  if (!cuda) return Status::InvalidOptions("not a CUDA frontend");
+  if (reps < 1 || batch < 1) return Status::InvalidOptions("TimeCudaDetect: reps and batch must be >= 1");
+  return cuda->TimeDetect(slot, reps, batch, busy, timing);
+}
+
+Status TimeCudaTrack(FastLkFrontEnd* frontend, int from, int to, const std::vector<Point2f>& points,
+                     int reps, bool busy, double* kernel_us, double* sm_mhz) {
+  auto* cuda = dynamic_cast<CudaFrontEnd*>(frontend);
+  if (!cuda) return Status::InvalidOptions("not a CUDA frontend");
+  if (reps < 1) return Status::InvalidOptions("TimeCudaTrack: reps must be >= 1");
+  return cuda->TimeTrack(from, to, points, reps, busy, kernel_us, sm_mhz);
 }
 
 }  // namespace tiepoint

@@ -3,14 +3,16 @@
 // LK tracker (features/lk_cuda.cu), giving the corners of the CPU reference bit for bit and
 // LK positions within 0.01 px of it.
 //
-// Kernels, per frame: one launch per pyramid level (5x5 binomial, integer, as pyramid.h);
-// one launch for the segment test and score of every pixel of all searched levels (a
-// thread per pixel, the 8 KiB table read through the read-only cache) into float score
-// maps; one launch for the suppression. Grid: a block per cell, each warp takes 32-pixel
-// cell rows (a lane per column), checks each corner's 3x3 neighbourhood and keeps its
-// column's best in registers over the rows and levels; the warp's best comes out of a
-// butterfly of shuffles and the warps of a block combine through shared memory. Plain: a
-// thread per pixel, survivors appended through an atomic counter and sorted on the host.
+// Kernels, per frame: one launch per pyramid level (5x5 binomial, integer, as pyramid.h).
+// Grid suppression: ONE launch for the segment test, score and suppression of all searched
+// levels: a block per cell scores the cell's pixels of each level and a 1-pixel ring into
+// shared memory (a thread per pixel, the 8 KiB table read through the read-only cache);
+// each warp then takes 32-pixel cell rows (a lane per column), checks each corner's 3x3
+// neighbourhood and keeps its column's best in registers over the rows and levels; the
+// warp's best comes out of a butterfly of shuffles and the warps of a block combine
+// through shared memory. Plain suppression (and DetectRaw): one launch scoring every pixel
+// of all levels into float score maps, then a thread per pixel, survivors appended through
+// an atomic counter and sorted on the host.
 // LK: a warp per feature, each lane holding 8 (16x16) or 2 (8x8) template pixels in
 // registers; the sums come out of butterfly (xor) shuffle reductions, so every lane solves
 // the same 4x4 system; the backward pass runs in the same warp.
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "features/frontend.h"
 
@@ -41,5 +44,26 @@ struct CudaFrontEndTimes {
 
 // The last SetFrame, Detect and Track's times of a CUDA frontend; kInvalidOptions for a CPU one.
 Status LastCudaFrontEndTimes(FastLkFrontEnd* frontend, CudaFrontEndTimes* times);
+
+// Device time of the detection of the frame in `slot` (grid suppression), for the
+// benchmark. Each timed region is queued behind a ~100 us spin kernel, so that its CUDA
+// events see device time only (the kernels and the gaps between them, no host launch
+// latency). busy: the spin kernel occupies every SM, so the GPU counts as busy and runs at
+// the clocks of sustained work; false: one spinning thread, the GPU nearly idle between
+// regions (its clocks may stay low, as for a frame now and then). Medians over `reps`.
+struct CudaDetectTiming {
+  double fast_nms_us = 0;          // the fused FAST + grid suppression kernel of one frame
+  double pyramid_fast_nms_us = 0;  // pyramid kernels + that kernel, one frame
+  double batch_frame_us = 0;       // per frame, `batch` frames of the same work back to back
+                                   // (one CUDA graph; median of 5 replays)
+  double sm_mhz = 0;               // SM clock counted by the last spin kernel
+};
+Status TimeCudaDetect(FastLkFrontEnd* frontend, int slot, int reps, int batch, bool busy,
+                      CudaDetectTiming* timing);
+
+// Device time of the LK kernel tracking `points` from slot `from` to `to` (no guesses;
+// forward + backward when options.lk.fb_threshold > 0), measured as TimeCudaDetect.
+Status TimeCudaTrack(FastLkFrontEnd* frontend, int from, int to, const std::vector<Point2f>& points,
+                     int reps, bool busy, double* kernel_us, double* sm_mhz);
 
 }  // namespace tiepoint

@@ -13,4 +13,13 @@ Status LastCudaFrontEndTimes(FastLkFrontEnd*, CudaFrontEndTimes*) {
   return Status::InvalidOptions("not a CUDA frontend");
 }
 
+Status TimeCudaDetect(FastLkFrontEnd*, int, int, int, bool, CudaDetectTiming*) {
+  return Status::InvalidOptions("not a CUDA frontend");
+}
+
+Status TimeCudaTrack(FastLkFrontEnd*, int, int, const std::vector<Point2f>&, int, bool, double*,
+                     double*) {
+  return Status::InvalidOptions("not a CUDA frontend");
+}
+
 }  // namespace tiepoint

@@ -30,7 +30,34 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+// Bilinear weights and integer base of the patch's top-left sample at (x, y): every sample
+// of a patch sits at an integer offset from it, so all of them share the weights.
+struct PatchOrigin {
+  int x0, y0;    // floor of the top-left sample
+  float fx, fy;  // its fractional part
+};
+__device__ __forceinline__ PatchOrigin OriginAt(float x, float y) {
+  const float xf = floorf(x), yf = floorf(y);
+  return {static_cast<int>(xf), static_cast<int>(yf), x - xf, y - yf};
+}
+// True when every pixel the patch's samples read (one more on each side for the template
+// gradient) lies inside the level: the reads then need no clamping.
+__device__ __forceinline__ bool PatchInside(const PatchOrigin& o, int patch, int w, int h) {
+  return o.x0 >= 1 && o.y0 >= 1 && o.x0 + patch + 1 <= w - 1 && o.y0 + patch + 1 <= h - 1;
+}
+// Bilinear sample at integer offset (i, j) from an interior origin (no clamping).
+__device__ __forceinline__ float BilinearAt(const uint8_t* __restrict__ img, int w,
+                                            const PatchOrigin& o, int i, int j) {
+  const uint8_t* p = img + (o.y0 + j) * w + (o.x0 + i);
+  const float a = __ldg(p), b = __ldg(p + 1), c = __ldg(p + w), d = __ldg(p + w + 1);
+  return (1.0f - o.fy) * ((1.0f - o.fx) * a + o.fx * b) + o.fy * ((1.0f - o.fx) * c + o.fx * d);
+}
+
 // One pass prev -> next for the warp's feature; every lane returns the same values.
+// Differs from the CPU reference only in rounding: samples are taken at integer offsets
+// from the patch origin (shared bilinear weights, no clamping while the patch is inside
+// the level), the butterfly sums, and each iteration applies G^-1 (float, from the double
+// Cholesky factor, once per level) instead of a double Cholesky solve.
 __device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, const LkParams& o,
                             float px0, float py0, float gx0, float gy0, float* out_x,
                             float* out_y, float* out_gain, float* out_bias) {
@@ -56,19 +83,30 @@ __device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, co
     const float half = 0.5f * static_cast<float>(patch - 1);
 
     float tv[kMaxSamplesPerLane], tgx[kMaxSamplesPerLane], tgy[kMaxSamplesPerLane];
-    float ox[kMaxSamplesPerLane], oy[kMaxSamplesPerLane];
+    int si[kMaxSamplesPerLane], sj[kMaxSamplesPerLane];
     float g[10];
 #pragma unroll
     for (int i = 0; i < 10; ++i) g[i] = 0.f;
+    const PatchOrigin to = OriginAt(px - half, py - half);
+    const bool t_inside = PatchInside(to, patch, tw, th);
 #pragma unroll
     for (int j = 0; j < kMaxSamplesPerLane; ++j) {
       tv[j] = tgx[j] = tgy[j] = 0.f;
-      ox[j] = oy[j] = 0.f;
+      si[j] = sj[j] = 0;
       if (j < per_lane) {
         const int k = lane + 32 * j;
-        ox[j] = static_cast<float>(k % patch) - half;
-        oy[j] = static_cast<float>(k / patch) - half;
-        lk_internal::TemplateSample(ti, tw, th, px + ox[j], py + oy[j], &tv[j], &tgx[j], &tgy[j]);
+        si[j] = k % patch;
+        sj[j] = k / patch;
+        if (t_inside) {
+          tv[j] = BilinearAt(ti, tw, to, si[j], sj[j]);
+          tgx[j] = 0.5f * (BilinearAt(ti, tw, to, si[j] + 1, sj[j]) -
+                           BilinearAt(ti, tw, to, si[j] - 1, sj[j]));
+          tgy[j] = 0.5f * (BilinearAt(ti, tw, to, si[j], sj[j] + 1) -
+                           BilinearAt(ti, tw, to, si[j], sj[j] - 1));
+        } else {
+          lk_internal::TemplateSample(ti, tw, th, px + (si[j] - half), py + (sj[j] - half), &tv[j],
+                                      &tgx[j], &tgy[j]);
+        }
         const float u[4] = {tgx[j], tgy[j], 1.0f, tv[j]};
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
@@ -84,29 +122,47 @@ __device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, co
     if (l == 0 && lk_internal::MinEigen2(gd[0], gd[1], gd[4]) / (patch * patch) < o.min_eigenvalue) {
       return static_cast<int>(LkStatus::kFlat);
     }
+    // G^-1 of the leading `unknowns` block (zero beyond it), column by column.
+    float ginv[4][4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const double e[4] = {c == 0 ? 1.0 : 0.0, c == 1 ? 1.0 : 0.0, c == 2 ? 1.0 : 0.0,
+                           c == 3 ? 1.0 : 0.0};
+      double col[4] = {0, 0, 0, 0};
+      lk_internal::CholeskySolve(chol, unknowns, e, col);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) ginv[r][c] = c < unknowns ? static_cast<float>(col[r]) : 0.0f;
+    }
     for (int it = 0; it < o.max_iterations; ++it) {
       float b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
       const float gain1 = 1.0f + alpha;
+      const PatchOrigin no = OriginAt(px + dx - half, py + dy - half);
+      const bool n_inside = PatchInside(no, patch, nw, nh);
 #pragma unroll
       for (int j = 0; j < kMaxSamplesPerLane; ++j) {
         if (j < per_lane) {
-          const float e = lk_internal::Bilinear(ni, nw, nh, px + dx + ox[j], py + dy + oy[j]) -
-                          gain1 * tv[j] - beta;
+          const float v = n_inside ? BilinearAt(ni, nw, no, si[j], sj[j])
+                                   : lk_internal::Bilinear(ni, nw, nh, px + dx + (si[j] - half),
+                                                           py + dy + (sj[j] - half));
+          const float e = v - gain1 * tv[j] - beta;
           b0 += tgx[j] * e;
           b1 += tgy[j] * e;
           b2 += e;
           b3 += tv[j] * e;
         }
       }
-      const double b[4] = {WarpSum(b0), WarpSum(b1), WarpSum(b2), WarpSum(b3)};
-      double z[4] = {0, 0, 0, 0};
-      lk_internal::CholeskySolve(chol, unknowns, b, z);
-      const float step_x = static_cast<float>(-z[0] / gain1);
-      const float step_y = static_cast<float>(-z[1] / gain1);
+      const float b[4] = {WarpSum(b0), WarpSum(b1), WarpSum(b2), WarpSum(b3)};
+      float z[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        z[r] = ginv[r][0] * b[0] + ginv[r][1] * b[1] + ginv[r][2] * b[2] + ginv[r][3] * b[3];
+      }
+      const float step_x = -z[0] / gain1;
+      const float step_y = -z[1] / gain1;
       dx += step_x;
       dy += step_y;
-      beta += static_cast<float>(z[2]);
-      alpha = fminf(fmaxf(alpha + static_cast<float>(z[3]), lk_internal::kLkMinGain - 1.0f),
+      beta += z[2];
+      alpha = fminf(fmaxf(alpha + z[3], lk_internal::kLkMinGain - 1.0f),
                     lk_internal::kLkMaxGain - 1.0f);
       if (!(fabsf(dx) < lk_internal::kLkMaxLevelShift && fabsf(dy) < lk_internal::kLkMaxLevelShift) ||
           !lk_internal::InsideLevel(px + dx, py + dy, nw, nh, half)) {

@@ -91,7 +91,11 @@ TIEPOINT_LK_UNROLL
 TIEPOINT_LK_UNROLL
     for (int k = 0; k < j; ++k) d -= l[j * 4 + k] * l[j * 4 + k];
     ok = ok && d > 1e-9 * a[j][j] && d > 0.0;
+#ifdef __CUDA_ARCH__
+    const double inv = rsqrt(d > 0.0 ? d : 1.0);  // far shorter than 1 / sqrt on the GPU
+#else
     const double inv = 1.0 / sqrt(d > 0.0 ? d : 1.0);
+#endif
     l[j * 4 + j] = inv;
 TIEPOINT_LK_UNROLL
     for (int i = j + 1; i < 4; ++i) {

@@ -14,7 +14,9 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "features/fast.h"
@@ -380,6 +382,20 @@ TEST(FastCudaTest, SameCornersAsCpuOnSyntheticImages) {
       SCOPED_TRACE(std::string(ToString(score)) + " " + ToString(nms));
       CompareBackends(TestImage(333, 251, 17), o);
     }
+  }
+}
+
+// Cells larger than the fused kernel's 128x32 shared-memory sub-tile: several sub-tiles per
+// cell and level, in both directions, and a partial one at the image's edge.
+TEST(FastCudaTest, SameCornersAsCpuWithCellsLargerThanTheSubTile) {
+  TIEPOINT_REQUIRE_GPU();
+  for (const auto& [cw, ch] : {std::pair<int, int>{256, 33}, {160, 40}, {32, 1}}) {
+    FrontEndOptions o;
+    o.fast.threshold = 12;
+    o.fast.cell_width = cw;
+    o.fast.cell_height = ch;
+    SCOPED_TRACE(std::to_string(cw) + "x" + std::to_string(ch));
+    CompareBackends(TestImage(333, 251, 23), o);
   }
 }
 
