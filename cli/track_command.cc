@@ -45,6 +45,7 @@ struct TrackArgs {
   int levels = 3;
   std::string score = "max-threshold";
   int lk_levels = 4;
+  int lk_coarse_level = 2;
   float fb_threshold = 0.5f;
   bool no_gain_bias = false;
   int trail = 10;
@@ -193,6 +194,7 @@ int RunTrack(const TrackArgs& a) {
     return ReportError(cmd, s);
   }
   options.lk.levels = a.lk_levels;
+  options.lk.coarse_level = a.lk_coarse_level;
   options.lk.fb_threshold = a.fb_threshold;
   options.lk.gain_bias = !a.no_gain_bias;
   options.lk.num_threads = a.threads;
@@ -341,6 +343,10 @@ Runner RegisterTrack(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--levels", a->levels, "Pyramid levels searched by FAST (1..8)")->capture_default_str();
   app.add_option("--lk-levels", a->lk_levels, "Pyramid levels used by LK (1..8)")->capture_default_str();
+  app.add_option("--lk-coarse-level", a->lk_coarse_level,
+                 "LK uses 8x8 patches (no gain) from this level up, 16x16 below; 0: 8x8 on every "
+                 "level, which follows rotation and zoom better")
+      ->capture_default_str();
   app.add_option("--fb-threshold", a->fb_threshold,
                  "Forward-backward check in pixels (<= 0: off)")
       ->capture_default_str();

@@ -100,7 +100,8 @@ void FastScoreMap(const ImageU8& level, const FastOptions& options,
     const uint8_t* row = &level.data[static_cast<size_t>(y) * w];
     float* out = &(*scores)[static_cast<size_t>(y) * w];
     for (int x = kFastBorder; x < w - kFastBorder; ++x) {
-      out[x] = fast_internal::PixelScore(row + x, w, options.threshold, kind, table.data());
+      out[x] = fast_internal::PixelScore(row + x, w, options.threshold, options.arc_length, kind,
+                                          table.data());
     }
   }
 }

@@ -15,10 +15,10 @@
 // on the pixel values. Pixels closer than kFastBorder to the level's edge are not tested.
 //
 // Scores (FastScore), larger is better:
-//  kMaxThreshold  the largest threshold t' >= t for which the pixel is still a corner
-//                 (found by bisection with the table test; equal to the max over the two
-//                 signs and the 16 arcs of n pixels of the arc's smallest |I_p - I_c|,
-//                 minus 1).
+//  kMaxThreshold  the largest threshold t' >= t for which the pixel is still a corner:
+//                 the max over the two signs and the 16 arcs of n pixels of the arc's
+//                 smallest signed difference (I_p - I_c, resp. I_c - I_p), minus 1
+//                 (computed directly with sliding minima, no search).
 //  kSad           sum of absolute differences beyond the threshold, over the circle, in the
 //                 passing sign(s): sum_i max(0, I_p_i - I_c - t) (brighter), resp.
 //                 max(0, I_c - I_p_i - t) (darker); the larger of the passing signs.

@@ -69,6 +69,7 @@ __global__ void DownsampleKernel(const uint8_t* __restrict__ in, int in_w, int i
 
 struct ScoreParams {
   int threshold;
+  int arc_length;
   int score_kind;
 };
 
@@ -104,7 +105,7 @@ __global__ void ScoreKernel(PyramidView pyr, MapView maps, ScoreParams p,
   float s = -INFINITY;
   if (x >= kFastBorder && y >= kFastBorder && x < w - kFastBorder && y < h - kFastBorder) {
     s = fast_internal::PixelScore(img + static_cast<size_t>(y) * w + x, w, p.threshold,
-                                  p.score_kind, table);
+                                  p.arc_length, p.score_kind, table);
   }
   level.map[static_cast<size_t>(y) * w + x] = s;
 }
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(32 * kDetectWarps)
           float s = -INFINITY;
           if (x >= kFastBorder && y >= kFastBorder && x < w - kFastBorder && y < h - kFastBorder) {
             s = fast_internal::PixelScore(img + static_cast<size_t>(y) * w + x, w, p.threshold,
-                                          p.score_kind, table);
+                                          p.arc_length, p.score_kind, table);
           }
           tile[i] = s;
         }
@@ -715,7 +716,7 @@ class CudaFrontEnd : public FastLkFrontEnd {
     const int levels = std::min(fo.levels, s.view.levels);
     const int gx = FastGridColumns(s.view.width[0], fo.cell_width);
     const int cells = gx * FastGridRows(s.view.height[0], fo.cell_height);
-    ScoreParams p{fo.threshold, static_cast<int>(fo.score)};
+    ScoreParams p{fo.threshold, fo.arc_length, static_cast<int>(fo.score)};
     GridDetectKernel<<<cells, 32 * kDetectWarps, 0, stream_>>>(
         s.view, levels, p, d_table_.get(), fo.cell_width, fo.cell_height, gx, d_blocked,
         d_cells_.get());
@@ -734,7 +735,8 @@ class CudaFrontEnd : public FastLkFrontEnd {
       maps_.level[l] = d_maps_.get() + offset;
       offset += static_cast<size_t>(s.view.width[l]) * s.view.height[l];
     }
-    ScoreParams p{options_.fast.threshold, static_cast<int>(options_.fast.score)};
+    ScoreParams p{options_.fast.threshold, options_.fast.arc_length,
+                  static_cast<int>(options_.fast.score)};
     const dim3 block(32, 8);
     const dim3 grid((s.view.width[0] + 31) / 32, (s.view.height[0] + 7) / 8, *levels);
     ScoreKernel<<<grid, block, 0, stream_>>>(s.view, maps_, p, d_table_.get());

@@ -1,7 +1,7 @@
-// LK on the GPU: a warp per feature (features/fast_cuda.h describes the design). The
-// per-sample arithmetic is features/lk_inl.h, shared with the CPU reference; only the
-// summation order differs (butterfly instead of sequential), which moves the converged
-// positions by far less than 0.01 px (tests/features/lk_test.cc).
+// LK on the GPU: a warp per feature (features/fast_cuda.h describes the design). The model
+// and the per-sample arithmetic are those of the CPU reference (features/lk_inl.h); the
+// rounding differs (TrackLevel says where), which moves the converged positions by far
+// less than 0.01 px (tests/features/lk_test.cc).
 #include "features/lk_cuda.h"
 
 #include <cmath>
@@ -12,7 +12,6 @@ namespace tiepoint::cuda_internal {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-constexpr int kMaxSamplesPerLane = 8;  // 16 x 16 / 32
 
 struct LkParams {
   int levels;
@@ -50,18 +49,124 @@ __device__ __forceinline__ float BilinearAt(const uint8_t* __restrict__ img, int
                                             const PatchOrigin& o, int i, int j) {
   const uint8_t* p = img + (o.y0 + j) * w + (o.x0 + i);
   const float a = __ldg(p), b = __ldg(p + 1), c = __ldg(p + w), d = __ldg(p + w + 1);
-  return (1.0f - o.fy) * ((1.0f - o.fx) * a + o.fx * b) + o.fy * ((1.0f - o.fx) * c + o.fx * d);
+  // a + fx (b - a), then the same down the column: fused multiply-adds (this file is built
+  // with --fmad=false for the rest, see features/CMakeLists.txt).
+  const float top = __fmaf_rn(o.fx, b - a, a), bottom = __fmaf_rn(o.fx, d - c, c);
+  return __fmaf_rn(o.fy, bottom - top, top);
+}
+
+// One pyramid level of one pass for the warp's feature, with the patch side a compile-time
+// constant (kPatch^2 / 32 samples per lane, no predicated-off slots on the 8x8 levels).
+// Updates (dx, dy, alpha, beta) in level pixels; returns kTracked to go on to the next level.
+// Differs from the CPU reference only in rounding: samples are taken at integer offsets
+// from the patch origin (shared bilinear weights, no clamping while the patch is inside
+// the level), explicit fused multiply-adds, the butterfly sums, and each iteration applies G^-1
+// (float, from the double Cholesky factor, once per level) instead of a double solve.
+template <int kPatch>
+__device__ __forceinline__ int TrackLevel(const uint8_t* __restrict__ ti, int tw, int th,
+                                          const uint8_t* __restrict__ ni, int nw, int nh,
+                                          float px, float py, int unknowns, bool finest,
+                                          const LkParams& o, float* dx_io, float* dy_io,
+                                          float* alpha_io, float* beta_io) {
+  constexpr int kPer = kPatch * kPatch / 32;
+  constexpr float kHalf = 0.5f * static_cast<float>(kPatch - 1);
+  const int lane = threadIdx.x & 31;
+  float dx = *dx_io, dy = *dy_io, alpha = *alpha_io, beta = *beta_io;
+  float tv[kPer], tgx[kPer], tgy[kPer];
+  float g[10];
+#pragma unroll
+  for (int i = 0; i < 10; ++i) g[i] = 0.f;
+  const PatchOrigin to = OriginAt(px - kHalf, py - kHalf);
+  const bool t_inside = PatchInside(to, kPatch, tw, th);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int k = lane + 32 * j;
+    const int si = k % kPatch, sj = k / kPatch;
+    if (t_inside) {
+      tv[j] = BilinearAt(ti, tw, to, si, sj);
+      tgx[j] = 0.5f * (BilinearAt(ti, tw, to, si + 1, sj) - BilinearAt(ti, tw, to, si - 1, sj));
+      tgy[j] = 0.5f * (BilinearAt(ti, tw, to, si, sj + 1) - BilinearAt(ti, tw, to, si, sj - 1));
+    } else {
+      lk_internal::TemplateSample(ti, tw, th, px + (si - kHalf), py + (sj - kHalf), &tv[j], &tgx[j],
+                                  &tgy[j]);
+    }
+    const float u[4] = {tgx[j], tgy[j], 1.0f, tv[j]};
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+#pragma unroll
+      for (int c = r; c < 4; ++c) {
+        float& gi = g[lk_internal::Packed(r, c)];
+        gi = __fmaf_rn(u[r], u[c], gi);
+      }
+    }
+  }
+  double gd[10], chol[16];
+#pragma unroll
+  for (int i = 0; i < 10; ++i) gd[i] = WarpSum(g[i]);
+  if (!lk_internal::Cholesky(gd, unknowns, chol)) return static_cast<int>(LkStatus::kFlat);
+  if (finest && lk_internal::MinEigen2(gd[0], gd[1], gd[4]) / (kPatch * kPatch) < o.min_eigenvalue) {
+    return static_cast<int>(LkStatus::kFlat);
+  }
+  // G^-1 of the leading `unknowns` block (zero beyond it), column by column.
+  float ginv[4][4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const double e[4] = {c == 0 ? 1.0 : 0.0, c == 1 ? 1.0 : 0.0, c == 2 ? 1.0 : 0.0,
+                         c == 3 ? 1.0 : 0.0};
+    double col[4] = {0, 0, 0, 0};
+    lk_internal::CholeskySolve(chol, unknowns, e, col);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) ginv[r][c] = c < unknowns ? static_cast<float>(col[r]) : 0.0f;
+  }
+  for (int it = 0; it < o.max_iterations; ++it) {
+    float b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
+    const float gain1 = 1.0f + alpha;
+    const PatchOrigin no = OriginAt(px + dx - kHalf, py + dy - kHalf);
+    const bool n_inside = PatchInside(no, kPatch, nw, nh);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int k = lane + 32 * j;
+      const int si = k % kPatch, sj = k / kPatch;
+      const float v = n_inside ? BilinearAt(ni, nw, no, si, sj)
+                               : lk_internal::Bilinear(ni, nw, nh, px + dx + (si - kHalf),
+                                                       py + dy + (sj - kHalf));
+      const float e = __fmaf_rn(-gain1, tv[j], v) - beta;
+      b0 = __fmaf_rn(tgx[j], e, b0);
+      b1 = __fmaf_rn(tgy[j], e, b1);
+      b2 += e;
+      b3 = __fmaf_rn(tv[j], e, b3);
+    }
+    const float b[4] = {WarpSum(b0), WarpSum(b1), WarpSum(b2), WarpSum(b3)};
+    float z[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      z[r] = __fmaf_rn(ginv[r][3], b[3],
+                       __fmaf_rn(ginv[r][2], b[2], __fmaf_rn(ginv[r][1], b[1], ginv[r][0] * b[0])));
+    }
+    const float inv_gain = 1.0f / gain1;
+    const float step_x = -z[0] * inv_gain;
+    const float step_y = -z[1] * inv_gain;
+    dx += step_x;
+    dy += step_y;
+    beta += z[2];
+    alpha = fminf(fmaxf(alpha + z[3], lk_internal::kLkMinGain - 1.0f), lk_internal::kLkMaxGain - 1.0f);
+    if (!(fabsf(dx) < lk_internal::kLkMaxLevelShift && fabsf(dy) < lk_internal::kLkMaxLevelShift) ||
+        !lk_internal::InsideLevel(px + dx, py + dy, nw, nh, kHalf)) {
+      return static_cast<int>(LkStatus::kOutside);
+    }
+    if (step_x * step_x + step_y * step_y < o.min_step * o.min_step) break;
+  }
+  *dx_io = dx;
+  *dy_io = dy;
+  *alpha_io = alpha;
+  *beta_io = beta;
+  return static_cast<int>(LkStatus::kTracked);
 }
 
 // One pass prev -> next for the warp's feature; every lane returns the same values.
-// Differs from the CPU reference only in rounding: samples are taken at integer offsets
-// from the patch origin (shared bilinear weights, no clamping while the patch is inside
-// the level), the butterfly sums, and each iteration applies G^-1 (float, from the double
-// Cholesky factor, once per level) instead of a double Cholesky solve.
 __device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, const LkParams& o,
                             float px0, float py0, float gx0, float gy0, float* out_x,
                             float* out_y, float* out_gain, float* out_bias) {
-  const int lane = threadIdx.x & 31;
   float dx = 0.f, dy = 0.f, alpha = 0.f, beta = 0.f;
   for (int l = o.levels - 1; l >= 0; --l) {
     const float scale = 1.0f / static_cast<float>(1 << l);
@@ -72,104 +177,17 @@ __device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, co
       dx *= 2.0f;
       dy *= 2.0f;
     }
-    const uint8_t* ti = prev.level[l];
-    const int tw = prev.width[l], th = prev.height[l];
-    const uint8_t* ni = next.level[l];
-    const int nw = next.width[l], nh = next.height[l];
-    const float px = px0 * scale, py = py0 * scale;
-    const int patch = l >= o.coarse_level ? 8 : 16;
-    const int per_lane = patch * patch / 32;
     const int unknowns = lk_internal::LkUnknowns(o.gain_bias, o.coarse_level, l);
-    const float half = 0.5f * static_cast<float>(patch - 1);
-
-    float tv[kMaxSamplesPerLane], tgx[kMaxSamplesPerLane], tgy[kMaxSamplesPerLane];
-    int si[kMaxSamplesPerLane], sj[kMaxSamplesPerLane];
-    float g[10];
-#pragma unroll
-    for (int i = 0; i < 10; ++i) g[i] = 0.f;
-    const PatchOrigin to = OriginAt(px - half, py - half);
-    const bool t_inside = PatchInside(to, patch, tw, th);
-#pragma unroll
-    for (int j = 0; j < kMaxSamplesPerLane; ++j) {
-      tv[j] = tgx[j] = tgy[j] = 0.f;
-      si[j] = sj[j] = 0;
-      if (j < per_lane) {
-        const int k = lane + 32 * j;
-        si[j] = k % patch;
-        sj[j] = k / patch;
-        if (t_inside) {
-          tv[j] = BilinearAt(ti, tw, to, si[j], sj[j]);
-          tgx[j] = 0.5f * (BilinearAt(ti, tw, to, si[j] + 1, sj[j]) -
-                           BilinearAt(ti, tw, to, si[j] - 1, sj[j]));
-          tgy[j] = 0.5f * (BilinearAt(ti, tw, to, si[j], sj[j] + 1) -
-                           BilinearAt(ti, tw, to, si[j], sj[j] - 1));
-        } else {
-          lk_internal::TemplateSample(ti, tw, th, px + (si[j] - half), py + (sj[j] - half), &tv[j],
-                                      &tgx[j], &tgy[j]);
-        }
-        const float u[4] = {tgx[j], tgy[j], 1.0f, tv[j]};
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-#pragma unroll
-          for (int c = r; c < 4; ++c) g[lk_internal::Packed(r, c)] += u[r] * u[c];
-        }
-      }
-    }
-    double gd[10], chol[16];
-#pragma unroll
-    for (int i = 0; i < 10; ++i) gd[i] = WarpSum(g[i]);
-    if (!lk_internal::Cholesky(gd, unknowns, chol)) return static_cast<int>(LkStatus::kFlat);
-    if (l == 0 && lk_internal::MinEigen2(gd[0], gd[1], gd[4]) / (patch * patch) < o.min_eigenvalue) {
-      return static_cast<int>(LkStatus::kFlat);
-    }
-    // G^-1 of the leading `unknowns` block (zero beyond it), column by column.
-    float ginv[4][4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const double e[4] = {c == 0 ? 1.0 : 0.0, c == 1 ? 1.0 : 0.0, c == 2 ? 1.0 : 0.0,
-                           c == 3 ? 1.0 : 0.0};
-      double col[4] = {0, 0, 0, 0};
-      lk_internal::CholeskySolve(chol, unknowns, e, col);
-#pragma unroll
-      for (int r = 0; r < 4; ++r) ginv[r][c] = c < unknowns ? static_cast<float>(col[r]) : 0.0f;
-    }
-    for (int it = 0; it < o.max_iterations; ++it) {
-      float b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
-      const float gain1 = 1.0f + alpha;
-      const PatchOrigin no = OriginAt(px + dx - half, py + dy - half);
-      const bool n_inside = PatchInside(no, patch, nw, nh);
-#pragma unroll
-      for (int j = 0; j < kMaxSamplesPerLane; ++j) {
-        if (j < per_lane) {
-          const float v = n_inside ? BilinearAt(ni, nw, no, si[j], sj[j])
-                                   : lk_internal::Bilinear(ni, nw, nh, px + dx + (si[j] - half),
-                                                           py + dy + (sj[j] - half));
-          const float e = v - gain1 * tv[j] - beta;
-          b0 += tgx[j] * e;
-          b1 += tgy[j] * e;
-          b2 += e;
-          b3 += tv[j] * e;
-        }
-      }
-      const float b[4] = {WarpSum(b0), WarpSum(b1), WarpSum(b2), WarpSum(b3)};
-      float z[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        z[r] = ginv[r][0] * b[0] + ginv[r][1] * b[1] + ginv[r][2] * b[2] + ginv[r][3] * b[3];
-      }
-      const float step_x = -z[0] / gain1;
-      const float step_y = -z[1] / gain1;
-      dx += step_x;
-      dy += step_y;
-      beta += z[2];
-      alpha = fminf(fmaxf(alpha + z[3], lk_internal::kLkMinGain - 1.0f),
-                    lk_internal::kLkMaxGain - 1.0f);
-      if (!(fabsf(dx) < lk_internal::kLkMaxLevelShift && fabsf(dy) < lk_internal::kLkMaxLevelShift) ||
-          !lk_internal::InsideLevel(px + dx, py + dy, nw, nh, half)) {
-        return static_cast<int>(LkStatus::kOutside);
-      }
-      if (step_x * step_x + step_y * step_y < o.min_step * o.min_step) break;
-    }
+    const float px = px0 * scale, py = py0 * scale;
+    const int status =
+        l >= o.coarse_level
+            ? TrackLevel<8>(prev.level[l], prev.width[l], prev.height[l], next.level[l],
+                            next.width[l], next.height[l], px, py, unknowns, l == 0, o, &dx, &dy,
+                            &alpha, &beta)
+            : TrackLevel<16>(prev.level[l], prev.width[l], prev.height[l], next.level[l],
+                             next.width[l], next.height[l], px, py, unknowns, l == 0, o, &dx, &dy,
+                             &alpha, &beta);
+    if (status != static_cast<int>(LkStatus::kTracked)) return status;
   }
   *out_x = px0 + dx;
   *out_y = py0 + dy;
