@@ -2,18 +2,24 @@
 // the CPU, side by side with OpenCV's FAST and calcOpticalFlowPyrLK on the same frames.
 //
 //  detect  A 752x480 frame (the EuRoC size the paper times: a crop of Oxford boat img1),
-//          3 levels, threshold 20, 32x32 cells. CUDA: kernel time (pyramid + segment test
-//          + suppression) from CUDA events, and the upload/download around it; CPU (OpenMP,
+//          3 levels, threshold 20, 32x32 cells. CUDA: device time of the fused FAST +
+//          suppression kernel, of pyramid + that kernel, and per frame over a CUDA graph of
+//          100 frames (TimeCudaDetect: CUDA events with the launches queued behind a spin
+//          kernel, so no host launch latency), plus the older events around the host's
+//          launches and the upload/download around them; CPU (OpenMP,
 //          all cores) and OpenCV (cv::FAST with its 3x3 suppression on each level of a
 //          cv::pyrDown pyramid): wall time. Medians over --reps runs after warm-up.
 //  track   200 FAST corners of KITTI 00 frame 0 (the 200 best) tracked into frame 1 over 4
 //          levels, 16x16 patches (8x8 from level 2), forward-backward check. CUDA: LK
-//          kernel time (forward + backward); CPU: TrackLk; OpenCV: calcOpticalFlowPyrLK
+//          kernel device time (TimeCudaTrack; forward + backward, forward only, and by
+//          max_iterations); CPU: TrackLk; OpenCV: calcOpticalFlowPyrLK
 //          winSize 16x16, maxLevel 3, forward and backward, on prebuilt pyramids.
 //  batch   The whole tracker (SequenceTracker: upload, pyramid, LK with the check,
 //          re-detection) over --batch frames (KITTI frames 0..4 played back and forth),
 //          frames per second, against an OpenCV loop doing the same work (pyramid, FAST on 3
 //          levels, LK forward + backward).
+//  quality KITTI 0..4 survival (raw and of the tracks that stay in view) and forward-backward
+//          error; boat 1->2 forward-backward error with the patches and 8x8 ones.
 // Writes JSON (--out) with the device, commit and build flags.
 #include <algorithm>
 #include <chrono>
