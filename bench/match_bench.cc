@@ -40,6 +40,8 @@
 #include "features/sift.h"
 #include "io/base/timer.h"
 #include "io/image.h"
+#include "bench/bench_common.h"
+#include "bench/opencv_common.h"
 #include "io/report.h"
 #include "solver/two_view_geometry.h"
 #include "tiepoint/build_info.h"
@@ -47,34 +49,18 @@
 namespace tiepoint {
 namespace {
 
+using bench::BestOf;
+using bench::MapHomography;
+using bench::Quantize8;
+using bench::ReadTextHomography;
+using bench::ToMat8;
+using bench::UtcNow;
+
 using json = nlohmann::json;
 
 constexpr double kSuccessPx = 3.0;
 
-bool ReadTextHomography(const std::string& path, double H[9]) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  // OpenCV's XML storage: the numbers between <data> and </data>.
-  const size_t open = text.find("<data>");
-  if (open != std::string::npos) {
-    const size_t close = text.find("</data>", open);
-    text = text.substr(open + 6, close - open - 6);
-  }
-  std::istringstream numbers(text);
-  for (int i = 0; i < 9; ++i) {
-    if (!(numbers >> H[i])) return false;
-  }
-  return true;
-}
 
-void Map(const double H[9], double x, double y, double* ox, double* oy) {
-  const double w = H[6] * x + H[7] * y + H[8];
-  *ox = (H[0] * x + H[1] * y + H[2]) / w;
-  *oy = (H[3] * x + H[4] * y + H[5]) / w;
-}
 
 // Largest distance between the corners of a w x h image mapped by `est` and by `truth`;
 // infinity when the estimate maps a corner to infinity or NaN.
@@ -83,8 +69,8 @@ double CornerError(const double est[9], const double truth[9], int w, int h) {
   double worst = 0;
   for (const auto& c : corners) {
     double ex, ey, tx, ty;
-    Map(est, c[0], c[1], &ex, &ey);
-    Map(truth, c[0], c[1], &tx, &ty);
+    MapHomography(est, c[0], c[1], &ex, &ey);
+    MapHomography(truth, c[0], c[1], &tx, &ty);
     const double d = std::hypot(ex - tx, ey - ty);
     if (!std::isfinite(d)) return std::numeric_limits<double>::infinity();
     worst = std::max(worst, d);
@@ -92,22 +78,7 @@ double CornerError(const double est[9], const double truth[9], int w, int h) {
   return worst;
 }
 
-GrayImage Quantize8(const GrayImage& image) {
-  GrayImage q = image;
-  for (float& v : q.pixels) v = std::lround(std::clamp(v, 0.0f, 1.0f) * 255.0f) / 255.0f;
-  return q;
-}
 
-cv::Mat ToMat8(const GrayImage& image) {
-  cv::Mat m(image.height, image.width, CV_8U);
-  for (int y = 0; y < image.height; ++y) {
-    for (int x = 0; x < image.width; ++x) {
-      m.at<uint8_t>(y, x) =
-          static_cast<uint8_t>(std::lround(std::clamp(image.at(x, y), 0.0f, 1.0f) * 255.0f));
-    }
-  }
-  return m;
-}
 
 cv::Mat ToFloatMat(const Features& f) {
   cv::Mat m(static_cast<int>(f.size()), kSiftDescriptorDim, CV_32F);
@@ -119,22 +90,7 @@ cv::Mat ToFloatMat(const Features& f) {
   return m;
 }
 
-std::string Now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
-double BestOf(int runs, const std::function<void()>& f) {
-  double best = 1e300;
-  for (int r = 0; r < runs; ++r) {
-    const Timer t;
-    f();
-    best = std::min(best, t.Seconds());
-  }
-  return best;
-}
 
 struct Outcome {
   int keypoints1 = 0, keypoints2 = 0, matches = 0, inliers = 0;
@@ -162,7 +118,7 @@ struct Args {
 int Main(const Args& args) {
   json result;
   result["tool"] = "bench/match_bench";
-  result["date"] = Now();
+  result["date"] = UtcNow();
   result["commit"] = kGitCommit;
   result["build_flags"] = kBuildFlags;
   result["opencv_version"] = CV_VERSION;

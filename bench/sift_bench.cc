@@ -65,10 +65,19 @@
 #include "io/base/cuda_device.h"
 #include "io/base/timer.h"
 #include "io/image.h"
+#include "bench/bench_common.h"
+#include "bench/opencv_common.h"
 #include "tiepoint/build_info.h"
 
 namespace tiepoint {
 namespace {
+
+using bench::BestOf;
+using bench::MapHomography;
+using bench::Quantize8;
+using bench::ReadTextHomography;
+using bench::ToMat8;
+using bench::UtcNow;
 
 using json = nlohmann::json;
 
@@ -88,24 +97,6 @@ struct Args {
   std::string dump_image;
 };
 
-bool ReadTextHomography(const std::string& path, double H[9]) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  // OpenCV's XML storage: the numbers between <data> and </data>.
-  const size_t open = text.find("<data>");
-  if (open != std::string::npos) {
-    const size_t close = text.find("</data>", open);
-    text = text.substr(open + 6, close - open - 6);
-  }
-  std::istringstream numbers(text);
-  for (int i = 0; i < 9; ++i) {
-    if (!(numbers >> H[i])) return false;
-  }
-  return true;
-}
 
 void Invert3x3(const double m[9], double inv[9]) {
   const double c00 = m[4] * m[8] - m[5] * m[7], c01 = m[5] * m[6] - m[3] * m[8],
@@ -122,11 +113,6 @@ void Invert3x3(const double m[9], double inv[9]) {
   inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
 }
 
-void Map(const double H[9], double x, double y, double* ox, double* oy) {
-  const double w = H[6] * x + H[7] * y + H[8];
-  *ox = (H[0] * x + H[1] * y + H[2]) / w;
-  *oy = (H[3] * x + H[4] * y + H[5]) / w;
-}
 
 // Keypoint positions and float descriptors (one row each), whatever the extractor.
 struct PointSet {
@@ -147,23 +133,7 @@ PointSet FromTiepoint(const Features& f) {
   return s;
 }
 
-cv::Mat ToMat8(const GrayImage& image) {
-  cv::Mat m(image.height, image.width, CV_8U);
-  for (int y = 0; y < image.height; ++y) {
-    for (int x = 0; x < image.width; ++x) {
-      m.at<uint8_t>(y, x) =
-          static_cast<uint8_t>(std::lround(std::clamp(image.at(x, y), 0.0f, 1.0f) * 255.0f));
-    }
-  }
-  return m;
-}
 
-// The 8-bit values OpenCV sees, back as float, so both extractors see the same image.
-GrayImage Quantize8(const GrayImage& image) {
-  GrayImage q = image;
-  for (float& v : q.pixels) v = std::lround(std::clamp(v, 0.0f, 1.0f) * 255.0f) / 255.0f;
-  return q;
-}
 
 struct PairScore {
   int n1 = 0, n2 = 0;  // keypoints in the common area
@@ -184,14 +154,14 @@ PairScore Score(const PointSet& a, const PointSet& b, const double H[9], int w1,
   std::vector<cv::Point2d> mapped;  // H p of the common image-1 keypoints
   for (size_t i = 0; i < a.points.size(); ++i) {
     double x, y;
-    Map(H, a.points[i].x, a.points[i].y, &x, &y);
+    MapHomography(H, a.points[i].x, a.points[i].y, &x, &y);
     if (x < 0 || y < 0 || x > w2 - 1 || y > h2 - 1) continue;
     ia.push_back(static_cast<int>(i));
     mapped.emplace_back(x, y);
   }
   for (size_t i = 0; i < b.points.size(); ++i) {
     double x, y;
-    Map(Hinv, b.points[i].x, b.points[i].y, &x, &y);
+    MapHomography(Hinv, b.points[i].x, b.points[i].y, &x, &y);
     if (x < 0 || y < 0 || x > w1 - 1 || y > h1 - 1) continue;
     ib.push_back(static_cast<int>(i));
   }
@@ -240,12 +210,6 @@ PairScore Score(const PointSet& a, const PointSet& b, const double H[9], int w1,
   return s;
 }
 
-std::string Now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 std::string CpuModel() {
   std::ifstream in("/proc/cpuinfo");
@@ -369,21 +333,12 @@ double StagedUploadImagesPerS(const std::vector<const GrayImage*>& images, int t
 #endif
 }
 
-double BestOf(int runs, const std::function<void()>& f) {
-  double best = 1e300;
-  for (int r = 0; r < runs; ++r) {
-    const Timer t;
-    f();
-    best = std::min(best, t.Seconds());
-  }
-  return best;
-}
 
 int Main(const Args& args) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   json result;
   result["tool"] = "bench/sift_bench";
-  result["date"] = Now();
+  result["date"] = UtcNow();
   result["commit"] = kGitCommit;
   result["build_flags"] = kBuildFlags;
   result["opencv_version"] = CV_VERSION;

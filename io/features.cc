@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "io/base/atomic_file.h"
+#include "io/base/binary_io.h"
 
 namespace tiepoint {
 namespace {
@@ -20,49 +21,6 @@ namespace {
 constexpr char kMagic[8] = {'T', 'P', 'F', 'E', 'A', 'T', '0', '1'};
 constexpr size_t kHeaderBytes = 24;
 constexpr size_t kKeypointBytes = 16;
-
-void PutU32(uint32_t v, unsigned char* out) {
-  for (int b = 0; b < 4; ++b) out[b] = static_cast<unsigned char>((v >> (8 * b)) & 0xffu);
-}
-void PutU64(uint64_t v, unsigned char* out) {
-  for (int b = 0; b < 8; ++b) out[b] = static_cast<unsigned char>((v >> (8 * b)) & 0xffu);
-}
-void PutF32(float f, unsigned char* out) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  PutU32(bits, out);
-}
-uint32_t GetU32(const unsigned char* in) {
-  uint32_t v = 0;
-  for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(in[b]) << (8 * b);
-  return v;
-}
-uint64_t GetU64(const unsigned char* in) {
-  uint64_t v = 0;
-  for (int b = 0; b < 8; ++b) v |= static_cast<uint64_t>(in[b]) << (8 * b);
-  return v;
-}
-float GetF32(const unsigned char* in) {
-  const uint32_t bits = GetU32(in);
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-Status ReadAll(const std::string& path, std::vector<unsigned char>* bytes) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  }
-  if (S_ISDIR(st.st_mode)) return Status::IoError(path + ": is a directory, not a feature file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  }
-  bytes->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) return Status::IoError(path + ": read error");
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -106,7 +64,7 @@ Status WriteFeatures(const std::string& path, const Features& features) {
 
 Status ReadFeatures(const std::string& path, Features* features) {
   std::vector<unsigned char> bytes;
-  TIEPOINT_RETURN_IF_ERROR(ReadAll(path, &bytes));
+  TIEPOINT_RETURN_IF_ERROR(ReadWholeFile(path, "feature file", &bytes));
   const std::string where = path + ": ";
   if (bytes.size() < kHeaderBytes) {
     if (bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) != 0) {

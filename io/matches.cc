@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "io/base/atomic_file.h"
+#include "io/base/binary_io.h"
 
 namespace tiepoint {
 namespace {
@@ -24,49 +25,6 @@ constexpr size_t kHeaderBytes = 240;
 constexpr size_t kMatchBytes = 12;
 // Longest feature file name stored (a file name, not a path).
 constexpr uint32_t kMaxNameBytes = 4096;
-
-void PutU32(uint32_t v, unsigned char* out) {
-  for (int b = 0; b < 4; ++b) out[b] = static_cast<unsigned char>((v >> (8 * b)) & 0xffu);
-}
-void PutU64(uint64_t v, unsigned char* out) {
-  for (int b = 0; b < 8; ++b) out[b] = static_cast<unsigned char>((v >> (8 * b)) & 0xffu);
-}
-void PutF64(double f, unsigned char* out) {
-  uint64_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  PutU64(bits, out);
-}
-uint32_t GetU32(const unsigned char* in) {
-  uint32_t v = 0;
-  for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(in[b]) << (8 * b);
-  return v;
-}
-uint64_t GetU64(const unsigned char* in) {
-  uint64_t v = 0;
-  for (int b = 0; b < 8; ++b) v |= static_cast<uint64_t>(in[b]) << (8 * b);
-  return v;
-}
-double GetF64(const unsigned char* in) {
-  const uint64_t bits = GetU64(in);
-  double f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-Status ReadAll(const std::string& path, std::vector<unsigned char>* bytes) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  }
-  if (S_ISDIR(st.st_mode)) return Status::IoError(path + ": is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  }
-  bytes->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) return Status::IoError(path + ": read error");
-  return Status::Ok();
-}
 
 bool AllFinite(const double* v, int n) {
   for (int i = 0; i < n; ++i) {
@@ -165,7 +123,7 @@ Status WriteMatches(const std::string& path, const PairMatches& m) {
 
 Status ReadMatches(const std::string& path, PairMatches* matches) {
   std::vector<unsigned char> bytes;
-  TIEPOINT_RETURN_IF_ERROR(ReadAll(path, &bytes));
+  TIEPOINT_RETURN_IF_ERROR(ReadWholeFile(path, "file", &bytes));
   const std::string where = path + ": ";
   if (bytes.size() < 8 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
     return Status::InvalidInput(where + "not a tiepoint match file (no TPMATCH1 magic)");
