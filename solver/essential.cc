@@ -237,7 +237,8 @@ Eigen::Matrix3d FundamentalFromEssential(const Eigen::Matrix3d& E, const Eigen::
 
 void RefineRelativePose(const std::vector<Eigen::Vector2d>& x1, const std::vector<Eigen::Vector2d>& x2,
                         const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
-                        const std::vector<int>& indices, Eigen::Matrix3d* R, Eigen::Vector3d* t) {
+                        const std::vector<int>& indices, Eigen::Matrix3d* R, Eigen::Vector3d* t,
+                        double robust_scale_px) {
   if (indices.size() < 6) return;
   struct Pose {
     Eigen::Matrix3d R;
@@ -260,7 +261,11 @@ void RefineRelativePose(const std::vector<Eigen::Vector2d>& x1, const std::vecto
       const Eigen::Vector3d a = x1[i].homogeneous(), b = x2[i].homogeneous();
       const Eigen::Vector3d Fa = F * a, Ftb = F.transpose() * b;
       const double denom = Fa.x() * Fa.x() + Fa.y() * Fa.y() + Ftb.x() * Ftb.x() + Ftb.y() * Ftb.y();
-      (*r)[k] = denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0;
+      const double e = denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0;
+      // Cauchy loss of scale c as a residual: sign(e) c sqrt(log(1 + e^2 / c^2)).
+      (*r)[k] = robust_scale_px > 0.0
+                    ? std::copysign(robust_scale_px * std::sqrt(std::log1p(e * e / (robust_scale_px * robust_scale_px))), e)
+                    : e;
     }
   };
   const Pose refined = LevenbergMarquardt(Pose{*R, t->normalized()}, 5, plus, residuals);

@@ -54,10 +54,12 @@ Eigen::Matrix3d FundamentalFromEssential(const Eigen::Matrix3d& E, const Eigen::
 
 // Levenberg-Marquardt on the signed Sampson distances in pixels (of the fundamental
 // matrix K2^-T [t]x R K1^-1) of `indices`, over R (3 parameters, R exp([w]x)) and the
-// direction of t (2 parameters). x1/x2 in pixels.
+// direction of t (2 parameters). x1/x2 in pixels. With robust_scale_px > 0 the squared
+// residuals go through the Cauchy loss c^2 log(1 + e^2 / c^2), c = robust_scale_px.
 void RefineRelativePose(const std::vector<Eigen::Vector2d>& x1, const std::vector<Eigen::Vector2d>& x2,
                         const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
-                        const std::vector<int>& indices, Eigen::Matrix3d* R, Eigen::Vector3d* t);
+                        const std::vector<int>& indices, Eigen::Matrix3d* R, Eigen::Vector3d* t,
+                        double robust_scale_px = 0.0);
 
 }  // namespace two_view
 }  // namespace tiepoint

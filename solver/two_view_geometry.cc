@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <Eigen/Dense>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -120,14 +121,23 @@ class FundamentalEstimator {
 struct EssentialModel {
   Eigen::Matrix3d E = Eigen::Matrix3d::Zero();  // normalised coordinates, norm sqrt(2)
   Eigen::Matrix3d F = Eigen::Matrix3d::Zero();  // K2^-T E K1^-1, for errors in pixels
+  Eigen::Matrix3d R = Eigen::Matrix3d::Identity();  // the decomposition of E in use
+  Eigen::Vector3d t = Eigen::Vector3d::Zero();
 };
 
+// Correspondences count as inliers of an essential matrix only when they also lie in
+// front of both cameras for its pose: with a narrow field of view, a rotation about an
+// axis across the optical axis looks like a sideways translation, and the wrong
+// interpretation fits about as many correspondences by the Sampson error alone
+// (Middlebury dinoSR 3-4, f = 3310 px: 125 vs 122 inliers at 2 px, 21.6 degrees apart)
+// but puts part of the scene behind the cameras.
 class EssentialEstimator {
  public:
   using Model = EssentialModel;
   static constexpr int kSampleSize = 5;
-  EssentialEstimator(const PointSet& p, const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2)
-      : p_(p), K1_(K1), K2_(K2) {
+  EssentialEstimator(const PointSet& p, const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
+                     double robust_scale_px)
+      : p_(p), K1_(K1), K2_(K2), robust_scale_px_(robust_scale_px) {
     const Eigen::Matrix3d K1inv = K1.inverse(), K2inv = K2.inverse();
     for (size_t i = 0; i < p.x1.size(); ++i) {
       u1_.push_back((K1inv * p.x1[i].homogeneous()).eval());
@@ -135,9 +145,19 @@ class EssentialEstimator {
     }
   }
   int NumData() const { return static_cast<int>(p_.x1.size()); }
-  Model FromE(const Eigen::Matrix3d& E) const {
+  // The model of E with the decomposition that puts most of `indices` in front; false
+  // when fewer than `min_in_front` are.
+  bool FromE(const Eigen::Matrix3d& E, const std::vector<int>& indices, int min_in_front, Model* m) const {
+    m->E = E * (std::sqrt(2.0) / E.norm());
+    m->F = two_view::FundamentalFromEssential(m->E, K1_, K2_);
+    const int in_front = two_view::PoseFromEssential(m->E, u1_, u2_, indices, &m->R, &m->t);
+    return in_front >= min_in_front && m->F.allFinite();
+  }
+  Model FromPose(const Eigen::Matrix3d& R, const Eigen::Vector3d& t) const {
     Model m;
-    m.E = E * (std::sqrt(2.0) / E.norm());
+    m.R = R;
+    m.t = t;
+    m.E = two_view::Skew(t) * R;
     m.F = two_view::FundamentalFromEssential(m.E, K1_, K2_);
     return m;
   }
@@ -149,32 +169,34 @@ class EssentialEstimator {
     }
     std::vector<Eigen::Matrix3d> E;
     two_view::EssentialFromFivePoints(a, b, &E);
-    for (const auto& e : E) models->push_back(FromE(e));
+    const std::vector<int> indices(sample, sample + 5);
+    Model m;
+    for (const auto& e : E) {
+      // All five sample points in front of both cameras, or the solution is rejected.
+      if (FromE(e, indices, 5, &m)) models->push_back(m);
+    }
   }
   bool FitNonMinimal(const std::vector<int>& indices, Model* model) const {
     Eigen::Matrix3d E;
     if (!two_view::EssentialLeastSquares(u1_, u2_, indices, &E)) return false;
-    *model = FromE(E);
-    return model->F.allFinite();
+    return FromE(E, indices, 1, model);
   }
   double SquaredError(const Model& m, int i) const {
+    if (!two_view::InFrontOfBoth(m.R, m.t, u1_[i], u2_[i])) return std::numeric_limits<double>::infinity();
     return two_view::SampsonSquaredError(m.F, p_.x1[i], p_.x2[i]);
   }
-  // Pose by cheirality of `inliers`, then refined on them.
-  Model RefinePose(const Model& m, const std::vector<int>& inliers, Eigen::Matrix3d* R,
-                   Eigen::Vector3d* t) const {
-    two_view::PoseFromEssential(m.E, u1_, u2_, inliers, R, t);
-    two_view::RefineRelativePose(p_.x1, p_.x2, K1_, K2_, inliers, R, t);
-    return FromE(two_view::Skew(*t) * *R);
-  }
-  // The decomposition of m.E with most of `inliers` in front of both cameras.
-  int Pose(const Model& m, const std::vector<int>& inliers, Eigen::Matrix3d* R, Eigen::Vector3d* t) const {
-    return two_view::PoseFromEssential(m.E, u1_, u2_, inliers, R, t);
+  // Refines the pose on `inliers` (E = [t]x R stays consistent with R, t).
+  Model Refine(const Model& m, const std::vector<int>& inliers) const {
+    Eigen::Matrix3d R = m.R;
+    Eigen::Vector3d t = m.t;
+    two_view::RefineRelativePose(p_.x1, p_.x2, K1_, K2_, inliers, &R, &t, robust_scale_px_);
+    return FromPose(R, t);
   }
 
  private:
   const PointSet& p_;
   Eigen::Matrix3d K1_, K2_;
+  double robust_scale_px_;
   std::vector<Eigen::Vector3d> u1_, u2_;
 };
 
@@ -348,21 +370,17 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
       break;
     }
     case TwoViewModel::kEssential: {
-      const EssentialEstimator est(points, CalibrationMatrix(*intrinsics1), CalibrationMatrix(*intrinsics2));
-      Eigen::Matrix3d R = Eigen::Matrix3d::Identity();
-      Eigen::Vector3d t = Eigen::Vector3d::Zero();
+      // Cauchy scale half the inlier threshold: on the Middlebury temple ring (18
+      // neighbouring pairs) the worst rotation error drops from 1.16 to 0.90 degrees
+      // against plain least squares, from matches within 2 px that are still wrong.
+      const EssentialEstimator est(points, CalibrationMatrix(*intrinsics1), CalibrationMatrix(*intrinsics2),
+                                   0.5 * options.max_error_px);
       const auto s = RansacAndRefine(
-          est, options,
-          [&](const auto& m, const auto& in) {
-            Eigen::Matrix3d Rr;
-            Eigen::Vector3d tr;
-            return est.RefinePose(m, in, &Rr, &tr);
-          },
+          est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
           &result->ransac_iterations, &found);
       if (!found) break;
-      // The final pose: cheirality of the final inliers on the final E (refinement keeps
-      // E = [t]x R, so this recovers the refined pose up to the sign ambiguities).
-      est.Pose(s.model, s.inliers, &R, &t);
+      const Eigen::Matrix3d& R = s.model.R;
+      const Eigen::Vector3d& t = s.model.t;
       for (int r = 0; r < 3; ++r) {
         for (int c = 0; c < 3; ++c) result->rotation[3 * r + c] = R(r, c);
         result->translation[r] = t[r];

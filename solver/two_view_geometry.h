@@ -5,17 +5,22 @@
 //  1. RANSAC over minimal samples (solver/ransac.h): homography from 4 points (Hartley-
 //     normalised DLT), fundamental matrix from 7 points (normalised, rank 2 by
 //     construction, up to 3 solutions), essential matrix from 5 points (Nister's
-//     constraints, solved as the real roots of a degree-10 polynomial in one unknown,
-//     up to 10 solutions). Samples are scored by their inlier count (ties broken by the
-//     sum of truncated squared errors); the number of iterations adapts as
+//     cubic constraints, solved as the real eigenvalues of a 10x10 action matrix after
+//     Stewenius, up to 10 solutions; solver/essential.h). Models are scored by MSAC, sum_i min(e_i^2, max_error_px^2)
+//     (lower is better: the inlier count, with better-fitting inliers winning ties);
+//     the number of iterations adapts as
 //         N = log(1 - confidence) / log(1 - w^s),
 //     w the best inlier ratio seen so far, s the sample size, clamped to
 //     [min_iterations, max_iterations].
 //  2. Each time a new best model is found, a local optimisation (LO-RANSAC) re-fits the
-//     model to all its inliers by least squares and keeps the result if it scores higher.
-//  3. The final model is refined on its inliers by Gauss-Newton/Levenberg-Marquardt on the
-//     error below (H: symmetric transfer error; F: Sampson error; E: Sampson error in
-//     pixels, over the 5 degrees of freedom of (R, t)), then the inliers are re-counted.
+//     model to all its inliers by linear least squares (DLT for H, 8-point for F and E)
+//     and keeps the result while it scores better (at most 4 times).
+//  3. The final model is refined on its inliers by Levenberg-Marquardt on the error below
+//     (H: forward and backward transfer residuals, least squares; F: Sampson distance,
+//     least squares, rank 2 kept by the parametrisation; E: Sampson distance in pixels
+//     under a Cauchy loss of scale max_error_px / 2, over the 5 degrees of freedom of
+//     (R, t)); the inliers are re-counted and the refinement repeated (at most 3 rounds)
+//     while the MSAC cost drops.
 //
 // Errors (what max_error_px is compared with), all in pixels:
 //  - homography: the larger of the two transfer distances |x2 - H x1| and |x1 - H^-1 x2|;
@@ -23,7 +28,9 @@
 //    a first-order approximation of the geometric distance to the epipolar geometry
 //    (|v|_12 is the norm of the first two components of v);
 //  - essential: the Sampson distance of the fundamental matrix F = K2^-T E K1^-1, so the
-//    same threshold in pixels works for all three models.
+//    same threshold in pixels works for all three models; in addition the pair must
+//    triangulate in front of both cameras for the model's pose (cheirality), else it is
+//    an outlier. Each RANSAC sample keeps only the solutions with all 5 points in front.
 //
 // Coordinates: pixel (0,0) is the centre of the top-left pixel, x right, y down (as
 // everywhere in tiepoint). Deterministic for a given seed; single-threaded; reentrant.
