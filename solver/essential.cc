@@ -262,10 +262,7 @@ void RefineRelativePose(const std::vector<Eigen::Vector2d>& x1, const std::vecto
       const Eigen::Vector3d Fa = F * a, Ftb = F.transpose() * b;
       const double denom = Fa.x() * Fa.x() + Fa.y() * Fa.y() + Ftb.x() * Ftb.x() + Ftb.y() * Ftb.y();
       const double e = denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0;
-      // Cauchy loss of scale c as a residual: sign(e) c sqrt(log(1 + e^2 / c^2)).
-      (*r)[k] = robust_scale_px > 0.0
-                    ? std::copysign(robust_scale_px * std::sqrt(std::log1p(e * e / (robust_scale_px * robust_scale_px))), e)
-                    : e;
+      (*r)[k] = CauchyResidual(e, robust_scale_px);
     }
   };
   const Pose refined = LevenbergMarquardt(Pose{*R, t->normalized()}, 5, plus, residuals);

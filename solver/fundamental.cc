@@ -133,7 +133,7 @@ double SampsonSquaredError(const Eigen::Matrix3d& F, const Eigen::Vector2d& x1,
 
 Eigen::Matrix3d RefineFundamental(const Eigen::Matrix3d& F, const std::vector<Eigen::Vector2d>& x1,
                                   const std::vector<Eigen::Vector2d>& x2,
-                                  const std::vector<int>& indices) {
+                                  const std::vector<int>& indices, double robust_scale_px) {
   if (indices.size() < 8) return F;
   std::vector<Eigen::Vector2d> p1, p2;
   for (int i : indices) {
@@ -172,7 +172,7 @@ Eigen::Matrix3d RefineFundamental(const Eigen::Matrix3d& F, const std::vector<Ei
       const Eigen::Vector3d a = p1[i].homogeneous(), b = p2[i].homogeneous();
       const Eigen::Vector3d Fa = Fp * a, Ftb = Fp.transpose() * b;
       const double denom = Fa.x() * Fa.x() + Fa.y() * Fa.y() + Ftb.x() * Ftb.x() + Ftb.y() * Ftb.y();
-      (*r)[i] = denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0;
+      (*r)[i] = CauchyResidual(denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0, robust_scale_px);
     }
   };
   const Params refined = LevenbergMarquardt(start, 7, plus, residuals);

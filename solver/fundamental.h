@@ -35,10 +35,11 @@ double SampsonSquaredError(const Eigen::Matrix3d& F, const Eigen::Vector2d& x1,
 // Levenberg-Marquardt on the signed Sampson distances (pixels) of `indices`, with F kept
 // rank 2 by the parametrisation Fn = U diag(1, s, 0) V^T in Hartley-normalised
 // coordinates (7 degrees of freedom: rotations of U and V, and s). Returns F in pixels,
-// Frobenius norm 1.
+// Frobenius norm 1. With robust_scale_px > 0 each residual goes through the Cauchy loss
+// of that scale (ransac_utils.h).
 Eigen::Matrix3d RefineFundamental(const Eigen::Matrix3d& F, const std::vector<Eigen::Vector2d>& x1,
                                   const std::vector<Eigen::Vector2d>& x2,
-                                  const std::vector<int>& indices);
+                                  const std::vector<int>& indices, double robust_scale_px = 0.0);
 
 // The closest rank-2 matrix (Frobenius) to M.
 Eigen::Matrix3d EnforceRankTwo(const Eigen::Matrix3d& M);

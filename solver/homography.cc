@@ -104,7 +104,7 @@ double HomographySquaredError(const Eigen::Matrix3d& H, const Eigen::Matrix3d& H
 
 Eigen::Matrix3d RefineHomography(const Eigen::Matrix3d& H, const std::vector<Eigen::Vector2d>& x1,
                                  const std::vector<Eigen::Vector2d>& x2,
-                                 const std::vector<int>& indices) {
+                                 const std::vector<int>& indices, double robust_scale_px) {
   if (indices.size() < 5) return H;
   std::vector<Eigen::Vector2d> p1, p2;
   for (int i : indices) {
@@ -132,7 +132,8 @@ Eigen::Matrix3d RefineHomography(const Eigen::Matrix3d& H, const std::vector<Eig
     for (size_t i = 0; i < p1.size(); ++i) {
       const Eigen::Vector2d f = (Hp * p1[i].homogeneous()).hnormalized() - p2[i];
       const Eigen::Vector2d b = (Hi * p2[i].homogeneous()).hnormalized() - p1[i];
-      r->segment<4>(4 * i) << f, b;
+      r->segment<4>(4 * i) << CauchyResidual(f.x(), robust_scale_px), CauchyResidual(f.y(), robust_scale_px),
+          CauchyResidual(b.x(), robust_scale_px), CauchyResidual(b.y(), robust_scale_px);
     }
   };
   const Eigen::Matrix3d refined = LevenbergMarquardt(Hn, 8, plus, residuals);

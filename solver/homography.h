@@ -34,10 +34,11 @@ double HomographySquaredError(const Eigen::Matrix3d& H, const Eigen::Matrix3d& H
 // Levenberg-Marquardt on the forward and backward transfer residuals (4 per point) of
 // the correspondences `indices`, in pixels; H is parametrised in Hartley-normalised
 // coordinates with its 8 degrees of freedom. Returns the refined H (pixels, H(2,2) = 1
-// when that entry is not ~0).
+// when that entry is not ~0). With robust_scale_px > 0 each residual goes through the
+// Cauchy loss of that scale (ransac_utils.h).
 Eigen::Matrix3d RefineHomography(const Eigen::Matrix3d& H, const std::vector<Eigen::Vector2d>& x1,
                                  const std::vector<Eigen::Vector2d>& x2,
-                                 const std::vector<int>& indices);
+                                 const std::vector<int>& indices, double robust_scale_px = 0.0);
 
 // Scales H to H(2,2) = 1 when |H(2,2)| is not tiny, else to Frobenius norm 1.
 Eigen::Matrix3d NormalizeHomographyScale(const Eigen::Matrix3d& H);

@@ -72,6 +72,13 @@ inline Eigen::Matrix<double, 3, 2> TangentBasis(const Eigen::Vector3d& t) {
   return B;
 }
 
+// A residual e under the Cauchy loss of scale c, as a residual: its square is
+// c^2 log(1 + e^2 / c^2). c <= 0 leaves e as it is (least squares).
+inline double CauchyResidual(double e, double c) {
+  if (!(c > 0.0)) return e;
+  return std::copysign(c * std::sqrt(std::log1p(e * e / (c * c))), e);
+}
+
 // Levenberg-Marquardt on a model with `dof` local parameters: minimises |r(model)|^2 where
 // `residuals(model, &r)` fills r and `plus(model, delta)` returns the model moved by the
 // local step delta (dof-vector; plus(m, 0) == m). The Jacobian is taken by central
