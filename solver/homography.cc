@@ -92,14 +92,10 @@ bool HomographyLeastSquares(const std::vector<Eigen::Vector2d>& x1,
   return true;
 }
 
-double HomographySquaredError(const Eigen::Matrix3d& H, const Eigen::Matrix3d& H_inverse,
-                              const Eigen::Vector2d& x1, const Eigen::Vector2d& x2) {
+double HomographySquaredError(const Eigen::Matrix3d& H, const Eigen::Vector2d& x1, const Eigen::Vector2d& x2) {
   const Eigen::Vector3d f = H * x1.homogeneous();
-  const Eigen::Vector3d b = H_inverse * x2.homogeneous();
-  if (f.z() == 0.0 || b.z() == 0.0) return std::numeric_limits<double>::infinity();
-  const double ef = (f.hnormalized() - x2).squaredNorm();
-  const double eb = (b.hnormalized() - x1).squaredNorm();
-  return std::max(ef, eb);
+  if (f.z() == 0.0) return std::numeric_limits<double>::infinity();
+  return (f.hnormalized() - x2).squaredNorm();
 }
 
 Eigen::Matrix3d RefineHomography(const Eigen::Matrix3d& H, const std::vector<Eigen::Vector2d>& x1,
@@ -127,13 +123,10 @@ Eigen::Matrix3d RefineHomography(const Eigen::Matrix3d& H, const std::vector<Eig
   };
   auto residuals = [&](const Eigen::Matrix3d& M, Eigen::VectorXd* r) {
     const Eigen::Matrix3d Hp = T2inv * M * T1;
-    const Eigen::Matrix3d Hi = Hp.inverse();
-    r->resize(4 * static_cast<int>(p1.size()));
+    r->resize(2 * static_cast<int>(p1.size()));
     for (size_t i = 0; i < p1.size(); ++i) {
       const Eigen::Vector2d f = (Hp * p1[i].homogeneous()).hnormalized() - p2[i];
-      const Eigen::Vector2d b = (Hi * p2[i].homogeneous()).hnormalized() - p1[i];
-      r->segment<4>(4 * i) << CauchyResidual(f.x(), robust_scale_px), CauchyResidual(f.y(), robust_scale_px),
-          CauchyResidual(b.x(), robust_scale_px), CauchyResidual(b.y(), robust_scale_px);
+      r->segment<2>(2 * i) << CauchyResidual(f.x(), robust_scale_px), CauchyResidual(f.y(), robust_scale_px);
     }
   };
   const Eigen::Matrix3d refined = LevenbergMarquardt(Hn, 8, plus, residuals);

@@ -26,13 +26,12 @@ bool HomographyLeastSquares(const std::vector<Eigen::Vector2d>& x1,
                             const std::vector<Eigen::Vector2d>& x2,
                             const std::vector<int>& indices, Eigen::Matrix3d* H);
 
-// Squared symmetric transfer error: max(|x2 - H x1|^2, |x1 - H^-1 x2|^2); +inf when a
-// point maps to infinity.
-double HomographySquaredError(const Eigen::Matrix3d& H, const Eigen::Matrix3d& H_inverse,
-                              const Eigen::Vector2d& x1, const Eigen::Vector2d& x2);
+// Squared transfer error in image 2, |x2 - H x1|^2 (pixels^2); +inf when x1 maps to
+// infinity.
+double HomographySquaredError(const Eigen::Matrix3d& H, const Eigen::Vector2d& x1, const Eigen::Vector2d& x2);
 
-// Levenberg-Marquardt on the forward and backward transfer residuals (4 per point) of
-// the correspondences `indices`, in pixels; H is parametrised in Hartley-normalised
+// Levenberg-Marquardt on the transfer residuals x2 - H x1 (2 per point) of the
+// correspondences `indices`, in pixels; H is parametrised in Hartley-normalised
 // coordinates with its 8 degrees of freedom. Returns the refined H (pixels, H(2,2) = 1
 // when that entry is not ~0). With robust_scale_px > 0 each residual goes through the
 // Cauchy loss of that scale (ransac_utils.h).

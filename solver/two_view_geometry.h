@@ -16,14 +16,18 @@
 //     model to all its inliers by linear least squares (DLT for H, 8-point for F and E)
 //     and keeps the result while it scores better (at most 4 times).
 //  3. The final model is refined on its inliers by Levenberg-Marquardt on the error below
-//     (H: forward and backward transfer residuals, least squares; F: Sampson distance,
+//     (H: transfer residuals x2 - H x1, least squares; F: Sampson distance,
 //     least squares, rank 2 kept by the parametrisation; E: Sampson distance in pixels
 //     under a Cauchy loss of scale max_error_px / 2 (measured gain: two_view_geometry.cc), over the 5 degrees of freedom of
 //     (R, t)); the inliers are re-counted and the refinement repeated (at most 3 rounds)
 //     while the MSAC cost drops.
 //
 // Errors (what max_error_px is compared with), all in pixels:
-//  - homography: the larger of the two transfer distances |x2 - H x1| and |x1 - H^-1 x2|;
+//  - homography: the transfer distance in image 2, |x2 - H x1| (as OpenCV's
+//    findHomography and COLMAP). Measured on Oxford boat with tiepoint SIFT and ratio
+//    matching: boat 1-5 corner error 2.49 px (1.98 px with upsampled SIFT), against
+//    3.02 (3.75) px when the larger of |x2 - H x1| and |x1 - H^-1 x2| was the error;
+//    the other pairs within 0.15 px of each other;
 //  - fundamental: the Sampson distance sqrt((x2^T F x1)^2 / (|F x1|_12^2 + |F^T x2|_12^2)),
 //    a first-order approximation of the geometric distance to the epipolar geometry
 //    (|v|_12 is the norm of the first two components of v);
@@ -60,7 +64,7 @@ struct Intrinsics {
 
 struct RansacOptions {
   // Inlier threshold in pixels on the model's error (see the top of this file): the
-  // larger transfer distance for H, the Sampson distance for F and E. > 0.
+  // transfer distance in image 2 for H, the Sampson distance for F and E. > 0.
   double max_error_px = 3.0;
   // Adaptive stopping: stop once P(an all-inlier sample was drawn) >= confidence. In (0, 1).
   double confidence = 0.9999;

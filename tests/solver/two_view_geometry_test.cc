@@ -640,7 +640,7 @@ bool ReadHomographyFile(const std::string& path, Eigen::Matrix3d* H) {
 
 // Corners of image 1 mapped by the estimated H, against the ground-truth mapping (px);
 // prints the per-pair figures, and how many of the matches agree with the ground truth
-// (symmetric transfer error within 3 px) as a measure of what the data allow.
+// (transfer error within 3 px) as a measure of what the data allow.
 double HomographyCornerError(const std::string& image1, const std::string& image2, const std::string& h_file,
                              const std::string& label) {
   Eigen::Matrix3d H_true;
@@ -653,10 +653,9 @@ double HomographyCornerError(const std::string& image1, const std::string& image
   EXPECT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kHomography, x1, x2, nullptr, nullptr, RansacOptions(), &g).ok());
   EXPECT_TRUE(g.verified) << label;
   const double error = CornerError(ToMatrix(g.matrix), H_true, first.width, first.height);
-  const Eigen::Matrix3d H_true_inverse = H_true.inverse();
   int agree = 0;
   for (size_t m = 0; m < x1.size(); ++m) {
-    const double e2 = two_view::HomographySquaredError(H_true, H_true_inverse, Eigen::Vector2d(x1[m][0], x1[m][1]),
+    const double e2 = two_view::HomographySquaredError(H_true, Eigen::Vector2d(x1[m][0], x1[m][1]),
                                                        Eigen::Vector2d(x2[m][0], x2[m][1]));
     agree += e2 <= 9.0 ? 1 : 0;
   }
@@ -678,7 +677,7 @@ const std::vector<std::pair<int, int>> kDinoTooFewInliers = {{4, 5}, {5, 6}};
 
 #ifndef TIEPOINT_TWO_VIEW_FULL_SWEEP
 // Default run (CI, a few seconds): two neighbouring pairs of each ring, boat 1-2 and
-// 1-4, graf 1-3. The full sweep is two_view_geometry_slow_test (label `slow`).
+// 1-5, graf 1-3. The full sweep is two_view_geometry_slow_test (label `slow`).
 TEST(TwoViewRealData, MiddleburyTempleRingTwoPairs) {
   TIEPOINT_REQUIRE_SHARED(dir, "multiview/middlebury/templeSparseRing");
   CheckMiddleburyRing(dir, "templeSR", {}, {}, {{0, 1}, {9, 10}});
@@ -692,7 +691,7 @@ TEST(TwoViewRealData, MiddleburyDinoRingTwoPairs) {
 TEST(TwoViewRealData, OxfordBoatAndGrafThreePairs) {
   TIEPOINT_REQUIRE_SHARED(boat, "features/oxford_boat");
   TIEPOINT_REQUIRE_SHARED(samples, "features/opencv_samples");
-  for (int k : {2, 4}) {
+  for (int k : {2, 5}) {
     EXPECT_LT(HomographyCornerError(boat + "/img1.pgm", boat + "/img" + std::to_string(k) + ".pgm",
                                     boat + "/H1to" + std::to_string(k) + "p", "boat 1-" + std::to_string(k)),
               3.0);
@@ -719,9 +718,9 @@ TEST(TwoViewRealData, OxfordBoatAndGrafAllPairs) {
   for (int k = 2; k <= 6; ++k) {
     const double error = HomographyCornerError(boat + "/img1.pgm", boat + "/img" + std::to_string(k) + ".pgm",
                                                boat + "/H1to" + std::to_string(k) + "p", "boat 1-" + std::to_string(k));
-    // Boat 1-5 (zoom x2.5) sits at 3.0 px and 1-6 (x2.8) fails: of their ratio-test
-    // matches only 110 and 10 agree with the ground truth; both are reported, not required.
-    if (k <= 4) EXPECT_LT(error, 3.0) << "boat 1-" << k;
+    // Boat 1-6 (zoom x2.8) fails: only 30 of its 77 ratio-test matches agree with the
+    // ground truth within 3 px, and a wrong homography gathers 62; reported, not required.
+    if (k <= 5) EXPECT_LT(error, 3.0) << "boat 1-" << k;
   }
   EXPECT_LT(HomographyCornerError(samples + "/graf1.png", samples + "/graf3.png", samples + "/H1to3p.xml", "graf 1-3"),
             3.0);
