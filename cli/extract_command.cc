@@ -44,6 +44,8 @@ struct ExtractArgs {
   int max_features = 0;
   bool upsample = false;
   bool root_sift = false;
+  double contrast_threshold = SiftOptions().contrast_threshold;
+  double edge_threshold = SiftOptions().edge_threshold;
   int threads = 0;
   int cuda_streams = SiftOptions().cuda_streams;
   std::string output_dir;
@@ -69,6 +71,8 @@ int RunExtract(const ExtractArgs& a) {
   options.max_features = a.max_features;
   options.upsample = a.upsample;
   options.root_sift = a.root_sift;
+  options.contrast_threshold = a.contrast_threshold;
+  options.edge_threshold = a.edge_threshold;
   options.num_threads = a.threads;
   options.cuda_streams = a.cuda_streams;
   std::unique_ptr<FeatureExtractor> extractor;
@@ -209,6 +213,13 @@ Runner RegisterExtract(CLI::App& app) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--upsample", a->upsample, "First octave from the image upsampled 2x");
   app.add_flag("--root-sift", a->root_sift, "Root-SIFT descriptors (L1 normalise, sqrt)");
+  app.add_option("--contrast-threshold", a->contrast_threshold,
+                 "SIFT: drop DoG extrema with |D| < T / 3 (images in [0, 1]); lower keeps more "
+                 "features on dark or untextured objects")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--edge-threshold", a->edge_threshold,
+                 "SIFT: drop extrema whose principal curvature ratio is >= R")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--threads", a->threads, "Worker threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--cuda-streams", a->cuda_streams,
