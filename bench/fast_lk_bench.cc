@@ -378,6 +378,49 @@ int Main(int argc, char** argv) {
         "device time of the LK kernel alone from CUDA events with the launch queued beforehand "
         "(spin kernel; busy/idle as in detect); points already on the device; results not "
         "downloaded. cuda_kernel_us: events around the host's launch (launch latency included).";
+    // Warps per feature (LkOptions::cuda_warps_per_feature): device time (busy GPU) and the
+    // largest distance to the default's positions.
+    json by_warps = json::array();
+    for (int warps : {1, 2, 4}) {
+      double us_fb = 0, us_fwd = 0, mhz = 0;
+      std::unique_ptr<FastLkFrontEnd> fw, fw_fwd;
+      FrontEndOptions v = options, vf = fwd_only;
+      v.lk.cuda_warps_per_feature = warps;
+      vf.lk.cuda_warps_per_feature = warps;
+      if (!FastLkFrontEnd::Create(v, Device::kCuda, &fw).ok() ||
+          !FastLkFrontEnd::Create(vf, Device::kCuda, &fw_fwd).ok()) {
+        return 1;
+      }
+      for (FastLkFrontEnd* f : {fw.get(), fw_fwd.get()}) {
+        if (!f->SetFrame(0, k[0]).ok() || !f->SetFrame(1, k[1]).ok()) return 1;
+      }
+      if (!TimeCudaTrack(fw.get(), 0, 1, pts, reps, true, &us_fb, &mhz).ok() ||
+          !TimeCudaTrack(fw_fwd.get(), 0, 1, pts, reps, true, &us_fwd, &mhz).ok()) {
+        return 1;
+      }
+      std::vector<LkResult> rw;
+      if (!fw->Track(0, 1, pts, nullptr, &rw).ok()) return 1;
+      double worst = 0;
+      int tracked = 0, same = 0;
+      for (size_t i = 0; i < rw.size(); ++i) {
+        tracked += rw[i].status == LkStatus::kTracked;
+        same += rw[i].status == r[i].status;
+        if (rw[i].status == LkStatus::kTracked && r[i].status == LkStatus::kTracked) {
+          worst = std::max<double>(worst, std::hypot(rw[i].x - r[i].x, rw[i].y - r[i].y));
+        }
+      }
+      by_warps.push_back({{"cuda_warps_per_feature", warps},
+                          {"forward_backward_us", us_fb},
+                          {"forward_only_us", us_fwd},
+                          {"sm_mhz", mhz},
+                          {"tracked", tracked},
+                          {"same_status_as_default", same},
+                          {"max_distance_to_default_px", worst}});
+      std::printf("  LK %d warps per feature: device %.1f us forward+backward, %.1f us forward "
+                  "only, %d tracked, max %.2e px from the default\n",
+                  warps, us_fb, us_fwd, tracked, worst);
+    }
+    track["cuda_device_busy_by_warps_per_feature"] = by_warps;
     json iters = json::array();
     for (int max_it : {1, 2, 3, 5, 10, 20}) {
       for (float fb : {0.5f, 0.0f}) {

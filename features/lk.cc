@@ -32,6 +32,10 @@ Status LkOptions::Check() const {
   if (!(min_eigenvalue >= 0.0f)) return Status::InvalidOptions("LK min_eigenvalue must be >= 0");
   if (!std::isfinite(fb_threshold)) return Status::InvalidOptions("LK fb_threshold must be finite");
   if (num_threads < 0) return Status::InvalidOptions("LK num_threads must be >= 0");
+  if (cuda_warps_per_feature != 1 && cuda_warps_per_feature != 2 && cuda_warps_per_feature != 4) {
+    return Status::InvalidOptions("LK cuda_warps_per_feature " +
+                                  std::to_string(cuda_warps_per_feature) + ": expected 1, 2 or 4");
+  }
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 #include "features/lk_cuda.h"
 
 #include <cmath>
+#include <string>
 
 #include "features/lk_inl.h"
 
@@ -27,6 +28,35 @@ __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
   return v;
+}
+
+// Sums of N values over the kWarps warps that share a feature (one block per feature when
+// kWarps > 1): butterfly within each warp, then lane 0 of each warp posts its N partial sums
+// to shared memory and every thread adds the kWarps posts in warp order, so all threads of
+// the block hold bitwise identical sums and take the same branches. Two buffers alternate
+// (`*parity`), so one barrier per reduction suffices: a warp can only overwrite a buffer
+// after the next reduction's barrier, which every warp reaches after reading it.
+template <int kWarps, int N>
+__device__ __forceinline__ void GroupSum(float (&v)[N], float* red, int* parity) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = WarpSum(v[i]);
+  if constexpr (kWarps > 1) {
+    float* buf = red + *parity * (kWarps * 10);
+    const int warp = threadIdx.x >> 5;
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) buf[warp * 10 + i] = v[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      float t = buf[i];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) t += buf[w * 10 + i];
+      v[i] = t;
+    }
+    *parity ^= 1;
+  }
 }
 
 // Bilinear weights and integer base of the patch's top-left sample at (x, y): every sample
@@ -62,26 +92,36 @@ __device__ __forceinline__ float BilinearAt(const uint8_t* __restrict__ img, int
 // from the patch origin (shared bilinear weights, no clamping while the patch is inside
 // the level), explicit fused multiply-adds, the butterfly sums, and each iteration applies G^-1
 // (float, from the double Cholesky factor, once per level) instead of a double solve.
-template <int kPatch>
-__device__ __forceinline__ int TrackLevel(const uint8_t* __restrict__ ti, int tw, int th,
+template <int kPatch, int kWarps>
+__device__ __forceinline__ int TrackLevel(float* red, int* parity, const uint8_t* __restrict__ ti, int tw, int th,
                                           const uint8_t* __restrict__ ni, int nw, int nh,
                                           float px, float py, int unknowns, bool finest,
                                           const LkParams& o, float* dx_io, float* dy_io,
                                           float* alpha_io, float* beta_io) {
+  // Sample slots of the patch (32 samples each): warp w of the feature takes slots
+  // w, w + kWarps, ...; kSlots per warp, the last ones past the patch skipped (8x8 patches
+  // with 4 warps leave half of the warps idle there).
   constexpr int kPer = kPatch * kPatch / 32;
+  constexpr int kSlots = (kPer + kWarps - 1) / kWarps;
   constexpr float kHalf = 0.5f * static_cast<float>(kPatch - 1);
   const int lane = threadIdx.x & 31;
+  const int warp = kWarps > 1 ? static_cast<int>(threadIdx.x >> 5) : 0;
   float dx = *dx_io, dy = *dy_io, alpha = *alpha_io, beta = *beta_io;
-  float tv[kPer], tgx[kPer], tgy[kPer];
+  float tv[kSlots], tgx[kSlots], tgy[kSlots];
   float g[10];
 #pragma unroll
   for (int i = 0; i < 10; ++i) g[i] = 0.f;
   const PatchOrigin to = OriginAt(px - kHalf, py - kHalf);
   const bool t_inside = PatchInside(to, kPatch, tw, th);
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    const int k = lane + 32 * j;
+  for (int j = 0; j < kSlots; ++j) {
+    const int slot = warp + kWarps * j;
+    const int k = lane + 32 * slot;
     const int si = k % kPatch, sj = k / kPatch;
+    if (kPer % kWarps != 0 && slot >= kPer) {
+      tv[j] = tgx[j] = tgy[j] = 0.f;  // contributes nothing to G or b
+      continue;
+    }
     if (t_inside) {
       tv[j] = BilinearAt(ti, tw, to, si, sj);
       tgx[j] = 0.5f * (BilinearAt(ti, tw, to, si + 1, sj) - BilinearAt(ti, tw, to, si - 1, sj));
@@ -101,8 +141,9 @@ __device__ __forceinline__ int TrackLevel(const uint8_t* __restrict__ ti, int tw
     }
   }
   double gd[10], chol[16];
+  GroupSum<kWarps>(g, red, parity);
 #pragma unroll
-  for (int i = 0; i < 10; ++i) gd[i] = WarpSum(g[i]);
+  for (int i = 0; i < 10; ++i) gd[i] = g[i];
   if (!lk_internal::Cholesky(gd, unknowns, chol)) return static_cast<int>(LkStatus::kFlat);
   if (finest && lk_internal::MinEigen2(gd[0], gd[1], gd[4]) / (kPatch * kPatch) < o.min_eigenvalue) {
     return static_cast<int>(LkStatus::kFlat);
@@ -124,8 +165,10 @@ __device__ __forceinline__ int TrackLevel(const uint8_t* __restrict__ ti, int tw
     const PatchOrigin no = OriginAt(px + dx - kHalf, py + dy - kHalf);
     const bool n_inside = PatchInside(no, kPatch, nw, nh);
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int k = lane + 32 * j;
+    for (int j = 0; j < kSlots; ++j) {
+      const int slot = warp + kWarps * j;
+      if (kPer % kWarps != 0 && slot >= kPer) continue;
+      const int k = lane + 32 * slot;
       const int si = k % kPatch, sj = k / kPatch;
       const float v = n_inside ? BilinearAt(ni, nw, no, si, sj)
                                : lk_internal::Bilinear(ni, nw, nh, px + dx + (si - kHalf),
@@ -136,7 +179,8 @@ __device__ __forceinline__ int TrackLevel(const uint8_t* __restrict__ ti, int tw
       b2 += e;
       b3 = __fmaf_rn(tv[j], e, b3);
     }
-    const float b[4] = {WarpSum(b0), WarpSum(b1), WarpSum(b2), WarpSum(b3)};
+    float b[4] = {b0, b1, b2, b3};
+    GroupSum<kWarps>(b, red, parity);
     float z[4];
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
@@ -163,8 +207,11 @@ __device__ __forceinline__ int TrackLevel(const uint8_t* __restrict__ ti, int tw
   return static_cast<int>(LkStatus::kTracked);
 }
 
-// One pass prev -> next for the warp's feature; every lane returns the same values.
-__device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, const LkParams& o,
+// One pass prev -> next for the feature of the warp (kWarps = 1) or of the block (kWarps
+// warps); every thread returns the same values.
+template <int kWarps>
+__device__ int TrackOneWarp(float* red, int* parity, const PyramidView& prev,
+                            const PyramidView& next, const LkParams& o,
                             float px0, float py0, float gx0, float gy0, float* out_x,
                             float* out_y, float* out_gain, float* out_bias) {
   float dx = 0.f, dy = 0.f, alpha = 0.f, beta = 0.f;
@@ -181,10 +228,10 @@ __device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, co
     const float px = px0 * scale, py = py0 * scale;
     const int status =
         l >= o.coarse_level
-            ? TrackLevel<8>(prev.level[l], prev.width[l], prev.height[l], next.level[l],
+            ? TrackLevel<8, kWarps>(red, parity, prev.level[l], prev.width[l], prev.height[l], next.level[l],
                             next.width[l], next.height[l], px, py, unknowns, l == 0, o, &dx, &dy,
                             &alpha, &beta)
-            : TrackLevel<16>(prev.level[l], prev.width[l], prev.height[l], next.level[l],
+            : TrackLevel<16, kWarps>(red, parity, prev.level[l], prev.width[l], prev.height[l], next.level[l],
                              next.width[l], next.height[l], px, py, unknowns, l == 0, o, &dx, &dy,
                              &alpha, &beta);
     if (status != static_cast<int>(LkStatus::kTracked)) return status;
@@ -200,11 +247,18 @@ __device__ int TrackOneWarp(const PyramidView& prev, const PyramidView& next, co
   return static_cast<int>(LkStatus::kTracked);
 }
 
+// kWarps = 1: a warp per feature, kWarpsPerBlock features per block. kWarps > 1: a block
+// of kWarps warps per feature, splitting the patch's samples (features/lk.h:
+// LkOptions::cuda_warps_per_feature).
+template <int kWarps>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     LkKernel(PyramidView prev, PyramidView next, LkParams params, const float* __restrict__ points,
              const float* __restrict__ guesses, int n, LkDeviceResult* __restrict__ results) {
-  const int feature = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (feature >= n) return;  // whole warps leave together
+  __shared__ float red[kWarps > 1 ? 2 * kWarps * 10 : 1];
+  int parity = 0;
+  const int feature = kWarps > 1 ? static_cast<int>(blockIdx.x)
+                                 : static_cast<int>(blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5));
+  if (feature >= n) return;  // whole warps (kWarps > 1: the whole block) leave together
   const float px = points[2 * feature], py = points[2 * feature + 1];
   const float gx = guesses ? guesses[2 * feature] : px;
   const float gy = guesses ? guesses[2 * feature + 1] : py;
@@ -213,10 +267,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   r.x = r.y = 0.f;
   r.gain = 1.f;
   r.bias = 0.f;
-  r.status = TrackOneWarp(prev, next, params, px, py, gx, gy, &r.x, &r.y, &r.gain, &r.bias);
+  r.status = TrackOneWarp<kWarps>(red, &parity, prev, next, params, px, py, gx, gy, &r.x, &r.y,
+                                  &r.gain, &r.bias);
   if (r.status == static_cast<int>(LkStatus::kTracked) && params.fb_threshold > 0.f) {
     float bx = 0.f, by = 0.f, bg, bb;
-    const int bs = TrackOneWarp(next, prev, params, r.x, r.y, px, py, &bx, &by, &bg, &bb);
+    const int bs = TrackOneWarp<kWarps>(red, &parity, next, prev, params, r.x, r.y, px, py, &bx,
+                                        &by, &bg, &bb);
     if (bs != static_cast<int>(LkStatus::kTracked)) {
       r.status = static_cast<int>(LkStatus::kForwardBackward);
       r.fb_error = INFINITY;
@@ -227,7 +283,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
   }
-  if ((threadIdx.x & 31) == 0) results[feature] = r;
+  if (threadIdx.x == 0 || (kWarps == 1 && (threadIdx.x & 31) == 0)) results[feature] = r;
 }
 
 }  // namespace
@@ -244,9 +300,24 @@ Status LaunchLk(const PyramidView& prev, const PyramidView& next, int levels,
   p.min_eigenvalue = options.min_eigenvalue;
   p.fb_threshold = options.fb_threshold;
   p.gain_bias = options.gain_bias ? 1 : 0;
-  const int blocks = (n + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  LkKernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(prev, next, p, d_points, d_guesses, n,
-                                                       d_results);
+  switch (options.cuda_warps_per_feature) {
+    case 1: {
+      const int blocks = (n + kWarpsPerBlock - 1) / kWarpsPerBlock;
+      LkKernel<1><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(prev, next, p, d_points, d_guesses,
+                                                              n, d_results);
+      break;
+    }
+    case 2:
+      LkKernel<2><<<n, 64, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      break;
+    case 4:
+      LkKernel<4><<<n, 128, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      break;
+    default:
+      return Status::InvalidOptions("LK cuda_warps_per_feature " +
+                                    std::to_string(options.cuda_warps_per_feature) +
+                                    ": expected 1, 2 or 4");
+  }
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
 }

@@ -175,6 +175,9 @@ TEST(LkTest, ReportsLostFeatures) {
   EXPECT_EQ(TrackLk(p0, small, pts, nullptr, o, &r).code(), StatusCode::kInvalidInput);
   o.levels = 0;
   EXPECT_EQ(TrackLk(p0, p1, pts, nullptr, o, &r).code(), StatusCode::kInvalidOptions);
+  o.levels = 3;
+  o.cuda_warps_per_feature = 3;
+  EXPECT_EQ(TrackLk(p0, p1, pts, nullptr, o, &r).code(), StatusCode::kInvalidOptions);
 }
 
 // FAST corners of frame a tracked into frame b: survival and forward-backward errors.
@@ -344,9 +347,20 @@ TEST(LkTest, SequenceTrackerKeepsTracksAndFillsEmptyCells) {
 
 // ---- CUDA against the CPU reference -------------------------------------------------
 
+// Every split of a feature over warps (LkOptions::cuda_warps_per_feature) against the CPU.
+void CompareLkWarps(const ImageU8& a, const ImageU8& b, const std::vector<Point2f>& points,
+                    const std::vector<Point2f>* guesses, int warps);
 void CompareLk(const ImageU8& a, const ImageU8& b, const std::vector<Point2f>& points,
                const std::vector<Point2f>* guesses) {
+  for (int warps : {1, 2, 4}) {
+    SCOPED_TRACE("cuda_warps_per_feature " + std::to_string(warps));
+    CompareLkWarps(a, b, points, guesses, warps);
+  }
+}
+void CompareLkWarps(const ImageU8& a, const ImageU8& b, const std::vector<Point2f>& points,
+                    const std::vector<Point2f>* guesses, int warps) {
   FrontEndOptions o;
+  o.lk.cuda_warps_per_feature = warps;
   std::unique_ptr<FastLkFrontEnd> cpu, gpu;
   ASSERT_TRUE(FastLkFrontEnd::Create(o, Device::kCpu, &cpu).ok());
   const Status s = FastLkFrontEnd::Create(o, Device::kCuda, &gpu);
@@ -368,8 +382,8 @@ void CompareLk(const ImageU8& a, const ImageU8& b, const std::vector<Point2f>& p
       worst = std::max<double>(worst, std::hypot(rc[i].x - rg[i].x, rc[i].y - rg[i].y));
     }
   }
-  std::printf("CUDA vs CPU LK: %d of %zu same status, %d tracked by both, worst distance %.2e px\n",
-              same_status, rc.size(), both, worst);
+  std::printf("CUDA (%d warps per feature) vs CPU LK: %d of %zu same status, %d tracked by both, "
+              "worst distance %.2e px\n", warps, same_status, rc.size(), both, worst);
   EXPECT_GE(same_status, static_cast<int>(0.99 * rc.size()));
   EXPECT_GT(both, static_cast<int>(0.5 * rc.size()));
   EXPECT_LT(worst, 0.01);
