@@ -67,6 +67,61 @@ __global__ void DownsampleKernel(const uint8_t* __restrict__ in, int in_w, int i
   out[static_cast<size_t>(y) * out_w + x] = static_cast<uint8_t>((s + 128) >> 8);
 }
 
+// Levels l+1 and l+2 from level l in one launch (the launch, not the arithmetic, dominates
+// these small kernels): a block of 32x8 threads makes a 32x8 tile of level l+2. It first
+// computes the 67x19 pixels of level l+1 that tile reads (mirrored at the level's border
+// exactly as DownsampleKernel would index them) into shared memory, writes the 64x16 of
+// them it owns to level l+1, then filters the tile. Same integer arithmetic as
+// DownsampleKernel and features/pyramid.cc, so the same bits.
+constexpr int kDown2W = 32, kDown2H = 8;
+constexpr int kMidW = 2 * kDown2W + 3, kMidH = 2 * kDown2H + 3;
+__global__ void __launch_bounds__(kDown2W * kDown2H)
+    Downsample2Kernel(const uint8_t* __restrict__ in, int in_w, int in_h,
+                      uint8_t* __restrict__ mid, int mid_w, int mid_h,
+                      uint8_t* __restrict__ out, int out_w, int out_h) {
+  __shared__ int tile[kMidH][kMidW];
+  const int w[5] = {1, 4, 6, 4, 1};
+  const int ox0 = blockIdx.x * kDown2W, oy0 = blockIdx.y * kDown2H;
+  const int rx0 = 2 * ox0 - 2, ry0 = 2 * oy0 - 2;  // level l+1 index of tile[0][0]
+  const int t = threadIdx.y * kDown2W + threadIdx.x;
+  for (int i = t; i < kMidW * kMidH; i += kDown2W * kDown2H) {
+    const int ty = i / kMidW, tx = i % kMidW;
+    const int my = MirrorIndex(ry0 + ty, mid_h), mx = MirrorIndex(rx0 + tx, mid_w);
+    int cols[5];
+#pragma unroll
+    for (int k = 0; k < 5; ++k) cols[k] = MirrorIndex(2 * mx + k - 2, in_w);
+    int s = 0;
+#pragma unroll
+    for (int j = 0; j < 5; ++j) {
+      const uint8_t* row = in + static_cast<size_t>(MirrorIndex(2 * my + j - 2, in_h)) * in_w;
+      int r = 0;
+#pragma unroll
+      for (int k = 0; k < 5; ++k) r += w[k] * __ldg(row + cols[k]);
+      s += w[j] * r;
+    }
+    const int v = (s + 128) >> 8;
+    tile[ty][tx] = v;
+    // Owned pixels: level l+1 indices [2 ox0, 2 ox0 + 64) x [2 oy0, 2 oy0 + 16).
+    const int ux = rx0 + tx, uy = ry0 + ty;
+    if (tx >= 2 && tx < 2 + 2 * kDown2W && ty >= 2 && ty < 2 + 2 * kDown2H && ux < mid_w &&
+        uy < mid_h) {
+      mid[static_cast<size_t>(uy) * mid_w + ux] = static_cast<uint8_t>(v);
+    }
+  }
+  __syncthreads();
+  const int x = ox0 + threadIdx.x, y = oy0 + threadIdx.y;
+  if (x >= out_w || y >= out_h) return;
+  int s = 0;
+#pragma unroll
+  for (int j = 0; j < 5; ++j) {
+    int r = 0;
+#pragma unroll
+    for (int k = 0; k < 5; ++k) r += w[k] * tile[2 * threadIdx.y + j][2 * threadIdx.x + k];
+    s += w[j] * r;
+  }
+  out[static_cast<size_t>(y) * out_w + x] = static_cast<uint8_t>((s + 128) >> 8);
+}
+
 struct ScoreParams {
   int threshold;
   int arc_length;
@@ -698,8 +753,20 @@ class CudaFrontEnd : public FastLkFrontEnd {
   }
 
   // Levels 1.. of the slot's pyramid from its level 0 (asynchronous).
+  // Two levels per launch where two remain (Downsample2Kernel).
   Status EnqueuePyramid(const Slot& s) {
     for (int l = 1; l < s.view.levels; ++l) {
+      if (l + 1 < s.view.levels) {
+        const dim3 grid((s.view.width[l + 1] + kDown2W - 1) / kDown2W,
+                        (s.view.height[l + 1] + kDown2H - 1) / kDown2H);
+        Downsample2Kernel<<<grid, dim3(kDown2W, kDown2H), 0, stream_>>>(
+            s.view.level[l - 1], s.view.width[l - 1], s.view.height[l - 1],
+            const_cast<uint8_t*>(s.view.level[l]), s.view.width[l], s.view.height[l],
+            const_cast<uint8_t*>(s.view.level[l + 1]), s.view.width[l + 1], s.view.height[l + 1]);
+        TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        ++l;
+        continue;
+      }
       const dim3 block(32, 8);
       const dim3 grid((s.view.width[l] + 31) / 32, (s.view.height[l] + 7) / 8);
       DownsampleKernel<<<grid, block, 0, stream_>>>(

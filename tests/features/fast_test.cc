@@ -399,6 +399,35 @@ TEST(FastCudaTest, SameCornersAsCpuWithCellsLargerThanTheSubTile) {
   }
 }
 
+// Pyramids of every depth (levels made two per launch, then one where one remains; odd
+// sizes, levels down to the smallest side) are the CPU's bit for bit.
+TEST(FastCudaTest, SamePyramidAsCpuAtEveryDepth) {
+  TIEPOINT_REQUIRE_GPU();
+  for (const auto& [w, h] : {std::pair<int, int>{333, 251}, {752, 480}, {1241, 376}, {131, 67}, {67, 131}}) {
+    for (int levels = 1; levels <= 8; ++levels) {
+      FrontEndOptions o;
+      o.fast.levels = 1;
+      o.lk.levels = levels;
+      std::unique_ptr<FastLkFrontEnd> cpu, gpu;
+      ASSERT_TRUE(FastLkFrontEnd::Create(o, Device::kCpu, &cpu).ok());
+      ASSERT_TRUE(FastLkFrontEnd::Create(o, Device::kCuda, &gpu).ok());
+      const ImageU8 img = TestImage(w, h, 5 + levels);
+      ASSERT_TRUE(cpu->SetFrame(0, img).ok());
+      ASSERT_TRUE(gpu->SetFrame(0, img).ok());
+      ImagePyramid pc, pg;
+      ASSERT_TRUE(cpu->GetPyramid(0, &pc).ok());
+      ASSERT_TRUE(gpu->GetPyramid(0, &pg).ok());
+      ASSERT_EQ(pc.num_levels(), pg.num_levels()) << w << "x" << h << " levels " << levels;
+      for (int l = 0; l < pc.num_levels(); ++l) {
+        ASSERT_EQ(pc.levels[l].width, pg.levels[l].width);
+        ASSERT_EQ(pc.levels[l].height, pg.levels[l].height);
+        ASSERT_EQ(pc.levels[l].data, pg.levels[l].data)
+            << w << "x" << h << " levels " << levels << ": level " << l;
+      }
+    }
+  }
+}
+
 TEST(FastCudaTest, SameCornersAsCpuOnRealImages) {
   TIEPOINT_REQUIRE_GPU();
   TIEPOINT_REQUIRE_SHARED(boat, "features/oxford_boat/img1.pgm");
