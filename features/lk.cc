@@ -29,6 +29,13 @@ Status LkOptions::Check() const {
                                   ": expected 1..1000");
   }
   if (!(min_step > 0.0f)) return Status::InvalidOptions("LK min_step must be > 0 pixels");
+  if (upper_max_iterations < 1 || upper_max_iterations > 1000) {
+    return Status::InvalidOptions("LK upper_max_iterations " +
+                                  std::to_string(upper_max_iterations) + ": expected 1..1000");
+  }
+  if (!(upper_min_step > 0.0f)) {
+    return Status::InvalidOptions("LK upper_min_step must be > 0 pixels");
+  }
   if (!(min_eigenvalue >= 0.0f)) return Status::InvalidOptions("LK min_eigenvalue must be >= 0");
   if (!std::isfinite(fb_threshold)) return Status::InvalidOptions("LK fb_threshold must be finite");
   if (num_threads < 0) return Status::InvalidOptions("LK num_threads must be >= 0");
@@ -91,7 +98,9 @@ LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels
     if (l == 0 && lk_internal::MinEigen2(g[0], g[1], g[4]) / n < o.min_eigenvalue) {
       return LkStatus::kFlat;
     }
-    for (int it = 0; it < o.max_iterations; ++it) {
+    const int max_iterations = l == 0 ? o.max_iterations : o.upper_max_iterations;
+    const float min_step = l == 0 ? o.min_step : o.upper_min_step;
+    for (int it = 0; it < max_iterations; ++it) {
       float bf[4] = {0, 0, 0, 0};
       const float gain1 = 1.0f + alpha;
       for (int k = 0; k < n; ++k) {
@@ -116,7 +125,7 @@ LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels
           !InsideLevel(px + dx, py + dy, ni.width, ni.height, half)) {
         return LkStatus::kOutside;
       }
-      if (step_x * step_x + step_y * step_y < o.min_step * o.min_step) break;
+      if (step_x * step_x + step_y * step_y < min_step * min_step) break;
     }
   }
   out->x = p.x + dx;

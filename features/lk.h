@@ -17,7 +17,8 @@
 // S = diag(1 + alpha, 1 + alpha, -1, -1): no image gradient of the next frame is ever taken
 // (the inverse-compositional saving). Each iteration solves G z = sum u e (Cholesky of G,
 // factored once per level) and updates d -= (z_0, z_1) / (1 + alpha), alpha += z_2,
-// beta += z_3, until |delta d| < min_step (level pixels) or max_iterations.
+// beta += z_3, until |delta d| < min_step (level pixels) or max_iterations on level 0
+// (upper_min_step and upper_max_iterations on the levels above).
 // Intensities are 8-bit values (0..255); beta is in those units.
 // Coarse to fine: d at level l+1 doubles into level l; alpha and beta carry over.
 // Samples outside a level are clamped to its border.
@@ -49,6 +50,13 @@ struct LkOptions {
   int max_iterations = 10;
   // Stop a level when the translation update is below this (level pixels).
   float min_step = 0.002f;
+  // The same two limits on the levels above the finest (l >= 1), which only have to bring
+  // the feature into the next level's basin. On KITTI 00 frames 0-4 (4 levels), 5 and 0.02
+  // give the survival and forward-backward error of 10 and 0.002 (86.8% vs 86.7%, 0.019
+  // vs 0.020 px): 7-13% of the coarse level solves ran into the cap of 10 (oscillating
+  // between bilinear cells), and on the GPU the slowest feature sets the kernel's time.
+  int upper_max_iterations = 5;
+  float upper_min_step = 0.02f;
   // Smallest eigenvalue of the mean level-0 gradient matrix (grey levels^2 / px^2).
   float min_eigenvalue = 1.0f;
   // Forward-backward threshold in level-0 pixels; <= 0 skips the backward pass.
@@ -62,8 +70,10 @@ struct LkOptions {
   // iteration. The kernel is latency-bound (one warp per feature leaves most of the GPU
   // idle for a few hundred features), so splitting a feature's samples shortens each
   // iteration's serial chain. Changes only the summation order (positions move by far
-  // less than 0.01 px).
-  int cuda_warps_per_feature = 1;
+  // less than 0.01 px). H100, 200 KITTI features x 4 levels with the backward pass
+  // (bench/results/fast-lk-h100-20261124-2.json): 1 warp 86.2 us, 2 warps 55.2 us, 4 warps
+  // 56.1 us (the reductions, the solve and the barriers then dominate).
+  int cuda_warps_per_feature = 2;
 
   // Explains the first option out of range, naming the field.
   Status Check() const;

@@ -19,6 +19,8 @@ struct LkParams {
   int coarse_level;
   int max_iterations;
   float min_step;
+  int upper_max_iterations;
+  float upper_min_step;
   float min_eigenvalue;
   float fb_threshold;
   int gain_bias;
@@ -159,7 +161,9 @@ __device__ __forceinline__ int TrackLevel(float* red, int* parity, const uint8_t
 #pragma unroll
     for (int r = 0; r < 4; ++r) ginv[r][c] = c < unknowns ? static_cast<float>(col[r]) : 0.0f;
   }
-  for (int it = 0; it < o.max_iterations; ++it) {
+  const int max_iterations = finest ? o.max_iterations : o.upper_max_iterations;
+  const float min_step = finest ? o.min_step : o.upper_min_step;
+  for (int it = 0; it < max_iterations; ++it) {
     float b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
     const float gain1 = 1.0f + alpha;
     const PatchOrigin no = OriginAt(px + dx - kHalf, py + dy - kHalf);
@@ -198,7 +202,7 @@ __device__ __forceinline__ int TrackLevel(float* red, int* parity, const uint8_t
         !lk_internal::InsideLevel(px + dx, py + dy, nw, nh, kHalf)) {
       return static_cast<int>(LkStatus::kOutside);
     }
-    if (step_x * step_x + step_y * step_y < o.min_step * o.min_step) break;
+    if (step_x * step_x + step_y * step_y < min_step * min_step) break;
   }
   *dx_io = dx;
   *dy_io = dy;
@@ -297,6 +301,8 @@ Status LaunchLk(const PyramidView& prev, const PyramidView& next, int levels,
   p.coarse_level = options.coarse_level;
   p.max_iterations = options.max_iterations;
   p.min_step = options.min_step;
+  p.upper_max_iterations = options.upper_max_iterations;
+  p.upper_min_step = options.upper_min_step;
   p.min_eigenvalue = options.min_eigenvalue;
   p.fb_threshold = options.fb_threshold;
   p.gain_bias = options.gain_bias ? 1 : 0;
