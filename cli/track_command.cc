@@ -45,8 +45,8 @@ struct TrackArgs {
   int levels = 3;
   std::string score = "max-threshold";
   int lk_levels = 4;
-  int lk_coarse_level = 2;
-  float fb_threshold = 0.5f;
+  int lk_coarse_level = 3;
+  float fb_threshold = 1.0f;
   bool no_gain_bias = false;
   int trail = 10;
   int threads = 0;

@@ -98,6 +98,7 @@ LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels
     if (l == 0 && lk_internal::MinEigen2(g[0], g[1], g[4]) / n < o.min_eigenvalue) {
       return LkStatus::kFlat;
     }
+    const float dx0 = dx, dy0 = dy;
     const int max_iterations = l == 0 ? o.max_iterations : o.upper_max_iterations;
     const float min_step = l == 0 ? o.min_step : o.upper_min_step;
     for (int it = 0; it < max_iterations; ++it) {
@@ -121,7 +122,7 @@ LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels
       dy += step_y;
       beta += static_cast<float>(z[2]);
       alpha = std::clamp(alpha + static_cast<float>(z[3]), kLkMinGain - 1.0f, kLkMaxGain - 1.0f);
-      if (!(std::fabs(dx) < kLkMaxLevelShift && std::fabs(dy) < kLkMaxLevelShift) ||
+      if (!(std::fabs(dx - dx0) < kLkMaxLevelShift && std::fabs(dy - dy0) < kLkMaxLevelShift) ||
           !InsideLevel(px + dx, py + dy, ni.width, ni.height, half)) {
         return LkStatus::kOutside;
       }

@@ -143,6 +143,34 @@ TEST(LkTest, RecoversSyntheticShiftsToOneHundredthOfAPixel) {
   }
 }
 
+// A predicted shift larger than kLkMaxLevelShift (64 level pixels) on level 0: divergence
+// is measured from where each level starts, so a good prediction of a fast feature (60-70
+// px per frame near KITTI's right border) is tracked, not lost as kOutside.
+TEST(LkTest, FollowsLargeShiftsFromAPrediction) {
+  const int w = 320, h = 240;
+  const auto blobs = MakeBlobs(w, h, 7);
+  ImagePyramid p0, p1;
+  ASSERT_TRUE(BuildPyramid(Render(w, h, blobs, 0, 0), 4, 0, &p0).ok());
+  ASSERT_TRUE(BuildPyramid(Render(w, h, blobs, 70.4, -3.3), 4, 0, &p1).ok());
+  std::vector<Point2f> points, guesses;
+  for (const Point2f& p : GridPoints(w - 100, h, 40, 13, 5)) {
+    points.push_back(p);
+    guesses.push_back({p.x + 70.0f, p.y - 3.0f});
+  }
+  std::vector<LkResult> r;
+  ASSERT_TRUE(TrackLk(p0, p1, points, &guesses, LkOptions(), &r).ok());
+  std::vector<double> errors;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (r[i].status == LkStatus::kTracked) {
+      errors.push_back(std::hypot(r[i].x - points[i].x - 70.4, r[i].y - points[i].y + 3.3));
+    }
+  }
+  std::printf("shift (70.4, -3.3) predicted at (70, -3): %zu of %zu tracked, median error %.4f "
+              "px\n", errors.size(), r.size(), Median(errors));
+  EXPECT_GE(errors.size(), 0.9 * r.size());
+  EXPECT_LT(Median(errors), 0.015);
+}
+
 TEST(LkTest, ReportsLostFeatures) {
   const int w = 200, h = 160;
   const auto blobs = MakeBlobs(w, h, 3);
@@ -210,10 +238,9 @@ void TrackRealPair(const std::string& a, const std::string& b, Device device, do
 
 const char* kKitti = "multiview/kitti_odometry_00_excerpt/sequences/00/image_0/";
 
-// The issue asks for >= 90% of tracks surviving each KITTI step; with the defaults
-// (forward-backward check at 0.5 px) this implementation keeps 84-89% (threshold 40;
-// OpenCV's pyramidal LK keeps 74% of the grid corners from frame 0 to 1), 87-93% with the
-// check at 1 px, so the test holds 82% as a floor.
+// The issue asks for >= 90% of tracks surviving each KITTI step. With the defaults
+// (16x16 patches on levels 0-2, forward-backward check at 1 px, divergence measured from
+// each level's start) the CPU reference keeps 93.3, 92.8, 92.1 and 90.9% (threshold 40).
 TEST(LkTest, KittiTracksSurviveWithSmallForwardBackwardError) {
   std::vector<std::string> frames;
   for (int f = 0; f < 5; ++f) {
@@ -236,7 +263,7 @@ TEST(LkTest, KittiTracksSurviveWithSmallForwardBackwardError) {
     const double survival = static_cast<double>(s.tracks_survived[i]) / s.tracks_in[i];
     std::printf("KITTI %zu->%zu: %d of %d tracks survive (%.1f%%)\n", i, i + 1,
                 s.tracks_survived[i], s.tracks_in[i], 100 * survival);
-    EXPECT_GE(survival, 0.82);
+    EXPECT_GE(survival, 0.90);
   }
   std::vector<double> fb(s.fb_errors.begin(), s.fb_errors.end());
   std::printf("KITTI median forward-backward error %.4f px over %zu tracked steps\n", Median(fb),
@@ -246,10 +273,12 @@ TEST(LkTest, KittiTracksSurviveWithSmallForwardBackwardError) {
 
 // Boat img1 -> img2 turns by 14 degrees and zooms by 0.89 (plus a 130 px shift): beyond
 // a translation-only patch model. Predicted by the ground-truth homography, the features
-// LK keeps with the issue's patches (16x16 on levels 0-1, 8x8 above) come back to within
-// 0.25 px (median forward-backward error ~0.18 px, short of the issue's 0.1 px; recorded
-// here as a floor). With 8x8 patches on every level (coarse_level 0, no gain) the patch
-// turns less within itself: median ~0.085 px, and more features tracked.
+// LK keeps with the default patches (16x16 on levels 0-2, 8x8 above) come back to within
+// 0.25 px (median forward-backward error 0.21 px, short of the issue's 0.1 px; recorded
+// here as a floor). The error comes from the patch's own rotation and zoom: boat img1
+// rotated by 0, 5, 10, 14 degrees (zoom 1) gives medians of 0.001, 0.019, 0.074 and
+// 0.156 px, and 0.221 px at 14 degrees with zoom 0.89. With 8x8 patches on every level
+// (coarse_level 0, no gain) the patch turns less within itself: about half the error.
 void TrackBoat(int coarse_level, size_t* tracked, size_t* total, double* median_fb) {
   TIEPOINT_REQUIRE_SHARED(a, "features/oxford_boat/img1.pgm");
   TIEPOINT_REQUIRE_SHARED(b, "features/oxford_boat/img2.pgm");
@@ -293,15 +322,16 @@ void TrackBoat(int coarse_level, size_t* tracked, size_t* total, double* median_
 TEST(LkTest, BoatForwardBackwardError) {
   size_t tracked = 0, total = 0;
   double median = 0;
-  TrackBoat(2, &tracked, &total, &median);
+  TrackBoat(LkOptions().coarse_level, &tracked, &total, &median);
   if (IsSkipped() || HasFatalFailure()) return;
-  EXPECT_GT(tracked, total / 5);
+  EXPECT_GT(tracked, total / 2);
   EXPECT_LT(median, 0.25);
   size_t tracked8 = 0, total8 = 0;
   double median8 = 0;
   TrackBoat(0, &tracked8, &total8, &median8);
   EXPECT_GT(tracked8, tracked);
-  EXPECT_LT(median8, 0.1);
+  EXPECT_LT(median8, 0.6 * median);
+  EXPECT_LT(median8, 0.12);
 }
 
 TEST(LkTest, SequenceTrackerKeepsTracksAndFillsEmptyCells) {
@@ -398,6 +428,9 @@ TEST(LkCudaTest, MatchesCpuOnSyntheticShifts) {
   std::vector<Point2f> guesses = points;
   for (Point2f& g : guesses) g.x += 4;
   CompareLk(Render(w, h, blobs, 0, 0), Render(w, h, blobs, 4.3, -2.9), points, &guesses);
+  // A predicted shift beyond kLkMaxLevelShift on level 0 (LkTest.FollowsLargeShifts...).
+  for (Point2f& g : guesses) g.x += 66;
+  CompareLk(Render(w, h, blobs, 0, 0), Render(w, h, blobs, 70.3, -2.9), points, &guesses);
 }
 
 TEST(LkCudaTest, MatchesCpuOnKitti) {
