@@ -84,9 +84,9 @@ struct LkOptions {
   // idle for a few hundred features), so splitting a feature's samples shortens each
   // iteration's serial chain. Changes only the summation order (positions move by far
   // less than 0.01 px). H100, 200 KITTI features x 4 levels with the backward pass
-  // (bench/results/fast-lk-h100-20261124-2.json): 1 warp 86.2 us, 2 warps 55.2 us, 4 warps
-  // 56.1 us (the reductions, the solve and the barriers then dominate).
-  int cuda_warps_per_feature = 2;
+  // (bench/results/fast-lk-h100-20261124b.json, default patches): 1 warp 76.2 us, 2 warps
+  // 53.2 us, 4 warps 43.0 us (24.4 us forward only); positions within 7e-5 px of each other.
+  int cuda_warps_per_feature = 4;
 
   // Explains the first option out of range, naming the field.
   Status Check() const;
