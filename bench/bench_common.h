@@ -1,17 +1,23 @@
-// Small pieces the image benchmarks share (sift_bench, match_bench): ground-truth
-// homography files, the 8-bit view of an image, the time stamp and best-of-N timing.
+// Small pieces the image benchmarks share (sift_bench, match_bench, essential_bench):
+// ground-truth homography files, the 8-bit view of an image, the time stamp, best-of-N
+// timing, the --data/--out command line and the JSON result file.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "io/base/timer.h"
 #include "io/image.h"
+#include "io/report.h"
 
 namespace tiepoint::bench {
 
@@ -66,6 +72,36 @@ inline double BestOf(int runs, const std::function<void()>& f) {
     best = std::min(best, t.Seconds());
   }
   return best;
+}
+
+// The command line of a benchmark that takes only `--data DIR` (default
+// $TIEPOINT_SHARED_DATA, else ../shared/data) and `--out RESULT.json`; anything else prints
+// the usage and exits (0 for --help, else 2).
+inline void ParseDataAndOut(int argc, char** argv, const char* tool, std::string* data, std::string* out) {
+  const char* env = std::getenv("TIEPOINT_SHARED_DATA");
+  *data = env ? env : "../shared/data";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--data" || a == "--out") && i + 1 < argc) {
+      *(a == "--data" ? data : out) = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--data DIR] [--out RESULT.json]\n", tool);
+      std::exit(a == "--help" ? 0 : 2);
+    }
+  }
+}
+
+// Writes the result when `out` is not empty; 0 when written (or not asked for), 2 with a
+// message on failure.
+inline int WriteResult(const std::string& out, const nlohmann::json& result) {
+  if (out.empty()) return 0;
+  const Status w = WriteJson(out, result);
+  if (!w.ok()) {
+    std::fprintf(stderr, "%s\n", w.ToString().c_str());
+    return 2;
+  }
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
 }
 
 }  // namespace tiepoint::bench

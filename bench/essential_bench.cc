@@ -295,14 +295,7 @@ int Main(const Args& args) {
   }
   result["sets"] = sets;
   result["successes"] = totals;
-  if (!args.out.empty()) {
-    const Status w = WriteJson(args.out, result);
-    if (!w.ok()) {
-      std::fprintf(stderr, "%s\n", w.ToString().c_str());
-      return 2;
-    }
-    std::printf("wrote %s\n", args.out.c_str());
-  }
+  if (const int rc = bench::WriteResult(args.out, result); rc != 0) return rc;
   return counted > 0 ? 0 : 3;
 }
 
@@ -311,16 +304,6 @@ int Main(const Args& args) {
 
 int main(int argc, char** argv) {
   tiepoint::Args args;
-  const char* env = std::getenv("TIEPOINT_SHARED_DATA");
-  args.data = env ? env : "../shared/data";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--data" || a == "--out") && i + 1 < argc) {
-      (a == "--data" ? args.data : args.out) = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: essential_bench [--data DIR] [--out RESULT.json]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  tiepoint::bench::ParseDataAndOut(argc, argv, "essential_bench", &args.data, &args.out);
   return tiepoint::Main(args);
 }

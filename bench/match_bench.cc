@@ -309,14 +309,7 @@ int Main(const Args& args) {
               "tiepoint (ratio 0.8 + mutual) %d, tiepoint matches + OpenCV findHomography %d, "
               "OpenCV %d\n",
               kSuccessPx, counted, ok_tiepoint, ok_tiepoint_mutual, ok_tiepoint_cv, ok_opencv);
-  if (!args.out.empty()) {
-    const Status w = WriteJson(args.out, result);
-    if (!w.ok()) {
-      std::fprintf(stderr, "%s\n", w.ToString().c_str());
-      return 2;
-    }
-    std::printf("wrote %s\n", args.out.c_str());
-  }
+  if (const int rc = bench::WriteResult(args.out, result); rc != 0) return rc;
   return counted > 0 ? 0 : 3;
 }
 
@@ -325,16 +318,6 @@ int Main(const Args& args) {
 
 int main(int argc, char** argv) {
   tiepoint::Args args;
-  const char* env = std::getenv("TIEPOINT_SHARED_DATA");
-  args.data = env ? env : "../shared/data";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--data" || a == "--out") && i + 1 < argc) {
-      (a == "--data" ? args.data : args.out) = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: match_bench [--data DIR] [--out RESULT.json]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  tiepoint::bench::ParseDataAndOut(argc, argv, "match_bench", &args.data, &args.out);
   return tiepoint::Main(args);
 }
