@@ -18,6 +18,7 @@
 #include "io/base/timer.h"
 #include "io/image.h"
 #include "io/report.h"
+#include "tiepoint/build_info.h"
 
 namespace tiepoint::bench {
 
@@ -89,6 +90,15 @@ inline void ParseDataAndOut(int argc, char** argv, const char* tool, std::string
       std::exit(a == "--help" ? 0 : 2);
     }
   }
+}
+
+// The fields every result file starts with: tool, date, commit, build flags, machine.
+inline nlohmann::json ResultHeader(const std::string& tool) {
+  return {{"tool", tool},
+          {"date", UtcNow()},
+          {"commit", kGitCommit},
+          {"build_flags", kBuildFlags},
+          {"machine", DescribeMachine()}};
 }
 
 // Writes the result when `out` is not empty; 0 when written (or not asked for), 2 with a

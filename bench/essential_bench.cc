@@ -156,13 +156,8 @@ struct Args {
 };
 
 int Main(const Args& args) {
-  json result;
-  result["tool"] = "bench/essential_bench";
-  result["date"] = UtcNow();
-  result["commit"] = kGitCommit;
-  result["build_flags"] = kBuildFlags;
+  json result = bench::ResultHeader("bench/essential_bench");
   result["opencv_version"] = CV_VERSION;
-  result["machine"] = DescribeMachine();
   result["success_threshold_deg"] = kSuccessDeg;
   result["ransac_threshold_px"] = kMaxErrorPx;
   result["sift_contrast_threshold"] = kContrast;

@@ -116,13 +116,8 @@ struct Args {
 };
 
 int Main(const Args& args) {
-  json result;
-  result["tool"] = "bench/match_bench";
-  result["date"] = UtcNow();
-  result["commit"] = kGitCommit;
-  result["build_flags"] = kBuildFlags;
+  json result = bench::ResultHeader("bench/match_bench");
   result["opencv_version"] = CV_VERSION;
-  result["machine"] = DescribeMachine();
   result["success_threshold_px"] = kSuccessPx;
   std::printf("match_bench: OpenCV %s; commit %s\n", CV_VERSION, kGitCommit);
 
