@@ -12,7 +12,8 @@
 //  track   200 FAST corners of KITTI 00 frame 0 (the 200 best) tracked into frame 1 over 4
 //          levels, 16x16 patches (8x8 from level 2), forward-backward check. CUDA: LK
 //          kernel device time (TimeCudaTrack; forward + backward, forward only, and by
-//          max_iterations); CPU: TrackLk; OpenCV: calcOpticalFlowPyrLK
+//          max_iterations; the mapped kernel with a 3 degree linear map); CPU: TrackLk;
+//          OpenCV: calcOpticalFlowPyrLK
 //          winSize 16x16, maxLevel 3, forward and backward, on prebuilt pyramids.
 //  batch   The whole tracker (SequenceTracker: upload, pyramid, LK with the check,
 //          re-detection) over --batch frames (KITTI frames 0..4 played back and forth),
@@ -20,8 +21,10 @@
 //          levels, LK forward + backward).
 //  quality KITTI 0..4 survival (raw and of the tracks that stay in view), forward-backward
 //          error, and the survivors' distances to the ground-truth epipolar lines, for the
-//          defaults and variants; boat 1->2 forward-backward error with the default patches
-//          and 8x8 ones; boat img1 turned and zoomed by known amounts (why boat 1->2 misses).
+//          defaults and variants; boat 1->2 forward-backward error with the linear
+//          prediction on and off (homography prediction; and through SequenceTracker from
+//          rest), default patches and 8x8 ones; boat img1 turned and zoomed by known
+//          amounts, without a map and with the true one.
 // Writes JSON (--out) with the device, commit and build flags.
 #include <algorithm>
 #include <chrono>
@@ -357,6 +360,26 @@ int Main(int argc, char** argv) {
     }
     int ok = 0;
     for (const LkResult& x : r) ok += x.status == LkStatus::kTracked;
+    // The mapped kernels (linear prediction, features/lk.h): the same features with the
+    // patches turned by 3 degrees (per-sample clamped bilinear reads instead of the shared
+    // weights), events around the launch as cuda_kernel_us.
+    {
+      std::vector<double> kern_map;
+      std::vector<LkResult> rm;
+      const LkLinearMap turn = LkLinearMap::Similarity(1.0, 3.0);
+      for (int i = 0; i < reps + 20; ++i) {
+        if (!fe->TrackMapped(0, 1, pts, nullptr, turn, &rm).ok()) return 1;
+        CudaFrontEndTimes tm;
+        if (!LastCudaFrontEndTimes(fe.get(), &tm).ok()) return 1;
+        if (i >= 20) kern_map.push_back(tm.track_us);
+      }
+      int ok_map = 0;
+      for (const LkResult& x : rm) ok_map += x.status == LkStatus::kTracked;
+      track["cuda_kernel_linear_map_us"] = Median(kern_map);
+      track["cuda_linear_map_tracked"] = ok_map;
+      std::printf("track CUDA with a linear map (3 deg): %.1f us (events around the launch; "
+                  "identity %.1f us), %d tracked\n", Median(kern_map), Median(kern), ok_map);
+    }
     track["cuda_kernel_us"] = Median(kern);
     track["cuda_kernel_forward_only_us"] = Median(kern_fwd);
     track["cuda_wall_us"] = Median(wall);
@@ -759,10 +782,14 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "fast_lk_bench: cannot read H1to2p\n");
       return 2;
     }
+    // Homography prediction; linear prediction (TrackWithLinearPrediction: a similarity
+    // fitted to the first pass, a second pass with the patches turned and zoomed by it) on
+    // and off, default patches and 8x8 ones on every level.
     json boat_runs = json::array();
-    for (int coarse : {options.lk.coarse_level, 0}) {
+    for (bool linear : {true, false}) for (int coarse : {options.lk.coarse_level, 0}) {
       FrontEndOptions o = options;
       o.lk.coarse_level = coarse;
+      o.linear_prediction.enabled = linear;
       std::unique_ptr<FastLkFrontEnd> fe;
       if (!FastLkFrontEnd::Create(o, quality_device, &fe).ok() || !fe->SetFrame(0, b1).ok() ||
           !fe->SetFrame(1, b2).ok()) {
@@ -778,27 +805,59 @@ int Main(int argc, char** argv) {
                          static_cast<float>((H[3] * c.x + H[4] * c.y + H[5]) / w)});
       }
       std::vector<LkResult> r;
-      if (!fe->Track(0, 1, from, &guess, &r).ok()) return 1;
+      LkLinearMap map;
+      LinearPredictionReport report;
+      if (!TrackWithLinearPrediction(fe.get(), 0, 1, from, &guess, o.linear_prediction, &map, &r,
+                                     &report).ok()) {
+        return 1;
+      }
       std::vector<double> fbe, gt;
       for (size_t i = 0; i < r.size(); ++i) {
         if (r[i].status != LkStatus::kTracked) continue;
         fbe.push_back(r[i].fb_error);
         gt.push_back(std::hypot(r[i].x - guess[i].x, r[i].y - guess[i].y));
       }
-      boat_runs.push_back({{"coarse_level", coarse},
+      boat_runs.push_back({{"linear_prediction", linear}, {"coarse_level", coarse},
                            {"patches", coarse == 0 ? "8x8 on every level, no gain"
                                                    : "16x16 on levels 0-2, 8x8 on level 3"},
+                           {"map_rotation_deg", map.RotationDegrees()},
+                           {"map_scale", map.Scale()}, {"passes", report.passes},
                            {"corners", r.size()}, {"tracked", fbe.size()},
                            {"median_fb_error_px", Median(fbe)},
                            {"median_distance_to_homography_px", Median(gt)}});
-      std::printf("boat 1->2, coarse level %d: %zu of %zu tracked, median FB error %.4f px, "
-                  "median distance to H %.3f px\n",
-                  coarse, fbe.size(), r.size(), Median(fbe), Median(gt));
+      std::printf("boat 1->2, linear prediction %s, coarse level %d: map %.2f deg x %.4f (%d "
+                  "passes), %zu of %zu tracked, median FB error %.4f px, median distance to H "
+                  "%.3f px\n",
+                  linear ? "on" : "off", coarse, map.RotationDegrees(), map.Scale(),
+                  report.passes, fbe.size(), r.size(), Median(fbe), Median(gt));
     }
+    // SequenceTracker on img1, img2 (no homography: from rest, as `tiepoint track`).
+    json boat_tracker = json::array();
+    for (bool linear : {true, false}) {
+      FrontEndOptions o = options;
+      o.linear_prediction.enabled = linear;
+      std::unique_ptr<FastLkFrontEnd> fe;
+      if (!FastLkFrontEnd::Create(o, quality_device, &fe).ok()) return 1;
+      SequenceTracker tracker(fe.get(), o);
+      if (!tracker.AddFrame(b1, nullptr).ok() || !tracker.AddFrame(b2, nullptr).ok()) return 1;
+      const SequenceTrackerSummary& sum = tracker.summary();
+      std::vector<double> fbe(sum.fb_errors.begin(), sum.fb_errors.end());
+      boat_tracker.push_back({{"linear_prediction", linear}, {"tracks_in", sum.tracks_in[0]},
+                              {"survived", sum.tracks_survived[0]},
+                              {"map_rotation_deg", sum.map_rotation_deg[0]},
+                              {"map_scale", sum.map_scale[0]},
+                              {"median_fb_error_px", Median(fbe)}});
+      std::printf("boat 1->2 through SequenceTracker (from rest), linear prediction %s: %d of %d "
+                  "survive, map %.2f deg x %.4f, median FB error %.4f px\n",
+                  linear ? "on" : "off", sum.tracks_survived[0], sum.tracks_in[0],
+                  sum.map_rotation_deg[0], sum.map_scale[0], Median(fbe));
+    }
+    quality["boat_1_to_2_tracker"] = boat_tracker;
     quality["boat_1_to_2"] = boat_runs;
-    // Why boat 1->2 misses 0.1 px: boat img1 turned (and zoomed) about its centre by known
-    // amounts, shifted by (0.3, -0.2) px, predicted exactly: the median forward-backward
-    // error of a translation-only patch grows with the patch's own rotation and zoom.
+    // Why a translation-only patch misses 0.1 px on boat 1->2: boat img1 turned (and zoomed)
+    // about its centre by known amounts, shifted by (0.3, -0.2) px, predicted exactly: the
+    // median forward-backward error grows with the patch's own rotation and zoom; the true
+    // linear map (LkLinearMap) removes it.
     json rotation_runs = json::array();
     for (double zoom : {1.0, 0.89}) {
       for (double deg : {0.0, 5.0, 10.0, 14.0}) {
@@ -835,20 +894,34 @@ int Main(int argc, char** argv) {
           from.push_back({q.x, q.y});
           truth.push_back({static_cast<float>(X), static_cast<float>(Y)});
         }
-        std::vector<LkResult> r;
+        // Without a map, and with the true map (the linear prediction's ideal).
+        std::vector<LkResult> r, rm;
         if (!fe->Track(0, 1, from, &truth, &r).ok()) return 1;
-        std::vector<double> fbe, err;
+        if (!fe->TrackMapped(0, 1, from, &truth, LkLinearMap::Similarity(zoom, deg), &rm).ok()) {
+          return 1;
+        }
+        std::vector<double> fbe, err, fbm, errm;
         for (size_t i = 0; i < r.size(); ++i) {
-          if (r[i].status != LkStatus::kTracked) continue;
-          fbe.push_back(r[i].fb_error);
-          err.push_back(std::hypot(r[i].x - truth[i].x, r[i].y - truth[i].y));
+          if (r[i].status == LkStatus::kTracked) {
+            fbe.push_back(r[i].fb_error);
+            err.push_back(std::hypot(r[i].x - truth[i].x, r[i].y - truth[i].y));
+          }
+          if (rm[i].status == LkStatus::kTracked) {
+            fbm.push_back(rm[i].fb_error);
+            errm.push_back(std::hypot(rm[i].x - truth[i].x, rm[i].y - truth[i].y));
+          }
         }
         rotation_runs.push_back({{"rotation_deg", deg}, {"zoom", zoom}, {"features", r.size()},
                                  {"tracked", fbe.size()}, {"median_fb_error_px", Median(fbe)},
-                                 {"median_error_to_truth_px", Median(err)}});
+                                 {"median_error_to_truth_px", Median(err)},
+                                 {"true_map_tracked", fbm.size()},
+                                 {"true_map_median_fb_error_px", Median(fbm)},
+                                 {"true_map_median_error_to_truth_px", Median(errm)}});
         std::printf("boat img1 turned %.0f deg, zoom %.2f: %zu of %zu tracked, median FB error "
-                    "%.4f px, median error %.3f px\n",
-                    deg, zoom, fbe.size(), r.size(), Median(fbe), Median(err));
+                    "%.4f px, median error %.3f px; with the true map %zu tracked, %.4f px, "
+                    "%.3f px\n",
+                    deg, zoom, fbe.size(), r.size(), Median(fbe), Median(err), fbm.size(),
+                    Median(fbm), Median(errm));
       }
     }
     quality["boat_img1_turned"] = rotation_runs;

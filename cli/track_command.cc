@@ -48,6 +48,7 @@ struct TrackArgs {
   int lk_coarse_level = 3;
   float fb_threshold = 1.0f;
   bool no_gain_bias = false;
+  std::string affine_prediction = "on";
   int trail = 10;
   int threads = 0;
   bool quiet = false;
@@ -198,6 +199,11 @@ int RunTrack(const TrackArgs& a) {
   options.lk.fb_threshold = a.fb_threshold;
   options.lk.gain_bias = !a.no_gain_bias;
   options.lk.num_threads = a.threads;
+  if (a.affine_prediction != "on" && a.affine_prediction != "off") {
+    return ReportError(cmd, Status::InvalidOptions("--lk-affine-prediction '" +
+                                                   a.affine_prediction + "': expected on or off"));
+  }
+  options.linear_prediction.enabled = a.affine_prediction == "on";
   if (a.trail < 0) return ReportError(cmd, Status::InvalidOptions("--trail must be >= 0"));
   if (!(s = options.Check()).ok()) return ReportError(cmd, s);
   std::unique_ptr<FastLkFrontEnd> frontend;
@@ -320,6 +326,16 @@ int RunTrack(const TrackArgs& a) {
                 100.0 * worst_step, leaving,
                 in > leaving ? 100.0 * survived / (in - leaving) : 100.0, 100.0 * worst_step_in_view);
   }
+  int turned = 0;
+  double max_turn = 0;
+  for (size_t i = 0; i < sum.second_pass.size(); ++i) {
+    turned += sum.second_pass[i];
+    if (sum.second_pass[i]) max_turn = std::max(max_turn, std::fabs(sum.map_rotation_deg[i]));
+  }
+  if (turned > 0) {
+    std::printf("  affine prediction: patches turned in %d of %zu frame steps (up to %.1f deg)\n",
+                turned, sum.second_pass.size(), max_turn);
+  }
   std::printf("  %.2f s (read %.2f s, track %.2f s, %.1f frames/s; device %s)\n", total.Seconds(),
               read_s, track_s, track_s > 0 ? sum.frames / track_s : 0.0, ToString(device));
   return 0;
@@ -351,6 +367,11 @@ Runner RegisterTrack(CLI::App& app) {
                  "Forward-backward check in pixels (<= 0: off)")
       ->capture_default_str();
   app.add_flag("--no-gain-bias", a->no_gain_bias, "LK without gain/bias estimation");
+  app.add_option("--lk-affine-prediction", a->affine_prediction,
+                 "on | off: when a similarity fitted to a frame pair's tracks turns by > 2 deg "
+                 "(or zooms by > 15%), track the pair again with the patches turned and zoomed "
+                 "by it, carried to the next pair")
+      ->capture_default_str();
   app.add_option("--trail", a->trail, "SVG: earlier positions drawn per track")->capture_default_str();
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress line");

@@ -544,9 +544,11 @@ class CudaFrontEnd : public FastLkFrontEnd {
     return Status::Ok();
   }
 
-  Status Track(int from, int to, const std::vector<Point2f>& points,
-               const std::vector<Point2f>* guesses, std::vector<LkResult>* results) override {
+  Status TrackMapped(int from, int to, const std::vector<Point2f>& points,
+                     const std::vector<Point2f>* guesses, const LkLinearMap& map,
+                     std::vector<LkResult>* results) override {
     TIEPOINT_RETURN_IF_ERROR(options_.lk.Check());
+    TIEPOINT_RETURN_IF_ERROR(map.Check());
     TIEPOINT_RETURN_IF_ERROR(CheckSlot(from, true));
     TIEPOINT_RETURN_IF_ERROR(CheckSlot(to, true));
     const Slot& a = slots_[from];
@@ -584,7 +586,7 @@ class CudaFrontEnd : public FastLkFrontEnd {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[6], stream_));
     TIEPOINT_RETURN_IF_ERROR(cuda_internal::LaunchLk(
         a.view, b.view, levels, d_points_.get(), guesses ? d_points_.get() + 2 * n : nullptr, n,
-        options_.lk, d_results_.get(), stream_));
+        map, options_.lk, d_results_.get(), stream_));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[7], stream_));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_results_.get(), d_results_.get(),
                                                   n * sizeof(cuda_internal::LkDeviceResult),
@@ -687,8 +689,8 @@ class CudaFrontEnd : public FastLkFrontEnd {
       Spin(busy);
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[6], stream_));
       TIEPOINT_RETURN_IF_ERROR(cuda_internal::LaunchLk(a.view, b.view, levels, d_points_.get(),
-                                                       nullptr, n, options_.lk, d_results_.get(),
-                                                       stream_));
+                                                       nullptr, n, LkLinearMap(), options_.lk,
+                                                       d_results_.get(), stream_));
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[7], stream_));
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[6], events_[7]));

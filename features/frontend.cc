@@ -1,6 +1,7 @@
 #include "features/frontend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -8,9 +9,28 @@
 
 namespace tiepoint {
 
+Status LinearPredictionOptions::Check() const {
+  if (!(min_rotation_deg >= 0.0 && min_rotation_deg <= 180.0)) {
+    return Status::InvalidOptions("linear prediction min_rotation_deg must be in [0, 180]");
+  }
+  if (!(min_scale_change >= 0.0 && min_scale_change <= 1.0)) {
+    return Status::InvalidOptions("linear prediction min_scale_change must be in [0, 1]");
+  }
+  if (max_passes < 1 || max_passes > 10) {
+    return Status::InvalidOptions("linear prediction max_passes " + std::to_string(max_passes) +
+                                  ": expected 1..10");
+  }
+  if (min_tracks < 3) {
+    return Status::InvalidOptions("linear prediction min_tracks " + std::to_string(min_tracks) +
+                                  ": expected >= 3");
+  }
+  return Status::Ok();
+}
+
 Status FrontEndOptions::Check() const {
   TIEPOINT_RETURN_IF_ERROR(fast.Check());
   TIEPOINT_RETURN_IF_ERROR(lk.Check());
+  TIEPOINT_RETURN_IF_ERROR(linear_prediction.Check());
   if (slots < 2 || slots > 64) {
     return Status::InvalidOptions("frontend slots " + std::to_string(slots) + ": expected 2..64");
   }
@@ -45,11 +65,12 @@ class CpuFrontEnd : public FastLkFrontEnd {
     TIEPOINT_RETURN_IF_ERROR(CheckSlot(slot, true));
     return DetectFast(pyramids_[slot], options_.fast, blocked_cells, corners);
   }
-  Status Track(int from, int to, const std::vector<Point2f>& points,
-               const std::vector<Point2f>* guesses, std::vector<LkResult>* results) override {
+  Status TrackMapped(int from, int to, const std::vector<Point2f>& points,
+                     const std::vector<Point2f>* guesses, const LkLinearMap& map,
+                     std::vector<LkResult>* results) override {
     TIEPOINT_RETURN_IF_ERROR(CheckSlot(from, true));
     TIEPOINT_RETURN_IF_ERROR(CheckSlot(to, true));
-    return TrackLk(pyramids_[from], pyramids_[to], points, guesses, options_.lk, results);
+    return TrackLk(pyramids_[from], pyramids_[to], points, guesses, map, options_.lk, results);
   }
 
  private:
@@ -120,6 +141,124 @@ void PredictMotion(const std::vector<TrackPoint>& tracks, std::vector<Point2f>* 
 
 }  // namespace
 
+bool FitSimilarity(const std::vector<Point2f>& points, const std::vector<LkResult>& results,
+                   int min_tracks, LkLinearMap* map, float* tx, float* ty, int* inliers) {
+  std::vector<size_t> use;
+  for (size_t i = 0; i < points.size() && i < results.size(); ++i) {
+    if (results[i].status == LkStatus::kTracked) use.push_back(i);
+  }
+  double a = 1, b = 0, mx = 0, my = 0, nx = 0, ny = 0;
+  bool ok = false;
+  std::vector<double> residual;
+  for (int round = 0; round < 4; ++round) {
+    if (static_cast<int>(use.size()) < std::max(min_tracks, 3)) return false;
+    mx = my = nx = ny = 0;
+    for (size_t i : use) {
+      mx += points[i].x;
+      my += points[i].y;
+      nx += results[i].x;
+      ny += results[i].y;
+    }
+    const double inv = 1.0 / static_cast<double>(use.size());
+    mx *= inv;
+    my *= inv;
+    nx *= inv;
+    ny *= inv;
+    double pp = 0, dot = 0, cross = 0;
+    for (size_t i : use) {
+      const double px = points[i].x - mx, py = points[i].y - my;
+      const double qx = results[i].x - nx, qy = results[i].y - ny;
+      pp += px * px + py * py;
+      dot += px * qx + py * qy;
+      cross += px * qy - py * qx;
+    }
+    if (!(pp > 0)) return false;
+    a = dot / pp;
+    b = cross / pp;
+    ok = std::isfinite(a) && std::isfinite(b) && a * a + b * b > 0;
+    if (!ok) return false;
+    if (round == 3) break;
+    // Residuals of every tracked point; keep those within max(1 px, 2.5 x the median).
+    std::vector<size_t> all;
+    residual.clear();
+    for (size_t i = 0; i < points.size() && i < results.size(); ++i) {
+      if (results[i].status != LkStatus::kTracked) continue;
+      const double px = points[i].x - mx, py = points[i].y - my;
+      const double ex = results[i].x - nx - (a * px - b * py);
+      const double ey = results[i].y - ny - (b * px + a * py);
+      all.push_back(i);
+      residual.push_back(std::hypot(ex, ey));
+    }
+    std::vector<double> sorted = residual;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    const double limit = std::max(1.0, 2.5 * sorted[sorted.size() / 2]);
+    use.clear();
+    for (size_t k = 0; k < all.size(); ++k) {
+      if (residual[k] <= limit) use.push_back(all[k]);
+    }
+  }
+  LkLinearMap m;
+  m.a00 = static_cast<float>(a);
+  m.a01 = static_cast<float>(-b);
+  m.a10 = static_cast<float>(b);
+  m.a11 = static_cast<float>(a);
+  if (!m.Check().ok()) return false;
+  *map = m;
+  // x' - n = A (x - m): t = n - A m.
+  if (tx) *tx = static_cast<float>(nx - (a * mx - b * my));
+  if (ty) *ty = static_cast<float>(ny - (b * mx + a * my));
+  if (inliers) *inliers = static_cast<int>(use.size());
+  return true;
+}
+
+Status TrackWithLinearPrediction(FastLkFrontEnd* frontend, int from, int to,
+                                 const std::vector<Point2f>& points,
+                                 const std::vector<Point2f>* guesses,
+                                 const LinearPredictionOptions& options, LkLinearMap* map,
+                                 std::vector<LkResult>* results,
+                                 LinearPredictionReport* report) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  LinearPredictionReport local;
+  LinearPredictionReport& rep = report ? *report : local;
+  rep = LinearPredictionReport();
+  TIEPOINT_RETURN_IF_ERROR(frontend->TrackMapped(from, to, points, guesses, *map, results));
+  rep.passes = 1;
+  if (!options.enabled) return Status::Ok();
+  LkLinearMap used = *map;
+  std::vector<Point2f> again(points.size());
+  std::vector<LkResult> next;
+  while (rep.passes < options.max_passes) {
+    LkLinearMap fit;
+    float tx = 0, ty = 0;
+    if (!FitSimilarity(points, *results, options.min_tracks, &fit, &tx, &ty, &rep.inliers)) break;
+    rep.fitted = true;
+    rep.fit = fit;
+    const double turn = std::remainder(fit.RotationDegrees() - used.RotationDegrees(), 360.0);
+    const double zoom = fit.Scale() / used.Scale();
+    if (!(std::fabs(turn) > options.min_rotation_deg ||
+          std::fabs(zoom - 1.0) > options.min_scale_change)) {
+      break;
+    }
+    for (size_t i = 0; i < points.size(); ++i) {
+      const LkResult& r = (*results)[i];
+      const Point2f& p = points[i];
+      again[i] = r.status == LkStatus::kTracked
+                     ? Point2f{r.x, r.y}
+                     : Point2f{fit.a00 * p.x + fit.a01 * p.y + tx, fit.a10 * p.x + fit.a11 * p.y + ty};
+    }
+    TIEPOINT_RETURN_IF_ERROR(frontend->TrackMapped(from, to, points, &again, fit, &next));
+    ++rep.passes;
+    for (size_t i = 0; i < points.size(); ++i) {
+      if (next[i].status == LkStatus::kTracked || (*results)[i].status != LkStatus::kTracked) {
+        (*results)[i] = next[i];
+      }
+    }
+    used = fit;
+  }
+  *map = used;
+  return Status::Ok();
+}
+
 SequenceTracker::SequenceTracker(FastLkFrontEnd* frontend, const FrontEndOptions& options)
     : frontend_(frontend), options_(options) {}
 
@@ -147,7 +286,13 @@ Status SequenceTracker::AddFrame(const ImageU8& frame, std::vector<TrackPoint>* 
     for (size_t i = 0; i < n; ++i) from[i] = {live_[i].x, live_[i].y};
     PredictMotion(live_, &guess);
     std::vector<LkResult> results;
-    TIEPOINT_RETURN_IF_ERROR(frontend_->Track(current_slot_, slot, from, &guess, &results));
+    LinearPredictionReport report;
+    TIEPOINT_RETURN_IF_ERROR(TrackWithLinearPrediction(frontend_, current_slot_, slot, from, &guess,
+                                                       options_.linear_prediction, &map_,
+                                                       &results, &report));
+    summary_.map_rotation_deg.push_back(map_.RotationDegrees());
+    summary_.map_scale.push_back(map_.Scale());
+    summary_.second_pass.push_back(report.second_pass());
     // Retry at rest the tracks lost with a prediction that moved them.
     std::vector<size_t> retry;
     for (size_t i = 0; i < n; ++i) {
@@ -160,7 +305,8 @@ Status SequenceTracker::AddFrame(const ImageU8& frame, std::vector<TrackPoint>* 
       std::vector<Point2f> again(retry.size());
       for (size_t k = 0; k < retry.size(); ++k) again[k] = from[retry[k]];
       std::vector<LkResult> second;
-      TIEPOINT_RETURN_IF_ERROR(frontend_->Track(current_slot_, slot, again, nullptr, &second));
+      TIEPOINT_RETURN_IF_ERROR(
+          frontend_->TrackMapped(current_slot_, slot, again, nullptr, map_, &second));
       for (size_t k = 0; k < retry.size(); ++k) {
         if (second[k].status == LkStatus::kTracked) results[retry[k]] = second[k];
       }

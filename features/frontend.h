@@ -17,9 +17,28 @@
 
 namespace tiepoint {
 
+// Linear prediction of the LK patches from the tracks themselves (LkLinearMap of
+// features/lk.h; TrackWithLinearPrediction below), as visual-inertial front ends turn
+// their patches by the gyro's rotation.
+struct LinearPredictionOptions {
+  bool enabled = true;
+  // A second pass runs when the similarity fitted to the first pass's tracks turns by more
+  // than min_rotation_deg from the map that pass used, or scales by more than
+  // min_scale_change (relative).
+  double min_rotation_deg = 2.0;
+  double min_scale_change = 0.15;
+  // Fewest tracks (passing the forward-backward check) to fit a similarity.
+  int min_tracks = 8;
+  // LK passes per frame pair at most (>= 2 for any effect).
+  int max_passes = 3;
+
+  Status Check() const;
+};
+
 struct FrontEndOptions {
   FastOptions fast;
   LkOptions lk;
+  LinearPredictionOptions linear_prediction;
   // CUDA only: frames whose pyramids are kept on the device at once (slots), >= 2.
   int slots = 2;
 
@@ -47,14 +66,53 @@ class FastLkFrontEnd {
   virtual Status Detect(int slot, const std::vector<uint8_t>* blocked_cells,
                         std::vector<FastCorner>* corners) = 0;
   // LK from the frame in `from` to the frame in `to`, as TrackLk.
-  virtual Status Track(int from, int to, const std::vector<Point2f>& points,
-                       const std::vector<Point2f>* guesses, std::vector<LkResult>* results) = 0;
+  Status Track(int from, int to, const std::vector<Point2f>& points,
+               const std::vector<Point2f>* guesses, std::vector<LkResult>* results) {
+    return TrackMapped(from, to, points, guesses, LkLinearMap(), results);
+  }
+  // The same with the linear prediction `map` (features/lk.h).
+  virtual Status TrackMapped(int from, int to, const std::vector<Point2f>& points,
+                             const std::vector<Point2f>* guesses, const LkLinearMap& map,
+                             std::vector<LkResult>* results) = 0;
 
   // kCpu: the reference; kCuda: features/fast_cuda.h, kUnavailable naming --device cpu when
   // this build has no CUDA or no GPU can be used. Checks the options first.
   static Status Create(const FrontEndOptions& options, Device device,
                        std::unique_ptr<FastLkFrontEnd>* frontend);
 };
+
+// Fits x' = s R x + t (a similarity) to the tracked results (status kTracked) of
+// `points`, robustly: least squares, then again on the tracks within max(1 px, 2.5 x the
+// median residual), three times. False (outputs untouched) with fewer than min_tracks
+// tracks or a degenerate fit. *map: s R; (*tx, *ty): t; *inliers: the tracks of the last
+// fit (each optional but map).
+bool FitSimilarity(const std::vector<Point2f>& points, const std::vector<LkResult>& results,
+                   int min_tracks, LkLinearMap* map, float* tx, float* ty, int* inliers);
+
+struct LinearPredictionReport {
+  bool fitted = false;  // a similarity was fitted to the first pass
+  LkLinearMap fit;      // ... the last one
+  int inliers = 0;      // on this many tracks
+  int passes = 0;       // LK passes run (1 when the first pass's map held)
+  bool second_pass() const { return passes > 1; }
+};
+
+// LK with linear prediction: a first pass with *map (the previous frame pair's; identity
+// to start with) and a similarity fitted to its tracks (FitSimilarity). When the fit
+// turns by more than options.min_rotation_deg from the map of the pass, or scales by more
+// than options.min_scale_change, another pass runs with the fitted map, from the last
+// pass's positions where it tracked and from the fitted similarity's prediction
+// (s R p + t) elsewhere; up to options.max_passes passes, refitting after each. Each
+// feature keeps its last tracked result (the last pass's status when none tracked), and
+// *map becomes the last pass's map. Without a departure *map stays as it is (the identity
+// on sequences without turns: exactly Track's results). options.enabled false: Track
+// with *map.
+Status TrackWithLinearPrediction(FastLkFrontEnd* frontend, int from, int to,
+                                 const std::vector<Point2f>& points,
+                                 const std::vector<Point2f>* guesses,
+                                 const LinearPredictionOptions& options, LkLinearMap* map,
+                                 std::vector<LkResult>* results,
+                                 LinearPredictionReport* report);
 
 // One point of a track in one frame.
 struct TrackPoint {
@@ -81,6 +139,10 @@ struct SequenceTrackerSummary {
   int64_t lost_flat = 0, lost_outside = 0, lost_forward_backward = 0;
   // Forward-backward errors of all surviving tracks (level-0 pixels), in frame order.
   std::vector<float> fb_errors;
+  // Per frame after the first (linear prediction): the rotation (degrees) and scale of
+  // the map the step ended with, and whether it ran a second pass.
+  std::vector<double> map_rotation_deg, map_scale;
+  std::vector<bool> second_pass;
 };
 
 // Detect, track, re-detect in emptied cells. Frame 0: FAST + grid suppression starts one
@@ -89,6 +151,8 @@ struct SequenceTrackerSummary {
 // Prediction: a track seen in two frames is predicted at constant image velocity; a new
 // one takes the median motion of the (up to) 5 nearest tracks that have a velocity. A
 // track lost with its prediction is tried once more without (predicted at rest).
+// Patches are turned and zoomed by TrackWithLinearPrediction (options.linear_prediction),
+// the map carried from one frame pair to the next.
 // New tracks start only where every LK level's patch fits inside the frame: corners closer
 // than LkPatchReach (32 px for the defaults) to the border are not used. On KITTI this
 // raises the share of tracks that survive a step by 3-7 points (they are the ones that
@@ -111,6 +175,7 @@ class SequenceTracker {
   int current_slot_ = 0;
   int width_ = 0, height_ = 0;
   std::vector<TrackPoint> live_;
+  LkLinearMap map_;
   int64_t next_id_ = 0;
   SequenceTrackerSummary summary_;
 };

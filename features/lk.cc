@@ -46,6 +46,59 @@ Status LkOptions::Check() const {
   return Status::Ok();
 }
 
+LkLinearMap LkLinearMap::Inverse() const {
+  if (IsIdentity()) return LkLinearMap();
+  const double det = static_cast<double>(a00) * a11 - static_cast<double>(a01) * a10;
+  LkLinearMap inv;
+  inv.a00 = static_cast<float>(a11 / det);
+  inv.a01 = static_cast<float>(-a01 / det);
+  inv.a10 = static_cast<float>(-a10 / det);
+  inv.a11 = static_cast<float>(a00 / det);
+  return inv;
+}
+
+double LkLinearMap::RotationDegrees() const {
+  // Similarity part: the closest [[s, -r], [r, s]] is s = (a00 + a11) / 2, r = (a10 - a01) / 2.
+  return std::atan2(0.5 * (static_cast<double>(a10) - a01), 0.5 * (static_cast<double>(a00) + a11)) *
+         180.0 / M_PI;
+}
+
+double LkLinearMap::Scale() const {
+  const double det = static_cast<double>(a00) * a11 - static_cast<double>(a01) * a10;
+  return det > 0 ? std::sqrt(det) : 0.0;
+}
+
+LkLinearMap LkLinearMap::Similarity(double scale, double degrees) {
+  const double t = degrees * M_PI / 180.0;
+  LkLinearMap m;
+  m.a00 = static_cast<float>(scale * std::cos(t));
+  m.a01 = static_cast<float>(-scale * std::sin(t));
+  m.a10 = static_cast<float>(scale * std::sin(t));
+  m.a11 = static_cast<float>(scale * std::cos(t));
+  return m;
+}
+
+Status LkLinearMap::Check() const {
+  if (!std::isfinite(a00) || !std::isfinite(a01) || !std::isfinite(a10) || !std::isfinite(a11)) {
+    return Status::InvalidOptions("LK linear map: not finite");
+  }
+  // Singular values of A from A^T A's eigenvalues.
+  const double p = static_cast<double>(a00) * a00 + static_cast<double>(a10) * a10;
+  const double q = static_cast<double>(a01) * a01 + static_cast<double>(a11) * a11;
+  const double r = static_cast<double>(a00) * a01 + static_cast<double>(a10) * a11;
+  const double det = static_cast<double>(a00) * a11 - static_cast<double>(a01) * a10;
+  const double h = std::sqrt(0.25 * (p - q) * (p - q) + r * r);
+  const double smax = std::sqrt(0.5 * (p + q) + h);
+  const double smin = std::sqrt(std::max(0.0, 0.5 * (p + q) - h));
+  if (!(det > 0) || smin < 0.25 || smax > 4.0) {
+    return Status::InvalidOptions(
+        "LK linear map [" + std::to_string(a00) + " " + std::to_string(a01) + "; " +
+        std::to_string(a10) + " " + std::to_string(a11) +
+        "]: expected det > 0 and singular values in [0.25, 4]");
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 using lk_internal::Bilinear;
@@ -56,8 +109,12 @@ using lk_internal::kLkMinGain;
 using lk_internal::LkUnknowns;
 
 // One pass previous -> next. Returns the status; *out the level-0 position in `next`.
+// `m`: the linear map of the next frame's samples (the identity path when `mapped` is
+// false).
 LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels, Point2f p,
-                  Point2f guess, const LkOptions& o, Point2f* out, float* gain, float* bias) {
+                  Point2f guess, const LkLinearMap& m, const LkOptions& o, Point2f* out,
+                  float* gain, float* bias) {
+  const bool mapped = !m.IsIdentity();
   std::vector<float> tv, tgx, tgy;
   float dx = 0, dy = 0, alpha = 0, beta = 0;
   for (int l = levels - 1; l >= 0; --l) {
@@ -105,8 +162,16 @@ LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels
       float bf[4] = {0, 0, 0, 0};
       const float gain1 = 1.0f + alpha;
       for (int k = 0; k < n; ++k) {
-        const float sx = px + dx + static_cast<float>(k % patch) - half;
-        const float sy = py + dy + static_cast<float>(k / patch) - half;
+        float sx, sy;
+        if (!mapped) {
+          sx = px + dx + static_cast<float>(k % patch) - half;
+          sy = py + dy + static_cast<float>(k / patch) - half;
+        } else {
+          const float u = static_cast<float>(k % patch) - half;
+          const float v = static_cast<float>(k / patch) - half;
+          sx = px + dx + (m.a00 * u + m.a01 * v);
+          sy = py + dy + (m.a10 * u + m.a11 * v);
+        }
         const float e = Bilinear(ni.data.data(), ni.width, ni.height, sx, sy) - gain1 * tv[k] - beta;
         bf[0] += tgx[k] * e;
         bf[1] += tgy[k] * e;
@@ -116,8 +181,13 @@ LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels
       const double b[4] = {bf[0], bf[1], bf[2], bf[3]};
       double z[4] = {0, 0, 0, 0};
       lk_internal::CholeskySolve(chol, unknowns, b, z);
-      const float step_x = static_cast<float>(-z[0] / gain1);
-      const float step_y = static_cast<float>(-z[1] / gain1);
+      float step_x = static_cast<float>(-z[0] / gain1);
+      float step_y = static_cast<float>(-z[1] / gain1);
+      if (mapped) {  // d -= A delta
+        const float tx = step_x, ty = step_y;
+        step_x = m.a00 * tx + m.a01 * ty;
+        step_y = m.a10 * tx + m.a11 * ty;
+      }
       dx += step_x;
       dy += step_y;
       beta += static_cast<float>(z[2]);
@@ -146,7 +216,15 @@ LkStatus TrackOne(const ImagePyramid& prev, const ImagePyramid& next, int levels
 Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
                const std::vector<Point2f>& points, const std::vector<Point2f>* guesses,
                const LkOptions& options, std::vector<LkResult>* results) {
+  return TrackLk(previous, next, points, guesses, LkLinearMap(), options, results);
+}
+
+Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
+               const std::vector<Point2f>& points, const std::vector<Point2f>* guesses,
+               const LkLinearMap& map, const LkOptions& options, std::vector<LkResult>* results) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());
+  TIEPOINT_RETURN_IF_ERROR(map.Check());
+  const LkLinearMap inverse = map.Inverse();
   if (previous.levels.empty() || next.levels.empty()) {
     return Status::InvalidInput("LK: empty pyramid");
   }
@@ -171,13 +249,13 @@ Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
     const Point2f p = points[i];
     const Point2f g = guesses ? (*guesses)[i] : p;
     Point2f fwd;
-    r.status = TrackOne(previous, next, levels, p, g, options, &fwd, &r.gain, &r.bias);
+    r.status = TrackOne(previous, next, levels, p, g, map, options, &fwd, &r.gain, &r.bias);
     r.x = fwd.x;
     r.y = fwd.y;
     if (r.status != LkStatus::kTracked || options.fb_threshold <= 0.0f) continue;
     Point2f back;
     float gain_b, bias_b;
-    const LkStatus bs = TrackOne(next, previous, levels, fwd, p, options, &back, &gain_b, &bias_b);
+    const LkStatus bs = TrackOne(next, previous, levels, fwd, p, inverse, options, &back, &gain_b, &bias_b);
     if (bs != LkStatus::kTracked) {
       r.status = LkStatus::kForwardBackward;
       r.fb_error = INFINITY;

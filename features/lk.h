@@ -23,6 +23,16 @@
 // Coarse to fine: d at level l+1 doubles into level l; alpha and beta carry over.
 // Samples outside a level are clamped to its border.
 //
+// Linear prediction (LkLinearMap A, fixed during the solve): the next frame's sample of
+// template offset x is read at A x + d instead of x + d, so that a patch turned or zoomed
+// by a known amount (a gyro's rotation, or one fitted to the tracks of a first pass:
+// TrackWithLinearPrediction in features/frontend.h) is matched without changing the
+// model: the inverse-compositional update of W(x) = A x + d by a template translation
+// delta is W o W(delta)^-1, i.e. d -= A delta; the template, its gradients, G and its
+// factor are those of the identity (the template stays in the previous frame). A is the
+// same on every level (d scales with the level), and the backward pass uses A^-1.
+// A = identity runs the identity code path: bit-identical results to TrackLk without a map.
+//
 // A feature is lost (LkStatus) when: the 4x4 system is singular or the smallest eigenvalue
 // of the level-0 gradient matrix sum grad T grad T^T / P^2 is below min_eigenvalue
 // (kFlat); the tracked point leaves the level-0 image (kOutside); tracking it back from the
@@ -109,6 +119,24 @@ struct LkResult {
   LkStatus status = LkStatus::kTracked;
 };
 
+// The fixed 2x2 linear part A of the warp x -> A x + d (row-major; see the top).
+struct LkLinearMap {
+  float a00 = 1, a01 = 0, a10 = 0, a11 = 1;
+
+  bool IsIdentity() const { return a00 == 1 && a01 == 0 && a10 == 0 && a11 == 1; }
+  // A^-1 (computed in double; the identity gives the identity exactly).
+  LkLinearMap Inverse() const;
+  // The rotation (degrees, counter-clockwise in image coordinates: x right, y down) and
+  // the scale sqrt(det A) of the map's similarity part.
+  double RotationDegrees() const;
+  double Scale() const;
+  // A similarity: scale * rotation(degrees).
+  static LkLinearMap Similarity(double scale, double degrees);
+  // Explains a map LK refuses: not finite, det <= 0, or singular values outside
+  // [1/4, 4] (patches that shrink or grow that much no longer overlap their template).
+  Status Check() const;
+};
+
 // Patch side of level `level`.
 inline int LkPatchSize(const LkOptions& options, int level) {
   return level >= options.coarse_level ? 8 : 16;
@@ -132,5 +160,10 @@ inline int LkPatchReach(const LkOptions& options, int levels) {
 Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
                const std::vector<Point2f>& points, const std::vector<Point2f>* guesses,
                const LkOptions& options, std::vector<LkResult>* results);
+// The same with the linear prediction `map` (see the top): the next frame's patch of each
+// feature is sampled at map * offset + d; the backward pass uses map^-1.
+Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
+               const std::vector<Point2f>& points, const std::vector<Point2f>* guesses,
+               const LkLinearMap& map, const LkOptions& options, std::vector<LkResult>* results);
 
 }  // namespace tiepoint

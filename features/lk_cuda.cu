@@ -24,6 +24,8 @@ struct LkParams {
   float min_eigenvalue;
   float fb_threshold;
   int gain_bias;
+  float map[4];      // the forward pass's linear map A (row-major; kMapped kernels only)
+  float inverse[4];  // A^-1, the backward pass's
 };
 
 __device__ __forceinline__ float WarpSum(float v) {
@@ -94,13 +96,16 @@ __device__ __forceinline__ float BilinearAt(const uint8_t* __restrict__ img, int
 // from the patch origin (shared bilinear weights, no clamping while the patch is inside
 // the level), explicit fused multiply-adds, the butterfly sums, and each iteration applies G^-1
 // (float, from the double Cholesky factor, once per level) instead of a double solve.
-template <int kPatch, int kWarps>
+// kMapped: the next frame's samples are read at A x + d (m = A, row-major), each a clamped
+// bilinear sample as in the CPU reference, and the update is d -= A delta; without it, the
+// identity code (shared weights), unchanged.
+template <int kPatch, int kWarps, bool kMapped>
 __device__ __forceinline__ int TrackLevel(float* red, int* parity, float* grid,
                                           const uint8_t* __restrict__ ti, int tw, int th,
                                           const uint8_t* __restrict__ ni, int nw, int nh,
                                           float px, float py, int unknowns, bool finest,
-                                          const LkParams& o, float* dx_io, float* dy_io,
-                                          float* alpha_io, float* beta_io) {
+                                          const LkParams& o, const float* m, float* dx_io,
+                                          float* dy_io, float* alpha_io, float* beta_io) {
   // Sample slots of the patch (32 samples each): warp w of the feature takes slots
   // w, w + kWarps, ...; kSlots per warp, the last ones past the patch skipped (8x8 patches
   // with 4 warps leave half of the warps idle there).
@@ -189,16 +194,23 @@ __device__ __forceinline__ int TrackLevel(float* red, int* parity, float* grid,
     float b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
     const float gain1 = 1.0f + alpha;
     const PatchOrigin no = OriginAt(px + dx - kHalf, py + dy - kHalf);
-    const bool n_inside = PatchInside(no, kPatch, nw, nh);
+    const bool n_inside = !kMapped && PatchInside(no, kPatch, nw, nh);
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
       const int slot = warp + kWarps * j;
       if (kPer % kWarps != 0 && slot >= kPer) continue;
       const int k = lane + 32 * slot;
       const int si = k % kPatch, sj = k / kPatch;
-      const float v = n_inside ? BilinearAt(ni, nw, no, si, sj)
-                               : lk_internal::Bilinear(ni, nw, nh, px + dx + (si - kHalf),
-                                                       py + dy + (sj - kHalf));
+      float v;
+      if constexpr (kMapped) {
+        const float u = static_cast<float>(si) - kHalf, w = static_cast<float>(sj) - kHalf;
+        v = lk_internal::Bilinear(ni, nw, nh, px + dx + (m[0] * u + m[1] * w),
+                                  py + dy + (m[2] * u + m[3] * w));
+      } else {
+        v = n_inside ? BilinearAt(ni, nw, no, si, sj)
+                     : lk_internal::Bilinear(ni, nw, nh, px + dx + (si - kHalf),
+                                             py + dy + (sj - kHalf));
+      }
       const float e = __fmaf_rn(-gain1, tv[j], v) - beta;
       b0 = __fmaf_rn(tgx[j], e, b0);
       b1 = __fmaf_rn(tgy[j], e, b1);
@@ -214,8 +226,13 @@ __device__ __forceinline__ int TrackLevel(float* red, int* parity, float* grid,
                        __fmaf_rn(ginv[r][2], b[2], __fmaf_rn(ginv[r][1], b[1], ginv[r][0] * b[0])));
     }
     const float inv_gain = 1.0f / gain1;
-    const float step_x = -z[0] * inv_gain;
-    const float step_y = -z[1] * inv_gain;
+    float step_x = -z[0] * inv_gain;
+    float step_y = -z[1] * inv_gain;
+    if constexpr (kMapped) {  // d -= A delta
+      const float tx = step_x, ty = step_y;
+      step_x = m[0] * tx + m[1] * ty;
+      step_y = m[2] * tx + m[3] * ty;
+    }
     dx += step_x;
     dy += step_y;
     beta += z[2];
@@ -236,9 +253,9 @@ __device__ __forceinline__ int TrackLevel(float* red, int* parity, float* grid,
 
 // One pass prev -> next for the feature of the warp (kWarps = 1) or of the block (kWarps
 // warps); every thread returns the same values.
-template <int kWarps>
+template <int kWarps, bool kMapped>
 __device__ int TrackOneWarp(float* red, int* parity, float* grid, const PyramidView& prev,
-                            const PyramidView& next, const LkParams& o,
+                            const PyramidView& next, const LkParams& o, const float* m,
                             float px0, float py0, float gx0, float gy0, float* out_x,
                             float* out_y, float* out_gain, float* out_bias) {
   float dx = 0.f, dy = 0.f, alpha = 0.f, beta = 0.f;
@@ -255,12 +272,14 @@ __device__ int TrackOneWarp(float* red, int* parity, float* grid, const PyramidV
     const float px = px0 * scale, py = py0 * scale;
     const int status =
         l >= o.coarse_level
-            ? TrackLevel<8, kWarps>(red, parity, grid, prev.level[l], prev.width[l], prev.height[l], next.level[l],
-                            next.width[l], next.height[l], px, py, unknowns, l == 0, o, &dx, &dy,
-                            &alpha, &beta)
-            : TrackLevel<16, kWarps>(red, parity, grid, prev.level[l], prev.width[l], prev.height[l], next.level[l],
-                             next.width[l], next.height[l], px, py, unknowns, l == 0, o, &dx, &dy,
-                             &alpha, &beta);
+            ? TrackLevel<8, kWarps, kMapped>(red, parity, grid, prev.level[l], prev.width[l],
+                                             prev.height[l], next.level[l], next.width[l],
+                                             next.height[l], px, py, unknowns, l == 0, o, m, &dx,
+                                             &dy, &alpha, &beta)
+            : TrackLevel<16, kWarps, kMapped>(red, parity, grid, prev.level[l], prev.width[l],
+                                              prev.height[l], next.level[l], next.width[l],
+                                              next.height[l], px, py, unknowns, l == 0, o, m, &dx,
+                                              &dy, &alpha, &beta);
     if (status != static_cast<int>(LkStatus::kTracked)) return status;
   }
   *out_x = px0 + dx;
@@ -276,8 +295,8 @@ __device__ int TrackOneWarp(float* red, int* parity, float* grid, const PyramidV
 
 // kWarps = 1: a warp per feature, kWarpsPerBlock features per block. kWarps > 1: a block
 // of kWarps warps per feature, splitting the patch's samples (features/lk.h:
-// LkOptions::cuda_warps_per_feature).
-template <int kWarps>
+// LkOptions::cuda_warps_per_feature). kMapped: the linear prediction (params.map).
+template <int kWarps, bool kMapped>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     LkKernel(PyramidView prev, PyramidView next, LkParams params, const float* __restrict__ points,
              const float* __restrict__ guesses, int n, LkDeviceResult* __restrict__ results) {
@@ -296,12 +315,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   r.x = r.y = 0.f;
   r.gain = 1.f;
   r.bias = 0.f;
-  r.status = TrackOneWarp<kWarps>(red, &parity, grid, prev, next, params, px, py, gx, gy, &r.x, &r.y,
-                                  &r.gain, &r.bias);
+  r.status = TrackOneWarp<kWarps, kMapped>(red, &parity, grid, prev, next, params, params.map, px,
+                                           py, gx, gy, &r.x, &r.y, &r.gain, &r.bias);
   if (r.status == static_cast<int>(LkStatus::kTracked) && params.fb_threshold > 0.f) {
     float bx = 0.f, by = 0.f, bg, bb;
-    const int bs = TrackOneWarp<kWarps>(red, &parity, grid, next, prev, params, r.x, r.y, px, py, &bx,
-                                        &by, &bg, &bb);
+    const int bs = TrackOneWarp<kWarps, kMapped>(red, &parity, grid, next, prev, params,
+                                                 params.inverse, r.x, r.y, px, py, &bx, &by, &bg,
+                                                 &bb);
     if (bs != static_cast<int>(LkStatus::kTracked)) {
       r.status = static_cast<int>(LkStatus::kForwardBackward);
       r.fb_error = INFINITY;
@@ -318,9 +338,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 }  // namespace
 
 Status LaunchLk(const PyramidView& prev, const PyramidView& next, int levels,
-                const float* d_points, const float* d_guesses, int n, const LkOptions& options,
-                LkDeviceResult* d_results, cudaStream_t stream) {
+                const float* d_points, const float* d_guesses, int n, const LkLinearMap& map,
+                const LkOptions& options, LkDeviceResult* d_results, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
+  TIEPOINT_RETURN_IF_ERROR(map.Check());
   LkParams p;
   p.levels = levels;
   p.coarse_level = options.coarse_level;
@@ -331,18 +352,39 @@ Status LaunchLk(const PyramidView& prev, const PyramidView& next, int levels,
   p.min_eigenvalue = options.min_eigenvalue;
   p.fb_threshold = options.fb_threshold;
   p.gain_bias = options.gain_bias ? 1 : 0;
+  const LkLinearMap inverse = map.Inverse();
+  const float fwd[4] = {map.a00, map.a01, map.a10, map.a11};
+  const float bwd[4] = {inverse.a00, inverse.a01, inverse.a10, inverse.a11};
+  for (int i = 0; i < 4; ++i) {
+    p.map[i] = fwd[i];
+    p.inverse[i] = bwd[i];
+  }
+  const bool mapped = !map.IsIdentity();
   switch (options.cuda_warps_per_feature) {
     case 1: {
       const int blocks = (n + kWarpsPerBlock - 1) / kWarpsPerBlock;
-      LkKernel<1><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(prev, next, p, d_points, d_guesses,
-                                                              n, d_results);
+      if (mapped) {
+        LkKernel<1, true><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(prev, next, p, d_points,
+                                                                      d_guesses, n, d_results);
+      } else {
+        LkKernel<1, false><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(prev, next, p, d_points,
+                                                                       d_guesses, n, d_results);
+      }
       break;
     }
     case 2:
-      LkKernel<2><<<n, 64, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      if (mapped) {
+        LkKernel<2, true><<<n, 64, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      } else {
+        LkKernel<2, false><<<n, 64, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      }
       break;
     case 4:
-      LkKernel<4><<<n, 128, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      if (mapped) {
+        LkKernel<4, true><<<n, 128, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      } else {
+        LkKernel<4, false><<<n, 128, 0, stream>>>(prev, next, p, d_points, d_guesses, n, d_results);
+      }
       break;
     default:
       return Status::InvalidOptions("LK cuda_warps_per_feature " +

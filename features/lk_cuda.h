@@ -82,9 +82,10 @@ struct LkDeviceResult {
 };
 
 // Tracks n points (float2 pairs, level-0 pixels) from `prev` into `next`; d_guesses may
-// be null. Asynchronous on `stream`.
+// be null. `map`: the linear prediction of features/lk.h (the identity runs the identity
+// kernel). Asynchronous on `stream`.
 Status LaunchLk(const PyramidView& prev, const PyramidView& next, int levels,
-                const float* d_points, const float* d_guesses, int n, const LkOptions& options,
-                LkDeviceResult* d_results, cudaStream_t stream);
+                const float* d_points, const float* d_guesses, int n, const LkLinearMap& map,
+                const LkOptions& options, LkDeviceResult* d_results, cudaStream_t stream);
 
 }  // namespace tiepoint::cuda_internal

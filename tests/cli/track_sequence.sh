@@ -3,7 +3,8 @@
 # (nothing moves): every track of frame 0 is in frames 1 and 2 at the same place, lines are
 # "track_id frame x y", one SVG per frame embedding the frame as a PNG. Then failures that
 # must leave no output: a frame of another size (named, exit 2) and two frames whose SVGs
-# would have the same name.
+# would have the same name. --lk-affine-prediction off gives the same tracks here (nothing
+# turns); a value other than on/off is named, exit 2, no output.
 set -u
 tp=$1; dir=$2; img=$3
 rm -rf "$dir"; mkdir -p "$dir/b"
@@ -33,6 +34,19 @@ for i in 0 1 2; do
 done
 grep -Eq "3 frames, $n0 tracks" "$dir/stdout" || fail "no summary line"
 ls "$dir" "$dir/svg" | grep -q "tmp-" && fail "temporary left behind"
+
+# --lk-affine-prediction off: the same tracks (nothing turns, no second pass ran).
+"$tp" track "$dir"/frame0.pgm "$dir"/frame1.pgm "$dir"/frame2.pgm --fast-threshold 10 \
+  --lk-coarse-level 2 --lk-affine-prediction off -o "$dir/tracks_off.txt" >"$dir/stdout" 2>"$dir/stderr"
+rc=$?
+[ "$rc" = 0 ] || fail "--lk-affine-prediction off: exit code $rc, expected 0"
+diff "$dir/tracks.txt" "$dir/tracks_off.txt" >/dev/null || fail "--lk-affine-prediction off changed the tracks"
+"$tp" track "$dir"/frame0.pgm "$dir"/frame1.pgm --lk-affine-prediction maybe -o "$dir/maybe.txt" \
+  >"$dir/stdout" 2>"$dir/stderr"
+rc=$?
+[ "$rc" = 2 ] || fail "--lk-affine-prediction maybe: exit code $rc, expected 2"
+grep -q "lk-affine-prediction 'maybe': expected on or off" "$dir/stderr" || fail "bad --lk-affine-prediction not explained"
+[ ! -e "$dir/maybe.txt" ] || fail "output written for a bad option"
 
 # A frame of another size: named, exit 2, no tracks file, no SVG.
 printf 'P5\n40 30\n255\n' >"$dir/small.pgm"
