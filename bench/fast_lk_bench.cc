@@ -526,14 +526,17 @@ int Main(int argc, char** argv) {
     const int m = i % period;
     return k[m <= 4 ? m : period - m];
   };
-  auto run_tracker = [&](Device device, double* fps, double* survival) -> bool {
+  auto run_tracker = [&](Device device, double* fps, double* survival,
+                         bool linear_prediction = true) -> bool {
+    FrontEndOptions o = options;
+    o.linear_prediction.enabled = linear_prediction;
     std::unique_ptr<FastLkFrontEnd> fe;
-    if (!FastLkFrontEnd::Create(options, device, &fe).ok()) return false;
-    SequenceTracker tracker(fe.get(), options);
+    if (!FastLkFrontEnd::Create(o, device, &fe).ok()) return false;
+    SequenceTracker tracker(fe.get(), o);
     for (int i = 0; i < 3; ++i) {
       if (!tracker.AddFrame(frame_at(i), nullptr).ok()) return false;
     }
-    SequenceTracker timed(fe.get(), options);
+    SequenceTracker timed(fe.get(), o);
     const auto a = Clock::now();
     for (int i = 0; i < batch; ++i) {
       if (!timed.AddFrame(frame_at(i), nullptr).ok()) return false;
@@ -610,6 +613,18 @@ int Main(int argc, char** argv) {
     batch_json["cuda_survival"] = survival;
     batch_json["cuda_over_opencv"] = fps / batch_json["opencv_frames_per_s"].get<double>();
     std::printf("batch CUDA tracker: %.1f frames/s (%.1f%% survive)\n", fps, 100 * survival);
+    // The same without the linear prediction (its similarity fit per frame pair; no second
+    // pass runs on this sequence).
+    double fps_off = 0, survival_off = 0;
+    if (!run_tracker(Device::kCuda, &fps_off, &survival_off, false)) return 1;
+    batch_json["cuda_frames_per_s_linear_prediction_off"] = fps_off;
+    batch_json["cuda_survival_linear_prediction_off"] = survival_off;
+    double fps_again = 0, survival_again = 0;  // on again, after: the run-to-run spread
+    if (!run_tracker(Device::kCuda, &fps_again, &survival_again)) return 1;
+    batch_json["cuda_frames_per_s_repeat"] = fps_again;
+    std::printf("batch CUDA tracker again (linear prediction on): %.1f frames/s\n", fps_again);
+    std::printf("batch CUDA tracker without linear prediction: %.1f frames/s (%.1f%% survive)\n",
+                fps_off, 100 * survival_off);
     // Detection alone, frame after frame (upload + pyramid + FAST + NMS + download).
     std::unique_ptr<FastLkFrontEnd> fe;
     if (!FastLkFrontEnd::Create(options, Device::kCuda, &fe).ok()) return 1;

@@ -686,8 +686,9 @@ TEST(LkCudaTest, MatchesCpuWithALinearMap) {
   const ImageU8 a = Render(w, h, blobs, 0, 0);
   const ImageU8 b = RenderSimilarity(w, h, blobs, scale, deg, cx, cy, tx, ty);
   CompareLk(a, b, points, &truth, LkLinearMap::Similarity(scale, deg));
-  // Near the border (clamped samples) and with a wrong map (features lost alike).
-  CompareLk(a, b, GridPoints(w, h, 10, 13, 4), nullptr, LkLinearMap::Similarity(1.05, -6));
+  // Near the border (clamped samples), a shift with gain and bias under a map 2 degrees off.
+  CompareLk(Render(w, h, blobs, 0, 0), Render(w, h, blobs, 4.3, -2.9, 1.1, 5),
+            GridPoints(w, h, 10, 13, 4), nullptr, LkLinearMap::Similarity(1.0, 2.0));
   TIEPOINT_REQUIRE_SHARED(ba, "features/oxford_boat/img1.pgm");
   TIEPOINT_REQUIRE_SHARED(bb, "features/oxford_boat/img2.pgm");
   TIEPOINT_REQUIRE_SHARED(hpath, "features/oxford_boat/H1to2p");
