@@ -244,7 +244,8 @@ Status TrackWithLinearPrediction(FastLkFrontEnd* frontend, int from, int to,
       const Point2f& p = points[i];
       again[i] = r.status == LkStatus::kTracked
                      ? Point2f{r.x, r.y}
-                     : Point2f{fit.a00 * p.x + fit.a01 * p.y + tx, fit.a10 * p.x + fit.a11 * p.y + ty};
+                     : Point2f{fit.a00 * p.x + fit.a01 * p.y + tx,
+                               fit.a10 * p.x + fit.a11 * p.y + ty};
     }
     TIEPOINT_RETURN_IF_ERROR(frontend->TrackMapped(from, to, points, &again, fit, &next));
     ++rep.passes;

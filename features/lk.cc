@@ -59,7 +59,8 @@ LkLinearMap LkLinearMap::Inverse() const {
 
 double LkLinearMap::RotationDegrees() const {
   // Similarity part: the closest [[s, -r], [r, s]] is s = (a00 + a11) / 2, r = (a10 - a01) / 2.
-  return std::atan2(0.5 * (static_cast<double>(a10) - a01), 0.5 * (static_cast<double>(a00) + a11)) *
+  return std::atan2(0.5 * (static_cast<double>(a10) - a01),
+                    0.5 * (static_cast<double>(a00) + a11)) *
          180.0 / M_PI;
 }
 
@@ -255,7 +256,8 @@ Status TrackLk(const ImagePyramid& previous, const ImagePyramid& next,
     if (r.status != LkStatus::kTracked || options.fb_threshold <= 0.0f) continue;
     Point2f back;
     float gain_b, bias_b;
-    const LkStatus bs = TrackOne(next, previous, levels, fwd, p, inverse, options, &back, &gain_b, &bias_b);
+    const LkStatus bs =
+        TrackOne(next, previous, levels, fwd, p, inverse, options, &back, &gain_b, &bias_b);
     if (bs != LkStatus::kTracked) {
       r.status = LkStatus::kForwardBackward;
       r.fb_error = INFINITY;

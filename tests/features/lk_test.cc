@@ -242,7 +242,8 @@ TEST(LkTest, LinearMapFollowsATurnedAndZoomedPatch) {
   const double scale = 0.89, deg = 14, cx = 160, cy = 120, tx = 0.3, ty = -0.2;
   ImagePyramid p0, p1;
   ASSERT_TRUE(BuildPyramid(Render(w, h, blobs, 0, 0), 4, 0, &p0).ok());
-  ASSERT_TRUE(BuildPyramid(RenderSimilarity(w, h, blobs, scale, deg, cx, cy, tx, ty), 4, 0, &p1).ok());
+  ASSERT_TRUE(
+      BuildPyramid(RenderSimilarity(w, h, blobs, scale, deg, cx, cy, tx, ty), 4, 0, &p1).ok());
   std::vector<Point2f> points, truth;
   for (const Point2f& p : GridPoints(w, h, 50, 11, 3)) {
     points.push_back(p);
