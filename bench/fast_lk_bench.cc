@@ -258,8 +258,9 @@ int Main(int argc, char** argv) {
         "ahead of the first event). busy: the spin kernel fills every SM, so the GPU runs at the "
         "clocks of sustained work; idle: one spinning thread, the GPU at the clocks it keeps "
         "between rare frames (sm_mhz: the SM clock counted just before). fast_nms = the one fused "
-        "FAST+score+grid-suppression kernel (3 levels); pyramid_fast_nms = 2 downsampling "
-        "kernels + that kernel; batch = 100 frames' pyramid + FAST + suppression in one CUDA "
+        "FAST+score+grid-suppression kernel (3 levels); pyramid_fast_nms = the one "
+        "downsampling kernel (levels 1 and 2) + that kernel, launched as its programmatic "
+        "dependent (level 0 scored while the pyramid is built); batch = 100 frames' pyramid + FAST + suppression in one CUDA "
         "graph, per frame. Upload and download are not included (cuda_upload_us, "
         "cuda_download_us). cuda_kernels_us is the older measure: events around the host's "
         "launches, so launch latency is included.";

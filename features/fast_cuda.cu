@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -45,9 +46,26 @@ __device__ __forceinline__ int MirrorIndex(int i, int n) {
   return min(max(i, 0), n - 1);
 }
 
+// Programmatic dependent launch (Hopper): the pyramid kernels let the detection kernel
+// that follows them start at once (TriggerDependents); detection scores level 0, which the
+// pyramid does not write, and waits for the pyramid (WaitForPrerequisite: its completion
+// and its writes) before it reads levels 1 and up. Without the launch attribute, or before
+// sm_90, both are no-ops and the kernels run one after the other.
+__device__ __forceinline__ void TriggerDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+__device__ __forceinline__ void WaitForPrerequisite() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
 // Level l+1 from level l: 5x5 binomial, integer, exactly as features/pyramid.cc.
 __global__ void DownsampleKernel(const uint8_t* __restrict__ in, int in_w, int in_h,
                                  uint8_t* __restrict__ out, int out_w, int out_h) {
+  TriggerDependents();
   const int x = blockIdx.x * blockDim.x + threadIdx.x;
   const int y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x >= out_w || y >= out_h) return;
@@ -80,6 +98,7 @@ __global__ void __launch_bounds__(kDown2W * kDown2H)
                       uint8_t* __restrict__ mid, int mid_w, int mid_h,
                       uint8_t* __restrict__ out, int out_w, int out_h) {
   __shared__ int tile[kMidH][kMidW];
+  TriggerDependents();
   const int w[5] = {1, 4, 6, 4, 1};
   const int ox0 = blockIdx.x * kDown2W, oy0 = blockIdx.y * kDown2H;
   const int rx0 = 2 * ox0 - 2, ry0 = 2 * oy0 - 2;  // level l+1 index of tile[0][0]
@@ -247,6 +266,7 @@ __global__ void __launch_bounds__(32 * kDetectWarps)
   float bs = -INFINITY;
   int bl = -1, bx = 0, by = 0;
   for (int l = 0; l < levels; ++l) {
+    if (l == 1) WaitForPrerequisite();  // levels 1.. come from the pyramid kernel before
     const uint8_t* img = pyr.level[0];
     int w = pyr.width[0], h = pyr.height[0];
 #pragma unroll
@@ -786,10 +806,23 @@ class CudaFrontEnd : public FastLkFrontEnd {
     const int gx = FastGridColumns(s.view.width[0], fo.cell_width);
     const int cells = gx * FastGridRows(s.view.height[0], fo.cell_height);
     ScoreParams p{fo.threshold, fo.arc_length, static_cast<int>(fo.score)};
-    GridDetectKernel<<<cells, 32 * kDetectWarps, 0, stream_>>>(
-        s.view, levels, p, d_table_.get(), fo.cell_width, fo.cell_height, gx, d_blocked,
-        d_cells_.get());
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    // Launched as a programmatic dependent of the pyramid kernel before it in the stream
+    // (when that is the previous operation): level 0 is scored while the pyramid is built.
+    // TIEPOINT_CUDA_NO_PDL=1 launches it plainly (for comparisons).
+    static const bool pdl = std::getenv("TIEPOINT_CUDA_NO_PDL") == nullptr;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(cells);
+    config.blockDim = dim3(32 * kDetectWarps);
+    config.stream = stream_;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = pdl ? 1 : 0;
+    const uint32_t* table = d_table_.get();
+    CellCorner* out = d_cells_.get();
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, GridDetectKernel, s.view, levels, p, table,
+                                                     fo.cell_width, fo.cell_height, gx, d_blocked, out));
     return Status::Ok();
   }
 
