@@ -398,6 +398,39 @@ TEST(LkTest, LinearPredictionFitsTheTurnAndSkipsPureShifts) {
   EXPECT_EQ(bad.Check().code(), StatusCode::kInvalidOptions);
 }
 
+// The 8-bit grey images at two paths (the test fails when one is unreadable).
+void ReadQuantizedPair(const std::string& a, const std::string& b, ImageU8* qa, ImageU8* qb) {
+  GrayImage ga, gb;
+  ASSERT_TRUE(ReadImageGray(a, &ga).ok()) << a;
+  ASSERT_TRUE(ReadImageGray(b, &gb).ok()) << b;
+  *qa = QuantizeImage(ga);
+  *qb = QuantizeImage(gb);
+}
+
+// Oxford boat img1 and img2 and the ground-truth homography img1 -> img2 (nine numbers in
+// H1to2p); skips the test when the shared data are absent.
+void ReadBoatPair(ImageU8* qa, ImageU8* qb, double H[9]) {
+  TIEPOINT_REQUIRE_SHARED(a, "features/oxford_boat/img1.pgm");
+  TIEPOINT_REQUIRE_SHARED(b, "features/oxford_boat/img2.pgm");
+  TIEPOINT_REQUIRE_SHARED(hpath, "features/oxford_boat/H1to2p");
+  FILE* f = std::fopen(hpath.c_str(), "r");
+  ASSERT_NE(f, nullptr) << hpath;
+  for (int i = 0; i < 9; ++i) ASSERT_EQ(std::fscanf(f, "%lf", &H[i]), 1) << hpath;
+  std::fclose(f);
+  ReadQuantizedPair(a, b, qa, qb);
+}
+
+// The corners and where H maps them (guesses for the tracker).
+void CornersAndImages(const std::vector<FastCorner>& corners, const double H[9],
+                      std::vector<Point2f>* pts, std::vector<Point2f>* guesses) {
+  for (const FastCorner& c : corners) {
+    pts->push_back({c.x, c.y});
+    const double w = H[6] * c.x + H[7] * c.y + H[8];
+    guesses->push_back({static_cast<float>((H[0] * c.x + H[1] * c.y + H[2]) / w),
+                        static_cast<float>((H[3] * c.x + H[4] * c.y + H[5]) / w)});
+  }
+}
+
 // FAST corners of frame a tracked into frame b: survival and forward-backward errors.
 void TrackRealPair(const std::string& a, const std::string& b, Device device, double* survival,
                    double* median_fb, std::vector<LkResult>* results = nullptr) {
@@ -472,30 +505,18 @@ TEST(LkTest, KittiTracksSurviveWithSmallForwardBackwardError) {
 // with 0.211 px without).
 void TrackBoat(const FrontEndOptions& o, size_t* tracked, size_t* total, double* median_fb,
                LkLinearMap* map_out) {
-  TIEPOINT_REQUIRE_SHARED(a, "features/oxford_boat/img1.pgm");
-  TIEPOINT_REQUIRE_SHARED(b, "features/oxford_boat/img2.pgm");
-  TIEPOINT_REQUIRE_SHARED(hpath, "features/oxford_boat/H1to2p");
+  ImageU8 qa, qb;
   double H[9];
-  FILE* f = std::fopen(hpath.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  for (double& v : H) ASSERT_EQ(std::fscanf(f, "%lf", &v), 1);
-  std::fclose(f);
-  GrayImage ga, gb;
-  ASSERT_TRUE(ReadImageGray(a, &ga).ok());
-  ASSERT_TRUE(ReadImageGray(b, &gb).ok());
+  ReadBoatPair(&qa, &qb, H);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
   std::unique_ptr<FastLkFrontEnd> fe;
   ASSERT_TRUE(FastLkFrontEnd::Create(o, Device::kCpu, &fe).ok());
-  ASSERT_TRUE(fe->SetFrame(0, QuantizeImage(ga)).ok());
-  ASSERT_TRUE(fe->SetFrame(1, QuantizeImage(gb)).ok());
+  ASSERT_TRUE(fe->SetFrame(0, qa).ok());
+  ASSERT_TRUE(fe->SetFrame(1, qb).ok());
   std::vector<FastCorner> corners;
   ASSERT_TRUE(fe->Detect(0, nullptr, &corners).ok());
   std::vector<Point2f> pts, guesses;
-  for (const FastCorner& c : corners) {
-    pts.push_back({c.x, c.y});
-    const double w = H[6] * c.x + H[7] * c.y + H[8];
-    guesses.push_back({static_cast<float>((H[0] * c.x + H[1] * c.y + H[2]) / w),
-                       static_cast<float>((H[3] * c.x + H[4] * c.y + H[5]) / w)});
-  }
+  CornersAndImages(corners, H, &pts, &guesses);
   std::vector<LkResult> r;
   LkLinearMap map;
   LinearPredictionReport report;
@@ -690,29 +711,16 @@ TEST(LkCudaTest, MatchesCpuWithALinearMap) {
   // Near the border (clamped samples), a shift with gain and bias under a map 2 degrees off.
   CompareLk(Render(w, h, blobs, 0, 0), Render(w, h, blobs, 4.3, -2.9, 1.1, 5),
             GridPoints(w, h, 10, 13, 4), nullptr, LkLinearMap::Similarity(1.0, 2.0));
-  TIEPOINT_REQUIRE_SHARED(ba, "features/oxford_boat/img1.pgm");
-  TIEPOINT_REQUIRE_SHARED(bb, "features/oxford_boat/img2.pgm");
-  TIEPOINT_REQUIRE_SHARED(hpath, "features/oxford_boat/H1to2p");
+  ImageU8 qa, qb;
   double H[9];
-  FILE* f = std::fopen(hpath.c_str(), "r");
-  ASSERT_NE(f, nullptr);
-  for (double& v : H) ASSERT_EQ(std::fscanf(f, "%lf", &v), 1);
-  std::fclose(f);
-  GrayImage ga, gb;
-  ASSERT_TRUE(ReadImageGray(ba, &ga).ok());
-  ASSERT_TRUE(ReadImageGray(bb, &gb).ok());
-  const ImageU8 qa = QuantizeImage(ga), qb = QuantizeImage(gb);
+  ReadBoatPair(&qa, &qb, H);
+  if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
   ImagePyramid pa;
   ASSERT_TRUE(BuildPyramid(qa, 3, 0, &pa).ok());
   std::vector<FastCorner> corners;
   ASSERT_TRUE(DetectFast(pa, FastOptions(), nullptr, &corners).ok());
   std::vector<Point2f> pts, guesses;
-  for (const FastCorner& c : corners) {
-    pts.push_back({c.x, c.y});
-    const double hw = H[6] * c.x + H[7] * c.y + H[8];
-    guesses.push_back({static_cast<float>((H[0] * c.x + H[1] * c.y + H[2]) / hw),
-                       static_cast<float>((H[3] * c.x + H[4] * c.y + H[5]) / hw)});
-  }
+  CornersAndImages(corners, H, &pts, &guesses);
   CompareLk(qa, qb, pts, &guesses, LkLinearMap::Similarity(0.8824, -13.995));
 }
 
@@ -720,10 +728,9 @@ TEST(LkCudaTest, MatchesCpuOnKitti) {
   TIEPOINT_REQUIRE_GPU();
   TIEPOINT_REQUIRE_SHARED(a, std::string(kKitti) + "000000.png");
   TIEPOINT_REQUIRE_SHARED(b, std::string(kKitti) + "000001.png");
-  GrayImage ga, gb;
-  ASSERT_TRUE(ReadImageGray(a, &ga).ok());
-  ASSERT_TRUE(ReadImageGray(b, &gb).ok());
-  const ImageU8 qa = QuantizeImage(ga), qb = QuantizeImage(gb);
+  ImageU8 qa, qb;
+  ReadQuantizedPair(a, b, &qa, &qb);
+  if (::testing::Test::HasFatalFailure()) return;
   ImagePyramid pa;
   ASSERT_TRUE(BuildPyramid(qa, 3, 0, &pa).ok());
   std::vector<FastCorner> corners;
