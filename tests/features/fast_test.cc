@@ -22,19 +22,12 @@
 #include "features/fast.h"
 #include "features/frontend.h"
 #include "features/pyramid.h"
-#include "io/base/cuda_device.h"
 #include "io/image.h"
+#include "tests/common/gpu.h"
 #include "tests/common/shared_data.h"
 
 namespace tiepoint {
 namespace {
-
-#define TIEPOINT_REQUIRE_GPU()                                                 \
-  do {                                                                         \
-    std::vector<CudaDeviceInfo> devices;                                       \
-    const Status gpu = QueryCudaDevices(&devices);                             \
-    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message();         \
-  } while (0)
 
 // A textured test image: blurred random noise plus bright and dark rectangles (corners).
 ImageU8 TestImage(int w, int h, unsigned seed) {

@@ -11,8 +11,8 @@
 #include "features/matcher.h"
 #include "features/matcher_cuda.h"
 #include "features/sift.h"
-#include "io/base/cuda_device.h"
 #include "io/image.h"
+#include "tests/common/gpu.h"
 #include "tests/common/shared_data.h"
 #include "tests/features/matcher_reference.h"
 
@@ -20,13 +20,6 @@ namespace tiepoint {
 namespace {
 
 using testing::RandomDescriptors;
-
-#define TIEPOINT_REQUIRE_GPU()                                                      \
-  do {                                                                              \
-    std::vector<CudaDeviceInfo> devices;                                            \
-    const Status gpu = QueryCudaDevices(&devices);                                  \
-    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message();              \
-  } while (0)
 
 std::vector<FeatureMatch> MatchOn(Device device, const MatcherOptions& options,
                                   const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {

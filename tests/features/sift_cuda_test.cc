@@ -17,22 +17,15 @@
 #include <vector>
 
 #include "features/sift.h"
-#include "io/base/cuda_device.h"
 #include "io/base/timer.h"
 #include "io/image.h"
+#include "tests/common/gpu.h"
 #include "tests/common/shared_data.h"
 
 namespace tiepoint {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-#define TIEPOINT_REQUIRE_GPU()                                                      \
-  do {                                                                              \
-    std::vector<CudaDeviceInfo> devices;                                            \
-    const Status gpu = QueryCudaDevices(&devices);                                  \
-    if (!gpu.ok()) GTEST_SKIP() << "no usable GPU: " << gpu.message();              \
-  } while (0)
 
 Features ExtractWith(const GrayImage& image, const SiftOptions& options, Device device) {
   std::unique_ptr<FeatureExtractor> extractor;
