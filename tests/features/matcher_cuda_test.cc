@@ -19,19 +19,8 @@
 namespace tiepoint {
 namespace {
 
+using testing::MatchOn;
 using testing::RandomDescriptors;
-
-std::vector<FeatureMatch> MatchOn(Device device, const MatcherOptions& options,
-                                  const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
-  std::unique_ptr<DescriptorMatcher> matcher;
-  const Status created = DescriptorMatcher::Create(options, device, &matcher);
-  EXPECT_TRUE(created.ok()) << created.ToString();
-  std::vector<FeatureMatch> matches;
-  if (!created.ok()) return matches;
-  const Status s = matcher->Match(a.data(), a.size() / 128, b.data(), b.size() / 128, &matches);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return matches;
-}
 
 void ExpectSame(const std::vector<FeatureMatch>& cuda, const std::vector<FeatureMatch>& cpu) {
   ASSERT_EQ(cuda.size(), cpu.size());

@@ -1,17 +1,35 @@
 // Test-only: the matcher's definition (features/matcher.h) as a literal double loop, and
 // seeded random descriptors. Independent of features/matcher.cc: distances as
-// sum (a - b)^2, every row and column scanned in full.
+// sum (a - b)^2, every row and column scanned in full. Also MatchOn, which runs the
+// matcher under test on one device.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "features/matcher.h"
 
 namespace tiepoint::testing {
+
+// The matches of DescriptorMatcher on `device` (the test fails, and the result is empty,
+// when the matcher cannot be made or fails).
+inline std::vector<FeatureMatch> MatchOn(Device device, const MatcherOptions& options,
+                                         const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  std::unique_ptr<DescriptorMatcher> matcher;
+  const Status created = DescriptorMatcher::Create(options, device, &matcher);
+  EXPECT_TRUE(created.ok()) << created.ToString();
+  std::vector<FeatureMatch> matches;
+  if (!created.ok()) return matches;
+  const Status s = matcher->Match(a.data(), a.size() / 128, b.data(), b.size() / 128, &matches);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return matches;
+}
 
 // n descriptors of 128 bytes with values uniform in 0..levels-1 (levels <= 256).
 inline std::vector<uint8_t> RandomDescriptors(int n, int levels, uint32_t seed) {

@@ -17,20 +17,9 @@
 namespace tiepoint {
 namespace {
 
+using testing::MatchOn;
 using testing::NaiveMatch;
 using testing::RandomDescriptors;
-
-std::vector<FeatureMatch> CpuMatch(const MatcherOptions& options, const std::vector<uint8_t>& a,
-                                   const std::vector<uint8_t>& b) {
-  std::unique_ptr<DescriptorMatcher> matcher;
-  const Status created = DescriptorMatcher::Create(options, Device::kCpu, &matcher);
-  EXPECT_TRUE(created.ok()) << created.ToString();
-  std::vector<FeatureMatch> matches;
-  if (!created.ok()) return matches;
-  const Status s = matcher->Match(a.data(), a.size() / 128, b.data(), b.size() / 128, &matches);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return matches;
-}
 
 struct Case {
   int n1, n2, levels;  // levels: descriptor values 0..levels-1 (2: many ties)
@@ -51,7 +40,7 @@ TEST_P(MatcherVsNaive, SameMatches) {
     o.mutual = c.mutual;
     o.max_distance = c.max_distance;
     const auto want = NaiveMatch(o, a, b);
-    const auto got = CpuMatch(o, a, b);
+    const auto got = MatchOn(Device::kCpu, o, a, b);
     ASSERT_EQ(got.size(), want.size()) << "seed " << seed;
     for (size_t k = 0; k < got.size(); ++k) {
       EXPECT_EQ(got[k].index1, want[k].index1) << k;
@@ -80,9 +69,9 @@ TEST(Matcher, ThreadCountDoesNotChangeMatches) {
   o.ratio = 1.0;
   o.mutual = true;
   o.num_threads = 1;
-  const auto one = CpuMatch(o, a, b);
+  const auto one = MatchOn(Device::kCpu, o, a, b);
   o.num_threads = 4;
-  const auto four = CpuMatch(o, a, b);
+  const auto four = MatchOn(Device::kCpu, o, a, b);
   EXPECT_EQ(one, four);
   EXPECT_GT(one.size(), 0u);
 }
@@ -103,18 +92,18 @@ TEST(Matcher, RatioTest) {
   const auto b = Rows({{{0, 100}, {1, 10}}, {{0, 100}, {2, 11}}, {{5, 200}}});
   MatcherOptions o;
   o.ratio = 0.92;
-  auto m = CpuMatch(o, a, b);
+  auto m = MatchOn(Device::kCpu, o, a, b);
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].index2, 0u);
   EXPECT_EQ(m[0].distance_sq, 100u);
   o.ratio = 0.90;
-  EXPECT_TRUE(CpuMatch(o, a, b).empty());
+  EXPECT_TRUE(MatchOn(Device::kCpu, o, a, b).empty());
   // Exactly at the ratio (d1 = ratio^2 d2) is dropped: the test is strict.
   const auto b_equal = Rows({{{0, 100}, {1, 10}}, {{0, 100}, {2, 20}}});  // 100 vs 400
   o.ratio = 0.5;
-  EXPECT_TRUE(CpuMatch(o, a, b_equal).empty());
+  EXPECT_TRUE(MatchOn(Device::kCpu, o, a, b_equal).empty());
   o.ratio = 0.5000001;
-  EXPECT_EQ(CpuMatch(o, a, b_equal).size(), 1u);
+  EXPECT_EQ(MatchOn(Device::kCpu, o, a, b_equal).size(), 1u);
 }
 
 TEST(Matcher, TiesGoToTheLowestIndexAndFailTheRatioTest) {
@@ -123,10 +112,10 @@ TEST(Matcher, TiesGoToTheLowestIndexAndFailTheRatioTest) {
   const auto b = Rows({{{3, 50}}, {{0, 100}, {1, 10}}, {{0, 100}, {2, 10}}});
   MatcherOptions o;
   o.ratio = 1.0;
-  EXPECT_TRUE(CpuMatch(o, a, b).empty());  // second == best: not unique
+  EXPECT_TRUE(MatchOn(Device::kCpu, o, a, b).empty());  // second == best: not unique
   // With a single candidate the ratio test passes (no second neighbour).
   const auto b1 = Rows({{{0, 100}, {2, 10}}});
-  auto m = CpuMatch(o, a, b1);
+  auto m = MatchOn(Device::kCpu, o, a, b1);
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].index2, 0u);
 }
@@ -137,18 +126,18 @@ TEST(Matcher, MutualCheck) {
   const auto b = Rows({{{0, 100}}, {{7, 250}}});
   MatcherOptions o;
   o.ratio = 1.0;
-  auto plain = CpuMatch(o, a, b);
+  auto plain = MatchOn(Device::kCpu, o, a, b);
   ASSERT_EQ(plain.size(), 2u);
   EXPECT_EQ(plain[0].index2, 0u);
   EXPECT_EQ(plain[1].index2, 0u);
   o.mutual = true;
-  auto mutual = CpuMatch(o, a, b);
+  auto mutual = MatchOn(Device::kCpu, o, a, b);
   ASSERT_EQ(mutual.size(), 1u);
   EXPECT_EQ(mutual[0].index1, 1u);
   EXPECT_EQ(mutual[0].index2, 0u);
   // Equal distances from both rows: the column's nearest is the lowest row.
   const auto a_tie = Rows({{{0, 100}, {1, 10}}, {{0, 100}, {2, 10}}});
-  auto tie = CpuMatch(o, a_tie, b);
+  auto tie = MatchOn(Device::kCpu, o, a_tie, b);
   ASSERT_EQ(tie.size(), 1u);
   EXPECT_EQ(tie[0].index1, 0u);
 }
@@ -158,19 +147,19 @@ TEST(Matcher, MaxDistance) {
   const auto b = Rows({{{0, 100}, {1, 30}}});  // distance 30
   MatcherOptions o;
   o.max_distance = 30.0;
-  EXPECT_EQ(CpuMatch(o, a, b).size(), 1u);  // <= is kept
+  EXPECT_EQ(MatchOn(Device::kCpu, o, a, b).size(), 1u);  // <= is kept
   o.max_distance = 29.99;
-  EXPECT_TRUE(CpuMatch(o, a, b).empty());
+  EXPECT_TRUE(MatchOn(Device::kCpu, o, a, b).empty());
   o.max_distance = -1;  // no limit
-  EXPECT_EQ(CpuMatch(o, a, b).size(), 1u);
+  EXPECT_EQ(MatchOn(Device::kCpu, o, a, b).size(), 1u);
 }
 
 TEST(Matcher, EmptySets) {
   const auto a = RandomDescriptors(10, 256, 1);
   const std::vector<uint8_t> none;
   MatcherOptions o;
-  EXPECT_TRUE(CpuMatch(o, a, none).empty());
-  EXPECT_TRUE(CpuMatch(o, none, a).empty());
+  EXPECT_TRUE(MatchOn(Device::kCpu, o, a, none).empty());
+  EXPECT_TRUE(MatchOn(Device::kCpu, o, none, a).empty());
 }
 
 TEST(Matcher, ExtremeDescriptorsStayExact) {
@@ -179,7 +168,7 @@ TEST(Matcher, ExtremeDescriptorsStayExact) {
   b[128] = 1;  // second column one step closer
   MatcherOptions o;
   o.ratio = 1.0;
-  auto m = CpuMatch(o, a, b);
+  auto m = MatchOn(Device::kCpu, o, a, b);
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].index2, 1u);
   EXPECT_EQ(m[0].distance_sq, 127u * 255u * 255u + 254u * 254u);
