@@ -12,6 +12,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,38 @@ inline GrayImage Quantize8(const GrayImage& image) {
   GrayImage q = image;
   for (float& v : q.pixels) v = std::lround(std::clamp(v, 0.0f, 1.0f) * 255.0f) / 255.0f;
   return q;
+}
+
+// An image pair with the ground-truth homography H mapping image 1 to image 2; paths
+// relative to the shared data folder.
+struct HomographyPair {
+  std::string name, img1, img2, homography;
+};
+
+// Oxford boat 1 -> 2..6 and graf 1 -> 3.
+inline std::vector<HomographyPair> OxfordHomographyPairs() {
+  std::vector<HomographyPair> pairs;
+  for (int n = 2; n <= 6; ++n) {
+    pairs.push_back({"boat 1-" + std::to_string(n), "features/oxford_boat/img1.pgm",
+                     "features/oxford_boat/img" + std::to_string(n) + ".pgm",
+                     "features/oxford_boat/H1to" + std::to_string(n) + "p"});
+  }
+  pairs.push_back({"graf 1-3", "features/opencv_samples/graf1.png",
+                   "features/opencv_samples/graf3.png", "features/opencv_samples/H1to3p.xml"});
+  return pairs;
+}
+
+// Both images and H of `pair` under `data`; false, saying on stdout that the pair is
+// skipped (its name printed `name_width` wide, as in the caller's table), when one is
+// missing or unreadable.
+inline bool ReadHomographyPair(const std::string& data, const HomographyPair& pair, int name_width,
+                               GrayImage* im1, GrayImage* im2, double H[9]) {
+  if (ReadImageGray(data + "/" + pair.img1, im1).ok() && ReadImageGray(data + "/" + pair.img2, im2).ok() &&
+      ReadTextHomography(data + "/" + pair.homography, H)) {
+    return true;
+  }
+  std::printf("%-*s (missing under %s: skipped)\n", name_width, pair.name.c_str(), data.c_str());
+  return false;
 }
 
 // Now, as ISO 8601 UTC.

@@ -110,6 +110,20 @@ struct Outcome {
   }
 };
 
+// cv::findHomography (RANSAC, kSuccessPx) on the matches, scored against the truth H on a
+// w x h image 1: fills the model, inliers, H and corner error of `o` when a model is found.
+void OpenCvHomography(const std::vector<cv::Point2f>& x1, const std::vector<cv::Point2f>& x2,
+                      const double truth[9], int w, int h, Outcome* o) {
+  if (x1.size() < 4) return;
+  cv::Mat mask;
+  const cv::Mat est = cv::findHomography(x1, x2, cv::RANSAC, kSuccessPx, mask);
+  if (est.empty()) return;
+  o->model = true;
+  o->inliers = cv::countNonZero(mask);
+  for (int i = 0; i < 9; ++i) o->H[i] = est.at<double>(i / 3, i % 3);
+  o->corner_error = CornerError(o->H, truth, w, h);
+}
+
 struct Args {
   std::string data;
   std::string out;
@@ -121,17 +135,7 @@ int Main(const Args& args) {
   result["success_threshold_px"] = kSuccessPx;
   std::printf("match_bench: OpenCV %s; commit %s\n", CV_VERSION, kGitCommit);
 
-  struct Pair {
-    std::string name, img1, img2, homography;
-  };
-  std::vector<Pair> pairs;
-  for (int n = 2; n <= 6; ++n) {
-    pairs.push_back({"boat 1-" + std::to_string(n), "features/oxford_boat/img1.pgm",
-                     "features/oxford_boat/img" + std::to_string(n) + ".pgm",
-                     "features/oxford_boat/H1to" + std::to_string(n) + "p"});
-  }
-  pairs.push_back({"graf 1-3", "features/opencv_samples/graf1.png",
-                   "features/opencv_samples/graf3.png", "features/opencv_samples/H1to3p.xml"});
+  const std::vector<bench::HomographyPair> pairs = bench::OxfordHomographyPairs();
 
   SiftOptions sift_options;
   sift_options.upsample = true;
@@ -149,13 +153,10 @@ int Main(const Args& args) {
   int ok_tiepoint = 0, ok_tiepoint_mutual = 0, ok_tiepoint_cv = 0, ok_opencv = 0, counted = 0;
   std::printf("\n%-9s %-17s %6s %6s %7s %7s %12s %s\n", "pair", "pipeline", "kp1", "kp2",
               "matches", "inliers", "corner err", "ok");
-  for (const Pair& pair : pairs) {
+  for (const bench::HomographyPair& pair : pairs) {
     GrayImage im1, im2;
     double H[9];
-    const std::string p1 = args.data + "/" + pair.img1, p2 = args.data + "/" + pair.img2;
-    if (!ReadImageGray(p1, &im1).ok() || !ReadImageGray(p2, &im2).ok() ||
-        !ReadTextHomography(args.data + "/" + pair.homography, H)) {
-      std::printf("%-9s (missing under %s: skipped)\n", pair.name.c_str(), args.data.c_str());
+    if (!bench::ReadHomographyPair(args.data, pair, 9, &im1, &im2, H)) {
       continue;
     }
     ++counted;
@@ -217,21 +218,12 @@ int Main(const Args& args) {
       c.model = false;
       c.inliers = 0;
       c.corner_error = std::numeric_limits<double>::infinity();
-      if (x1.size() >= 4) {
-        std::vector<cv::Point2f> c1, c2;
-        for (size_t k = 0; k < x1.size(); ++k) {
-          c1.emplace_back(static_cast<float>(x1[k][0]), static_cast<float>(x1[k][1]));
-          c2.emplace_back(static_cast<float>(x2[k][0]), static_cast<float>(x2[k][1]));
-        }
-        cv::Mat mask;
-        cv::Mat est = cv::findHomography(c1, c2, cv::RANSAC, kSuccessPx, mask);
-        if (!est.empty()) {
-          c.model = true;
-          c.inliers = cv::countNonZero(mask);
-          for (int i = 0; i < 9; ++i) c.H[i] = est.at<double>(i / 3, i % 3);
-          c.corner_error = CornerError(c.H, H, im1.width, im1.height);
-        }
+      std::vector<cv::Point2f> c1, c2;
+      for (size_t k = 0; k < x1.size(); ++k) {
+        c1.emplace_back(static_cast<float>(x1[k][0]), static_cast<float>(x1[k][1]));
+        c2.emplace_back(static_cast<float>(x2[k][0]), static_cast<float>(x2[k][1]));
       }
+      OpenCvHomography(c1, c2, H, im1.width, im1.height, &c);
       print("tiepoint+cv-H", c);
       row["tiepoint_matches_opencv_findhomography"] = c.ToJson();
       ok_tiepoint_cv += c.success();
@@ -257,16 +249,7 @@ int Main(const Args& args) {
       o.keypoints1 = static_cast<int>(k1.size());
       o.keypoints2 = static_cast<int>(k2.size());
       o.matches = static_cast<int>(x1.size());
-      if (x1.size() >= 4) {
-        cv::Mat mask;
-        cv::Mat est = cv::findHomography(x1, x2, cv::RANSAC, kSuccessPx, mask);
-        if (!est.empty()) {
-          o.model = true;
-          o.inliers = cv::countNonZero(mask);
-          for (int i = 0; i < 9; ++i) o.H[i] = est.at<double>(i / 3, i % 3);
-          o.corner_error = CornerError(o.H, H, im1.width, im1.height);
-        }
-      }
+      OpenCvHomography(x1, x2, H, im1.width, im1.height, &o);
       print("opencv", o);
       row["opencv"] = o.ToJson();
       ok_opencv += o.success();

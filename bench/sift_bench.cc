@@ -357,17 +357,7 @@ int Main(const Args& args) {
 
   // --- accuracy ----------------------------------------------------------------------
   if (args.accuracy) {
-    struct Pair {
-      std::string name, img1, img2, homography;
-    };
-    std::vector<Pair> pairs;
-    for (int n = 2; n <= 6; ++n) {
-      pairs.push_back({"boat 1-" + std::to_string(n), "features/oxford_boat/img1.pgm",
-                       "features/oxford_boat/img" + std::to_string(n) + ".pgm",
-                       "features/oxford_boat/H1to" + std::to_string(n) + "p"});
-    }
-    pairs.push_back({"graf 1-3", "features/opencv_samples/graf1.png",
-                     "features/opencv_samples/graf3.png", "features/opencv_samples/H1to3p.xml"});
+    const std::vector<bench::HomographyPair> pairs = bench::OxfordHomographyPairs();
     SiftOptions options;
     options.upsample = true;
     std::vector<std::pair<std::string, std::unique_ptr<FeatureExtractor>>> extractors;
@@ -389,13 +379,10 @@ int Main(const Args& args) {
     json rows = json::array();
     std::printf("\n%-10s %-14s %7s %7s %8s %8s %8s %8s\n", "pair", "extractor", "kp1", "kp2",
                 "n1", "repeat", "matches", "m.score");
-    for (const Pair& pair : pairs) {
+    for (const bench::HomographyPair& pair : pairs) {
       GrayImage im1, im2;
       double H[9];
-      const std::string p1 = args.data + "/" + pair.img1, p2 = args.data + "/" + pair.img2;
-      if (!ReadImageGray(p1, &im1).ok() || !ReadImageGray(p2, &im2).ok() ||
-          !ReadTextHomography(args.data + "/" + pair.homography, H)) {
-        std::printf("%-10s (missing under %s: skipped)\n", pair.name.c_str(), args.data.c_str());
+      if (!bench::ReadHomographyPair(args.data, pair, 10, &im1, &im2, H)) {
         continue;
       }
       im1 = Quantize8(im1);
