@@ -29,7 +29,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -41,6 +40,7 @@
 #include "features/matcher.h"
 #include "features/sift.h"
 #include "io/image.h"
+#include "io/middlebury.h"
 #include "io/report.h"
 #include "solver/two_view_geometry.h"
 #include "tiepoint/build_info.h"
@@ -58,48 +58,20 @@ constexpr double kMaxErrorPx = 2.0;
 constexpr double kContrast = 0.01;
 constexpr double kPi = 3.14159265358979323846;
 
+// A ring camera (io/middlebury.h) as Eigen matrices.
 struct View {
   std::string name;
   Eigen::Matrix3d K, R;  // R: cam_from_world
   Eigen::Vector3d t;
-  Eigen::Vector3d Centre() const { return -R.transpose() * t; }
 };
 
-bool ReadParameters(const std::string& path, std::vector<View>* views) {
-  std::ifstream in(path);
-  int count = 0;
-  if (!(in >> count) || count <= 0 || count > 10000) return false;
-  for (int v = 0; v < count; ++v) {
-    View view;
-    if (!(in >> view.name)) return false;
-    for (int i = 0; i < 9; ++i) in >> view.K(i / 3, i % 3);
-    for (int i = 0; i < 9; ++i) in >> view.R(i / 3, i % 3);
-    for (int i = 0; i < 3; ++i) in >> view.t[i];
-    if (!in) return false;
-    views->push_back(view);
-  }
-  return true;
-}
-
-std::vector<std::pair<int, int>> NeighbourPairs(const std::vector<View>& views) {
-  const int n = static_cast<int>(views.size());
-  std::vector<std::pair<int, int>> pairs;
-  for (int i = 0; i < n; ++i) {
-    const Eigen::Vector3d c = views[i].Centre();
-    std::vector<int> others;
-    for (int j = 0; j < n; ++j) {
-      if (j != i && (views[j].Centre() - c).norm() > 1e-3 * c.norm()) others.push_back(j);
-    }
-    std::sort(others.begin(), others.end(), [&](int a, int b) {
-      return (views[a].Centre() - c).norm() < (views[b].Centre() - c).norm();
-    });
-    for (int k = 0; k < 2 && k < static_cast<int>(others.size()); ++k) {
-      pairs.emplace_back(std::min(i, others[k]), std::max(i, others[k]));
-    }
-  }
-  std::sort(pairs.begin(), pairs.end());
-  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-  return pairs;
+View ToView(const MiddleburyCamera& c) {
+  View v;
+  v.name = c.name;
+  v.K = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(c.K.data());
+  v.R = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(c.R.data());
+  v.t = Eigen::Vector3d(c.t[0], c.t[1], c.t[2]);
+  return v;
 }
 
 double AngleDeg(double cosine) { return std::acos(std::clamp(cosine, -1.0, 1.0)) * 180.0 / kPi; }
@@ -186,11 +158,14 @@ int Main(const Args& args) {
   for (const std::string set : {"templeSparseRing", "dinoSparseRing"}) {
     const std::string dir = args.data + "/multiview/middlebury/" + set;
     const std::string prefix = set == "templeSparseRing" ? "templeSR" : "dinoSR";
-    std::vector<View> views;
-    if (!ReadParameters(dir + "/" + prefix + "_par.txt", &views)) {
-      std::printf("%s: no ground truth under %s: skipped\n", set.c_str(), dir.c_str());
+    std::vector<MiddleburyCamera> cameras;
+    const Status read = ReadMiddleburyCameras(dir + "/" + prefix + "_par.txt", &cameras);
+    if (!read.ok()) {
+      std::printf("%s: %s: skipped\n", set.c_str(), read.ToString().c_str());
       continue;
     }
+    std::vector<View> views;
+    for (const MiddleburyCamera& c : cameras) views.push_back(ToView(c));
     const int n = static_cast<int>(views.size());
     std::vector<Features> features(n);
     std::vector<std::vector<cv::KeyPoint>> cv_keys(n);
@@ -208,7 +183,7 @@ int Main(const Args& args) {
                 "rot err", "dir err", "ok");
     json rows = json::array();
     int ok_tp = 0, ok_tp_cv = 0, ok_cv = 0, pairs_here = 0;
-    for (const auto& [i, j] : NeighbourPairs(views)) {
+    for (const auto& [i, j] : MiddleburyNeighbourPairs(cameras)) {
       ++pairs_here;
       const Eigen::Matrix3d R_true = views[j].R * views[i].R.transpose();
       const Eigen::Vector3d t_true = views[j].t - R_true * views[i].t;

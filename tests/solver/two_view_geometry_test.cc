@@ -22,6 +22,7 @@
 
 #include "features/sift.h"
 #include "io/image.h"
+#include "io/middlebury.h"
 #include "solver/essential.h"
 #include "solver/fundamental.h"
 #include "solver/homography.h"
@@ -488,55 +489,13 @@ struct MiddleburyView {
   Eigen::Vector3d t;
 };
 
-// "<name>_par.txt": a count, then "img k11..k33 r11..r33 t1..t3" per view (x = K [R|t] X).
-bool ReadMiddleburyParameters(const std::string& path, std::vector<std::string>* names,
-                              std::vector<MiddleburyView>* views) {
-  std::ifstream in(path);
-  int count = 0;
-  if (!(in >> count) || count <= 0) return false;
-  for (int v = 0; v < count; ++v) {
-    std::string name;
-    double k[9], r[9], t[3];
-    if (!(in >> name)) return false;
-    for (double& x : k) in >> x;
-    for (double& x : r) in >> x;
-    for (double& x : t) in >> x;
-    if (!in) return false;
-    MiddleburyView view;
-    view.k = Intrinsics{k[0], k[4], k[2], k[5]};
-    view.R = ToMatrix(r);
-    view.t = Eigen::Vector3d(t[0], t[1], t[2]);
-    names->push_back(name);
-    views->push_back(view);
-  }
-  return true;
-}
-
-// Neighbouring views on the ring: each view with the two views whose camera centres
-// (C = -R^T t) are nearest, each pair once, sorted. The file order is not the ring order
-// (templeSR 2 and 3 are 54 degrees apart), so neighbours come from the ground truth.
-// Views at the same place (templeSR 1 and 11: no baseline, no epipolar geometry) are
-// not neighbours.
-std::vector<std::pair<int, int>> NeighbourPairs(const std::vector<MiddleburyView>& views) {
-  const int n = static_cast<int>(views.size());
-  std::vector<Eigen::Vector3d> centres;
-  for (const auto& v : views) centres.push_back(-v.R.transpose() * v.t);
-  std::vector<std::pair<int, int>> pairs;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int> others;
-    for (int j = 0; j < n; ++j) {
-      if (j != i && (centres[j] - centres[i]).norm() > 1e-3 * centres[i].norm()) others.push_back(j);
-    }
-    std::sort(others.begin(), others.end(), [&](int a, int b) {
-      return (centres[a] - centres[i]).norm() < (centres[b] - centres[i]).norm();
-    });
-    for (int k = 0; k < 2 && k < static_cast<int>(others.size()); ++k) {
-      pairs.emplace_back(std::min(i, others[k]), std::max(i, others[k]));
-    }
-  }
-  std::sort(pairs.begin(), pairs.end());
-  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-  return pairs;
+// A ring camera (io/middlebury.h) as the estimator's intrinsics and an Eigen pose.
+MiddleburyView ToView(const MiddleburyCamera& c) {
+  MiddleburyView view;
+  view.k = Intrinsics{c.K[0], c.K[4], c.K[2], c.K[5]};
+  view.R = ToMatrix(c.R.data());
+  view.t = Eigen::Vector3d(c.t[0], c.t[1], c.t[2]);
+  return view;
 }
 
 // Estimates E for every neighbouring pair of a ring and compares the relative rotation
@@ -555,11 +514,17 @@ void CheckMiddleburyRing(const std::string& dir, const std::string& prefix,
   SiftOptions sift;
   sift.upsample = true;
   sift.contrast_threshold = 0.01;
+  std::vector<MiddleburyCamera> cameras;
+  const Status read = ReadMiddleburyCameras(dir + "/" + prefix + "_par.txt", &cameras);
+  ASSERT_TRUE(read.ok()) << read.ToString();
   std::vector<std::string> names;
   std::vector<MiddleburyView> views;
-  ASSERT_TRUE(ReadMiddleburyParameters(dir + "/" + prefix + "_par.txt", &names, &views));
+  for (const MiddleburyCamera& c : cameras) {
+    names.push_back(c.name);
+    views.push_back(ToView(c));
+  }
   const int n = static_cast<int>(views.size());
-  const std::vector<std::pair<int, int>> pairs = NeighbourPairs(views);
+  const std::vector<std::pair<int, int>> pairs = MiddleburyNeighbourPairs(cameras);
   auto listed = [](const std::vector<std::pair<int, int>>& list, int i, int j) {
     return std::find(list.begin(), list.end(), std::make_pair(i, j)) != list.end();
   };
