@@ -80,10 +80,7 @@ class CpuMatcher : public DescriptorMatcher {
   Status Match(const uint8_t* a, uint64_t n1, const uint8_t* b, uint64_t n2,
                std::vector<FeatureMatch>* matches) override {
     const Timer timer;
-    TIEPOINT_RETURN_IF_ERROR(CheckMatcherSizes(n1, n2));
-    matches->clear();
-    summary_ = {};
-    summary_.descriptor_pairs = static_cast<double>(n1) * static_cast<double>(n2);
+    TIEPOINT_RETURN_IF_ERROR(BeginMatch(n1, n2, matches));
     if (n1 == 0 || n2 == 0) return Status::Ok();
     const int threads = options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads();
     std::vector<int32_t> na, nb;
@@ -116,6 +113,14 @@ class CpuMatcher : public DescriptorMatcher {
 };
 
 }  // namespace
+
+Status DescriptorMatcher::BeginMatch(uint64_t n1, uint64_t n2, std::vector<FeatureMatch>* matches) {
+  TIEPOINT_RETURN_IF_ERROR(CheckMatcherSizes(n1, n2));
+  matches->clear();
+  summary_ = {};
+  summary_.descriptor_pairs = static_cast<double>(n1) * static_cast<double>(n2);
+  return Status::Ok();
+}
 
 Status CheckMatcherSizes(uint64_t n1, uint64_t n2) {
   if (n1 > kMaxMatcherDescriptors || n2 > kMaxMatcherDescriptors) {

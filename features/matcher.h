@@ -103,6 +103,10 @@ class DescriptorMatcher {
                        std::unique_ptr<DescriptorMatcher>* matcher);
 
  protected:
+  // The start every backend's Match shares: checks the sizes (CheckMatcherSizes), empties
+  // `matches` and resets the summary to this pair's count of descriptor pairs.
+  Status BeginMatch(uint64_t n1, uint64_t n2, std::vector<FeatureMatch>* matches);
+
   MatcherSummary summary_;
 };
 

@@ -475,10 +475,7 @@ class CudaMatcher : public DescriptorMatcher {
   Status Match(const uint8_t* a, uint64_t n1, const uint8_t* b, uint64_t n2,
                std::vector<FeatureMatch>* matches) override {
     const Timer timer;
-    TIEPOINT_RETURN_IF_ERROR(CheckMatcherSizes(n1, n2));
-    matches->clear();
-    summary_ = {};
-    summary_.descriptor_pairs = static_cast<double>(n1) * static_cast<double>(n2);
+    TIEPOINT_RETURN_IF_ERROR(BeginMatch(n1, n2, matches));
     if (n1 == 0 || n2 == 0) return Status::Ok();
     Workspace& w = *workspaces_[0];
     TIEPOINT_RETURN_IF_ERROR(Upload(a, n1, w.stream, &set_a_));
