@@ -50,7 +50,6 @@ namespace {
 
 using bench::Quantize8;
 using bench::ToMat8;
-using bench::UtcNow;
 using json = nlohmann::json;
 
 constexpr double kSuccessDeg = 1.0;

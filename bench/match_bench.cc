@@ -52,9 +52,7 @@ namespace {
 using bench::BestOf;
 using bench::MapHomography;
 using bench::Quantize8;
-using bench::ReadTextHomography;
 using bench::ToMat8;
-using bench::UtcNow;
 
 using json = nlohmann::json;
 

@@ -75,7 +75,6 @@ namespace {
 using bench::BestOf;
 using bench::MapHomography;
 using bench::Quantize8;
-using bench::ReadTextHomography;
 using bench::ToMat8;
 using bench::UtcNow;
 
