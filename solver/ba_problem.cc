@@ -8,6 +8,8 @@
 #include <numeric>
 #include <string>
 
+#include "solver/parallel.h"
+
 namespace tiepoint {
 
 int ThreadsForObservations(int requested, int64_t num_observations) {
@@ -44,39 +46,47 @@ void SortArrays(int num_points, int threads, std::vector<int32_t>* cam, std::vec
   // Each point's slice by camera: insertion sort (stable, in place; slices are short),
   // std::stable_sort for the rare long ones.
   const int32_t* c = cam->data();
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int j = 0; j < num_points; ++j) {
-    int32_t* first = order.data() + ptr[j];
-    const int64_t m = ptr[j + 1] - ptr[j];
-    if (m > 64) {
-      std::stable_sort(first, first + m, [c](int32_t a, int32_t b) { return c[a] < c[b]; });
-      continue;
-    }
-    for (int64_t k = 1; k < m; ++k) {
-      const int32_t v = first[k];
-      int64_t q = k;
-      while (q > 0 && c[first[q - 1]] > c[v]) {
-        first[q] = first[q - 1];
-        --q;
+  ParallelRegion(threads, [&] {
+#pragma omp for schedule(static)
+    for (int j = 0; j < num_points; ++j) {
+      int32_t* first = order.data() + ptr[j];
+      const int64_t m = ptr[j + 1] - ptr[j];
+      if (m > 64) {
+        std::stable_sort(first, first + m, [c](int32_t a, int32_t b) { return c[a] < c[b]; });
+        continue;
       }
-      first[q] = v;
+      for (int64_t k = 1; k < m; ++k) {
+        const int32_t v = first[k];
+        int64_t q = k;
+        while (q > 0 && c[first[q - 1]] > c[v]) {
+          first[q] = first[q - 1];
+          --q;
+        }
+        first[q] = v;
+      }
     }
-  }
+  });
   {
     std::vector<int32_t> tmp(n);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t k = 0; k < n; ++k) tmp[k] = (*cam)[order[k]];
+    ParallelRegion(threads, [&] {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < n; ++k) tmp[k] = (*cam)[order[k]];
+    });
     cam->swap(tmp);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t k = 0; k < n; ++k) tmp[k] = (*pt)[order[k]];
+    ParallelRegion(threads, [&] {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < n; ++k) tmp[k] = (*pt)[order[k]];
+    });
     pt->swap(tmp);
   }
   std::vector<double> tmp(2 * n);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t k = 0; k < n; ++k) {
-    tmp[2 * k] = (*xy)[2 * order[k]];
-    tmp[2 * k + 1] = (*xy)[2 * order[k] + 1];
-  }
+  ParallelRegion(threads, [&] {
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < n; ++k) {
+      tmp[2 * k] = (*xy)[2 * order[k]];
+      tmp[2 * k + 1] = (*xy)[2 * order[k] + 1];
+    }
+  });
   xy->swap(tmp);
 }
 

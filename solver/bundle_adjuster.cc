@@ -151,6 +151,7 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
 
 #include "solver/ba_problem.h"
 #include "solver/camera_model.h"
+#include "solver/parallel.h"
 
 namespace tiepoint {
 
@@ -160,13 +161,15 @@ double ReprojectionRms(const Scene& scene, int num_threads) {
   const std::vector<BalCameraFrame> frames =
       MakeBalCameraFrames(scene.cameras.data(), scene.num_cameras());
   double sum = 0.0;
-#pragma omp parallel for num_threads(ThreadsForObservations(num_threads, n)) reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) {
-    double r[2];
-    BalResidualAndJacobian(frames[scene.obs_camera[i]], scene.point(scene.obs_point[i]),
-                           &scene.obs_xy[2 * i], r, nullptr, nullptr);
-    sum += r[0] * r[0] + r[1] * r[1];
-  }
+  ParallelRegion(ThreadsForObservations(num_threads, n), [&] {
+#pragma omp for reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      double r[2];
+      BalResidualAndJacobian(frames[scene.obs_camera[i]], scene.point(scene.obs_point[i]),
+                             &scene.obs_xy[2 * i], r, nullptr, nullptr);
+      sum += r[0] * r[0] + r[1] * r[1];
+    }
+  });
   return std::sqrt(sum / static_cast<double>(n));
 }
 

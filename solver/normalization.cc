@@ -1,11 +1,14 @@
 #include "solver/normalization.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "solver/ba_problem.h"
 #include "solver/camera_model.h"
+#include "solver/parallel.h"
 #include "io/scene.h"
 
 namespace tiepoint {
@@ -17,6 +20,9 @@ double Median(std::vector<double>& v) {
   std::nth_element(v.begin(), mid, v.end());
   return *mid;
 }
+
+// Scaling is memory-bound: threads only pay off for long arrays.
+int ScaleThreads(int64_t m) { return m > (1 << 20) ? omp_get_max_threads() : 1; }
 
 }  // namespace
 
@@ -59,8 +65,10 @@ void NormalizeParameters(const Normalization& n, int num_cameras, int num_points
     cam[6] /= n.pixel_scale;
   }
   const int64_t m = 3LL * num_points;
-#pragma omp parallel for schedule(static) if (m > (1 << 20))
-  for (int64_t k = 0; k < m; ++k) points[k] /= n.length_scale;
+  ParallelRegion(ScaleThreads(m), [&] {
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < m; ++k) points[k] /= n.length_scale;
+  });
 }
 
 void DenormalizeParameters(const Normalization& n, int num_cameras, int num_points,
@@ -71,22 +79,28 @@ void DenormalizeParameters(const Normalization& n, int num_cameras, int num_poin
     cam[6] *= n.pixel_scale;
   }
   const int64_t m = 3LL * num_points;
-#pragma omp parallel for schedule(static) if (m > (1 << 20))
-  for (int64_t k = 0; k < m; ++k) points[k] *= n.length_scale;
+  ParallelRegion(ScaleThreads(m), [&] {
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < m; ++k) points[k] *= n.length_scale;
+  });
 }
 
 void NormalizeObservations(const Normalization& n, Scene* scene) {
   double* v = scene->obs_xy.data();
   const int64_t m = static_cast<int64_t>(scene->obs_xy.size());
-#pragma omp parallel for schedule(static) if (m > (1 << 20))
-  for (int64_t k = 0; k < m; ++k) v[k] /= n.pixel_scale;
+  ParallelRegion(ScaleThreads(m), [&] {
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < m; ++k) v[k] /= n.pixel_scale;
+  });
 }
 
 void DenormalizeObservations(const Normalization& n, Scene* scene) {
   double* v = scene->obs_xy.data();
   const int64_t m = static_cast<int64_t>(scene->obs_xy.size());
-#pragma omp parallel for schedule(static) if (m > (1 << 20))
-  for (int64_t k = 0; k < m; ++k) v[k] *= n.pixel_scale;
+  ParallelRegion(ScaleThreads(m), [&] {
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < m; ++k) v[k] *= n.pixel_scale;
+  });
 }
 
 }  // namespace tiepoint

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "solver/camera_model.h"
+#include "solver/parallel.h"
 
 namespace tiepoint {
 
@@ -216,11 +217,13 @@ double PcgLinearization<T>::Cost(const double* cameras, const double* points) {
   MakeFrames(cameras, &eval_frames_);
   const BalCameraFrame* frames = eval_frames_.data();
   double cost = 0.0;
-#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : cost)
-  for (int64_t i = 0; i < p_.num_observations; ++i) {
-    double r[2];
-    cost += 0.5 * EvaluateObservation(frames, points, i, r, nullptr, nullptr);
-  }
+  ParallelRegion(threads_, [&] {
+#pragma omp for schedule(static) reduction(+ : cost)
+    for (int64_t i = 0; i < p_.num_observations; ++i) {
+      double r[2];
+      cost += 0.5 * EvaluateObservation(frames, points, i, r, nullptr, nullptr);
+    }
+  });
   return std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity();
 }
 
@@ -232,17 +235,19 @@ double PcgLinearization<T>::StepCost(const T* dxc, const T* dxp) {
   MakeFrames(trial_c_.data(), &eval_frames_);
   const BalCameraFrame* frames = eval_frames_.data();
   double cost = 0.0;
-#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : cost)
-  for (int j = 0; j < p_.num_points; ++j) {
-    // The trial point, placed where EvaluateObservation looks for point j.
-    double x[3];
-    for (int a = 0; a < 3; ++a) x[a] = points_[3 * j + a] + static_cast<double>(dxp[3 * j + a]) * pt_scale_[3 * j + a];
-    const double* base = x - 3LL * j;
-    for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
-      double r[2];
-      cost += 0.5 * EvaluateObservation(frames, base, i, r, nullptr, nullptr);
+  ParallelRegion(threads_, [&] {
+#pragma omp for schedule(static) reduction(+ : cost)
+    for (int j = 0; j < p_.num_points; ++j) {
+      // The trial point, placed where EvaluateObservation looks for point j.
+      double x[3];
+      for (int a = 0; a < 3; ++a) x[a] = points_[3 * j + a] + static_cast<double>(dxp[3 * j + a]) * pt_scale_[3 * j + a];
+      const double* base = x - 3LL * j;
+      for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
+        double r[2];
+        cost += 0.5 * EvaluateObservation(frames, base, i, r, nullptr, nullptr);
+      }
     }
-  }
+  });
   return std::isfinite(cost) ? cost : std::numeric_limits<double>::infinity();
 }
 
@@ -260,12 +265,11 @@ double PcgLinearization<T>::Linearize(const double* cameras, const double* point
   // One evaluation pass: cost, gradient, diag(J^T J), J^T J blocks of cameras (per thread)
   // and points, and the stored blocks. A point's scale is known at the end of its own
   // loop; camera scales only after the pass, so the first call rescales camera blocks then.
-#pragma omp parallel num_threads(threads_) reduction(+ : cost)
-  {
+  ParallelRegion(threads_, [&] {
     const int t = omp_get_thread_num();
     double* gd = ThreadAccumulator(t, 18);  // 9 gradient, 9 diagonal per camera
     double* u = &u_acc[static_cast<size_t>(t) * 81 * nc];
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) reduction(+ : cost)
     for (int j = 0; j < np; ++j) {
       double g[3] = {0, 0, 0}, v[6] = {0, 0, 0, 0, 0, 0};
       for (int64_t i = p_.point_ptr[j]; i < p_.point_ptr[j + 1]; ++i) {
@@ -326,16 +330,18 @@ double PcgLinearization<T>::Linearize(const double* cameras, const double* point
         }
       }
     }
-  }
+  });
   if (first) {
     for (size_t k = 0; k < cam_scale_.size(); ++k) cam_scale_[k] = ScaleOf(diag_c_[k]);
     scaled_ = true;
     if (store) {
-#pragma omp parallel for num_threads(threads_) schedule(static)
-      for (int64_t i = 0; i < p_.num_observations; ++i) {
-        const double* cs = &cam_scale_[9 * p_.obs_camera[i]];
-        for (int k = 0; k < 18; ++k) jc_[18 * i + k] = static_cast<T>(jc_[18 * i + k] * cs[k % 9]);
-      }
+      ParallelRegion(threads_, [&] {
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < p_.num_observations; ++i) {
+          const double* cs = &cam_scale_[9 * p_.obs_camera[i]];
+          for (int k = 0; k < 18; ++k) jc_[18 * i + k] = static_cast<T>(jc_[18 * i + k] * cs[k % 9]);
+        }
+      });
     }
   }
   // U' = S U S, symmetric.
@@ -371,15 +377,17 @@ void PcgLinearization<T>::PointGram(int j, double v[6]) const {
 template <typename T>
 void PcgLinearization<T>::JtJDiagonal(double* d_cameras, double* d_points) {
   std::copy(diag_c_.begin(), diag_c_.end(), d_cameras);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (int j = 0; j < p_.num_points; ++j) {
-    double v[6];
-    PointGram(j, v);
-    const T* s = &pt_scale_[3 * j];
-    d_points[3 * j] = v[0] / (static_cast<double>(s[0]) * s[0]);
-    d_points[3 * j + 1] = v[3] / (static_cast<double>(s[1]) * s[1]);
-    d_points[3 * j + 2] = v[5] / (static_cast<double>(s[2]) * s[2]);
-  }
+  ParallelRegion(threads_, [&] {
+#pragma omp for schedule(static)
+    for (int j = 0; j < p_.num_points; ++j) {
+      double v[6];
+      PointGram(j, v);
+      const T* s = &pt_scale_[3 * j];
+      d_points[3 * j] = v[0] / (static_cast<double>(s[0]) * s[0]);
+      d_points[3 * j + 1] = v[3] / (static_cast<double>(s[1]) * s[1]);
+      d_points[3 * j + 2] = v[5] / (static_cast<double>(s[2]) * s[2]);
+    }
+  });
 }
 
 template <typename T>
@@ -415,10 +423,9 @@ template <typename T>
 template <typename X>
 double PcgLinearization<T>::NormSquared(const X* xc, const X* xp, bool unscale) {
   double s = 0.0;
-#pragma omp parallel num_threads(threads_) reduction(+ : s)
-  {
+  ParallelRegion(threads_, [&] {
     std::vector<T> buf;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) reduction(+ : s)
     for (int j = 0; j < p_.num_points; ++j) {
       const T *jc, *jp;
       PointBlocks(j, &buf, &jc, &jp);
@@ -444,7 +451,7 @@ double PcgLinearization<T>::NormSquared(const X* xc, const X* xp, bool unscale) 
         }
       }
     }
-  }
+  });
   return s;
 }
 
@@ -463,8 +470,7 @@ void PcgLinearization<T>::Damp(const double* d_cameras, const double* d_points, 
   using Mat9d = Eigen::Matrix<double, 9, 9, Eigen::RowMajor>;
   TP_TYPES;
   // Block inverses in double (9x9 LDLT of a possibly ill-conditioned block), stored in T.
-#pragma omp parallel num_threads(threads_)
-  {
+  ParallelRegion(threads_, [&] {
 #pragma omp for schedule(static)
     for (int c = 0; c < p_.num_cameras; ++c) {
       Mat9d U = Eigen::Map<const Mat9d>(&u0_[81 * c]);
@@ -507,7 +513,7 @@ void PcgLinearization<T>::Damp(const double* d_cameras, const double* d_points, 
         for (int k = 0; k < 6; ++k) pt_block_[6 * j + k] = static_cast<T>(inv[k]);
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -538,8 +544,7 @@ void PcgLinearization<T>::PointInverse(int j, T inv[6]) const {
 template <typename T>
 void PcgLinearization<T>::JTimes(const T* xc, const T* xp, T* y) const {
   TP_TYPES;
-#pragma omp parallel num_threads(threads_)
-  {
+  ParallelRegion(threads_, [&] {
     std::vector<T> buf;
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
@@ -552,7 +557,7 @@ void PcgLinearization<T>::JTimes(const T* xc, const T* xp, T* y) const {
               Eigen::Map<const MJp>(jp + 6 * o) * xj;
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -560,8 +565,7 @@ void PcgLinearization<T>::JtTimes(const T* y, T* gc, T* gp) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-#pragma omp parallel num_threads(threads_)
-  {
+  ParallelRegion(threads_, [&] {
     double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
     std::vector<T> buf;
 #pragma omp for schedule(static)
@@ -584,7 +588,7 @@ void PcgLinearization<T>::JtTimes(const T* y, T* gc, T* gp) {
         gc[9 * c + a] = static_cast<T>(ThreadSum(9, c, a));
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -592,8 +596,7 @@ void PcgLinearization<T>::HessianTimes(const T* xc, const T* xp, T* yc, T* yp) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-#pragma omp parallel num_threads(threads_)
-  {
+  ParallelRegion(threads_, [&] {
     double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
     std::vector<T> buf;
     // Per point: e_o = J'_c xc + J'_p xp, y_p = D' xp + sum J'_p^T e_o, and J'_c^T e_o
@@ -622,7 +625,7 @@ void PcgLinearization<T>::HessianTimes(const T* xc, const T* xp, T* yc, T* yp) {
         yc[9 * c + a] = static_cast<T>(static_cast<double>(dc_[9 * c + a]) * xc[9 * c + a] + ThreadSum(9, c, a));
       }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -635,8 +638,7 @@ void PcgLinearization<T>::SchurTimes(const T* x, T* y) {
   // thread's camera accumulator (the point's blocks are still in cache for the second
   // loop; recomputed blocks are evaluated once per point). The per-thread accumulators
   // are summed per camera afterwards.
-#pragma omp parallel num_threads(threads_)
-  {
+  ParallelRegion(threads_, [&] {
     double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
     std::vector<T> buf, ys;
 #pragma omp for schedule(static)
@@ -670,29 +672,33 @@ void PcgLinearization<T>::SchurTimes(const T* x, T* y) {
         y[9 * c + a] = static_cast<T>(static_cast<double>(dc_[9 * c + a]) * x[9 * c + a] + ThreadSum(9, c, a));
       }
     }
-  }
+  });
 }
 
 template <typename T>
 void PcgLinearization<T>::CameraPrecondition(const T* in, T* out) const {
   TP_TYPES;
-#pragma omp parallel for num_threads(p_.num_cameras >= 1024 ? threads_ : 1) schedule(static)
-  for (int c = 0; c < p_.num_cameras; ++c) {
-    Eigen::Map<Vec9> o(out + 9 * c);
-    o = Eigen::Map<const Mat9>(&cam_precond_[81 * c]) * Eigen::Map<const Vec9>(in + 9 * c);
-  }
+  ParallelRegion(p_.num_cameras >= 1024 ? threads_ : 1, [&] {
+#pragma omp for schedule(static)
+    for (int c = 0; c < p_.num_cameras; ++c) {
+      Eigen::Map<Vec9> o(out + 9 * c);
+      o = Eigen::Map<const Mat9>(&cam_precond_[81 * c]) * Eigen::Map<const Vec9>(in + 9 * c);
+    }
+  });
 }
 
 template <typename T>
 void PcgLinearization<T>::PointPrecondition(const T* in, T* out) const {
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (int j = 0; j < p_.num_points; ++j) {
-    T inv[6];
-    PointInverse(j, inv);
-    double o[3];
-    SymTimes(inv, in + 3 * j, o);
-    for (int a = 0; a < 3; ++a) out[3 * j + a] = static_cast<T>(o[a]);
-  }
+  ParallelRegion(threads_, [&] {
+#pragma omp for schedule(static)
+    for (int j = 0; j < p_.num_points; ++j) {
+      T inv[6];
+      PointInverse(j, inv);
+      double o[3];
+      SymTimes(inv, in + 3 * j, o);
+      for (int a = 0; a < 3; ++a) out[3 * j + a] = static_cast<T>(o[a]);
+    }
+  });
 }
 
 template <typename T>
@@ -700,8 +706,7 @@ void PcgLinearization<T>::ReducedRhs(const T* bc, const T* bp, T* out, T k) {
   TP_TYPES;
   using Vec9d = Eigen::Matrix<double, 9, 1>;
   const int nc = p_.num_cameras;
-#pragma omp parallel num_threads(threads_)
-  {
+  ParallelRegion(threads_, [&] {
     double* acc_c = ThreadAccumulator(omp_get_thread_num(), 9);
     std::vector<T> buf;
 #pragma omp for schedule(static)
@@ -726,14 +731,13 @@ void PcgLinearization<T>::ReducedRhs(const T* bc, const T* bp, T* out, T k) {
         out[9 * c + a] = static_cast<T>(static_cast<double>(bc[9 * c + a]) - ThreadSum(9, c, a));
       }
     }
-  }
+  });
 }
 
 template <typename T>
 void PcgLinearization<T>::BackSubstitute(const T* bp, const T* xc, T* xp, T k) const {
   TP_TYPES;
-#pragma omp parallel num_threads(threads_)
-  {
+  ParallelRegion(threads_, [&] {
     std::vector<T> buf;
 #pragma omp for schedule(static)
     for (int j = 0; j < p_.num_points; ++j) {
@@ -750,7 +754,7 @@ void PcgLinearization<T>::BackSubstitute(const T* bp, const T* xc, T* xp, T k) c
       SymTimes(inv, r.data(), o3);
       for (int a = 0; a < 3; ++a) xp[3 * j + a] = static_cast<T>(o3[a]);
     }
-  }
+  });
 }
 
 template class PcgLinearization<float>;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "solver/parallel.h"
 #include "solver/pcg_linearization.h"
 
 namespace tiepoint {
@@ -15,8 +16,10 @@ template <typename T>
 double Dot(const std::vector<T>& a, const std::vector<T>& b, int threads) {
   double s = 0.0;
   const int64_t n = static_cast<int64_t>(a.size());
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  ParallelRegion(threads, [&] {
+#pragma omp for schedule(static) reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  });
   return s;
 }
 
@@ -44,14 +47,16 @@ int ConjugateGradients(const PcgOptions& o, int operator_threads, const std::vec
     if (!(pq > 0.0) || !std::isfinite(pq)) break;  // lost positive definiteness (rounding)
     const T alpha = static_cast<T>(rz / pq);
     double rr = 0.0, xb = 0.0, xr = 0.0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : rr, xb, xr)
-    for (int64_t i = 0; i < n; ++i) {
-      x[i] += alpha * dir[i];
-      r[i] -= alpha * q[i];
-      rr += static_cast<double>(r[i]) * r[i];
-      xb += static_cast<double>(x[i]) * b[i];
-      xr += static_cast<double>(x[i]) * r[i];
-    }
+    ParallelRegion(threads, [&] {
+#pragma omp for schedule(static) reduction(+ : rr, xb, xr)
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] += alpha * dir[i];
+        r[i] -= alpha * q[i];
+        rr += static_cast<double>(r[i]) * r[i];
+        xb += static_cast<double>(x[i]) * b[i];
+        xr += static_cast<double>(x[i]) * r[i];
+      }
+    });
     ++it;
     if (it >= o.min_iterations) {
       if (o.termination == CgTermination::kResidual) {
@@ -68,8 +73,10 @@ int ConjugateGradients(const PcgOptions& o, int operator_threads, const std::vec
     const double rz_new = Dot(r, z, threads);
     const T beta = static_cast<T>(rz_new / rz);
     rz = rz_new;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < n; ++i) dir[i] = z[i] + beta * dir[i];
+    ParallelRegion(threads, [&] {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i) dir[i] = z[i] + beta * dir[i];
+    });
   }
   return it;
 }
@@ -197,14 +204,16 @@ class PcgLmState : public LmState {
       dx2 += (d * cs[k]) * (d * cs[k]);
       x2 += xc_[k] * xc_[k];
     }
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : gdx, dx2, x2)
-    for (int64_t k = 0; k < np3; ++k) {
-      const double d = static_cast<double>(dxp_[k]);
-      gdx += static_cast<double>(gp[k]) * d;
-      const double e = d * ps[k];
-      dx2 += e * e;
-      x2 += xp_[k] * xp_[k];
-    }
+    ParallelRegion(nt, [&] {
+#pragma omp for schedule(static) reduction(+ : gdx, dx2, x2)
+      for (int64_t k = 0; k < np3; ++k) {
+        const double d = static_cast<double>(dxp_[k]);
+        gdx += static_cast<double>(gp[k]) * d;
+        const double e = d * ps[k];
+        dx2 += e * e;
+        x2 += xp_[k] * xp_[k];
+      }
+    });
     const double jdx = lin_.ScaledJacobianNormSquared(dxc_.data(), dxp_.data());
     step->model_decrease = -(gdx + 0.5 * jdx);
     step->step_norm = std::sqrt(dx2);
@@ -222,8 +231,10 @@ class PcgLmState : public LmState {
     const std::vector<T>& ps = lin_.point_scale();
     const int64_t nc9 = 9LL * p_.num_cameras, np3 = 3LL * p_.num_points;
     for (int64_t k = 0; k < nc9; ++k) xc_[k] = xc_[k] + static_cast<double>(dxc_[k]) * cs[k];
-#pragma omp parallel for num_threads(lin_.num_threads()) schedule(static)
-    for (int64_t k = 0; k < np3; ++k) xp_[k] = xp_[k] + static_cast<double>(dxp_[k]) * ps[k];
+    ParallelRegion(lin_.num_threads(), [&] {
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < np3; ++k) xp_[k] = xp_[k] + static_cast<double>(dxp_[k]) * ps[k];
+    });
   }
 
   Status Parameters(double* cameras, double* points) override {

@@ -186,5 +186,84 @@ TEST_F(PcgOperatorsTest, RecomputedBlocksMatchDenseReference) {
   }
 }
 
+// The operators split over threads (orphaned worksharing loops in a team, per-thread
+// camera accumulators) give what one thread gives, to rounding, on a problem large enough
+// for two threads (kMinObservationsPerThread observations each); in double, with stored
+// and recomputed blocks. The dense tests above run on one thread.
+template <typename T>
+std::vector<std::vector<double>> AllOperators(const BAProblem& problem, const Scene& scene,
+                                              int threads, bool recompute) {
+  PcgLinearization<T> ops(problem, LossFunction(), threads, recompute);
+  const int64_t nc = 9LL * problem.num_cameras, np = 3LL * problem.num_points;
+  const int64_t ny = 2 * problem.num_observations;
+  std::vector<std::vector<double>> out;
+  out.push_back({ops.Linearize(scene.cameras.data(), scene.points.data()),
+                 ops.Cost(scene.cameras.data(), scene.points.data())});
+  std::vector<double> g(nc + np), d(nc + np);
+  ops.Gradient(g.data(), g.data() + nc);
+  ops.JtJDiagonal(d.data(), d.data() + nc);
+  out.push_back(g);
+  out.push_back(d);
+  ops.PrepareLmDamping(1e3);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> n01;
+  std::vector<T> xc(nc), xp(np), y(ny);
+  for (T& v : xc) v = static_cast<T>(n01(rng));
+  for (T& v : xp) v = static_cast<T>(n01(rng));
+  for (T& v : y) v = static_cast<T>(n01(rng));
+  auto push = [&out](const std::vector<T>& v) { out.emplace_back(v.begin(), v.end()); };
+  std::vector<T> a(ny), bc(nc), bp(np);
+  ops.JTimes(xc.data(), xp.data(), a.data());
+  push(a);
+  ops.JtTimes(y.data(), bc.data(), bp.data());
+  push(bc);
+  push(bp);
+  ops.HessianTimes(xc.data(), xp.data(), bc.data(), bp.data());
+  push(bc);
+  push(bp);
+  ops.SchurTimes(xc.data(), bc.data());
+  push(bc);
+  ops.CameraPrecondition(xc.data(), bc.data());
+  ops.PointPrecondition(xp.data(), bp.data());
+  push(bc);
+  push(bp);
+  ops.ReducedRhs(xc.data(), xp.data(), bc.data());
+  push(bc);
+  ops.BackSubstitute(xp.data(), xc.data(), bp.data());
+  push(bp);
+  out.push_back({ops.ScaledJacobianNormSquared(xc.data(), xp.data()),
+                 ops.StepCost(xc.data(), xp.data())});
+  out.push_back({static_cast<double>(ops.num_threads())});  // last: not compared
+  return out;
+}
+
+TEST(PcgOperatorsThreads, TwoThreadsMatchOne) {
+  SyntheticOptions o;
+  o.num_cameras = 12;
+  o.num_points = 2000;
+  o.observations_per_point = 4;  // 8,000 observations: 2 threads
+  o.seed = 11;
+  Scene scene;
+  BAProblem problem;
+  ASSERT_TRUE(MakeSyntheticProblem(o, &scene, nullptr).ok());
+  ASSERT_TRUE(BAProblem::Build(scene, {}, false, 1, &problem).ok());
+  for (bool recompute : {false, true}) {
+    const auto one = AllOperators<double>(problem, scene, 1, recompute);
+    const auto two = AllOperators<double>(problem, scene, 2, recompute);
+    ASSERT_EQ(one.back().back(), 1.0);
+    ASSERT_EQ(two.back().back(), 2.0) << "the problem is too small to use two threads";
+    ASSERT_EQ(one.size(), two.size());
+    for (size_t k = 0; k + 1 < one.size(); ++k) {
+      ASSERT_EQ(one[k].size(), two[k].size());
+      double diff = 0.0, norm = 0.0;
+      for (size_t i = 0; i < one[k].size(); ++i) {
+        diff = std::max(diff, std::abs(one[k][i] - two[k][i]));
+        norm = std::max(norm, std::abs(one[k][i]));
+      }
+      EXPECT_LE(diff, 1e-11 * norm) << "output " << k << (recompute ? " (recomputed)" : "");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tiepoint

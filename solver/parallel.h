@@ -1,0 +1,26 @@
+// One OpenMP parallel region, or none at all for a single thread.
+//
+// Loops inside `body` are orphaned worksharing loops (`#pragma omp for`, reductions
+// included): with threads > 1 they split over the team of the region opened here; with
+// threads <= 1 no region is opened and each loop runs whole on the calling thread (an
+// orphaned `omp for` outside any parallel region binds to a team of one).
+//
+// Why not `#pragma omp parallel num_threads(1)`: libgomp still forms a team of one and
+// ends it with a futex system call, about 0.25 us per region on this project's machines;
+// a small problem's LM iteration passes through ~20 regions, which made the fixed cost of
+// solving a 1-observation BAL file several times its arithmetic.
+#pragma once
+
+namespace tiepoint {
+
+template <typename Body>
+inline void ParallelRegion(int threads, Body&& body) {
+  if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+    body();
+  } else {
+    body();
+  }
+}
+
+}  // namespace tiepoint
