@@ -16,6 +16,7 @@
 #include <thread>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <set>
 
 #include "bench/svg_plot.h"
@@ -133,6 +134,9 @@ void SendError(int fd, const Status& status) {
               {"num_cameras", scene.num_cameras()},
               {"num_points", scene.num_points()},
               {"num_observations", scene.num_observations()}});
+    // The parent wakes to read that message: a millisecond for it to go back to waiting,
+    // so that its work does not overlap the first microseconds of the timed solve.
+    ::usleep(1000);
 
     BundleAdjusterOptions bo;
     bo.solver = type;
@@ -186,6 +190,25 @@ void SendError(int fd, const Status& status) {
   }
   ::_exit(code);
 }
+
+}  // namespace
+
+void RunSolverBenchWorker(int fd, const std::string& problem, const std::string& solver,
+                          int num_threads, int max_iterations) {
+  SolverType type;
+  Device device;
+  const Status s = ParseSolverName(solver, &type, &device);
+  if (!s.ok()) {
+    SendError(fd, s);
+    ::_exit(s.ExitCode());
+  }
+  SolverBenchOptions options;
+  options.num_threads = num_threads;
+  options.max_iterations = max_iterations;
+  RunChild(fd, problem, type, device, options);
+}
+
+namespace {
 
 // ---- Parent side ------------------------------------------------------------------------
 
@@ -268,8 +291,8 @@ std::string SignalName(int sig) {
 
 // Runs one solve in a child process and fills `run`. Never fails as a whole: whatever
 // went wrong ends up in run->status.
-void RunInChild(const std::string& path, SolverType type, Device device,
-                const SolverBenchOptions& options,
+void RunInChild(const std::string& path, const std::string& solver, SolverType type,
+                Device device, const SolverBenchOptions& options,
                 BenchProgress progress, SolverRun* run, ChildOutcome* outcome) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -290,6 +313,21 @@ void RunInChild(const std::string& path, SolverType type, Device device,
   }
   if (pid == 0) {
     ::close(fds[0]);
+    if (!options.worker_command.empty()) {
+      std::vector<std::string> args = options.worker_command;
+      for (const std::string& a :
+           {std::string("--fd"), std::to_string(fds[1]), std::string("--solver"), solver,
+            std::string("--threads"), std::to_string(options.num_threads),
+            std::string("--max-iterations"), std::to_string(options.max_iterations), path}) {
+        args.push_back(a);
+      }
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::fcntl(fds[1], F_SETFD, 0);  // the pipe outlives the exec
+      ::execv(argv[0], argv.data());
+      ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);  // exec failed: solve in this fork instead
+    }
     RunChild(fds[1], path, type, device, options);
   }
   ::close(fds[1]);
@@ -437,6 +475,10 @@ Status SolverBenchOptions::Check() const {
     return Status::InvalidOptions("--threads " + std::to_string(num_threads) +
                                   ": expected 0 (all hardware threads) or more");
   }
+  if (repetitions < 1) {
+    return Status::InvalidOptions("--repetitions " + std::to_string(repetitions) +
+                                  ": expected at least 1");
+  }
   if (max_iterations < 1) {
     return Status::InvalidOptions("--max-iterations " + std::to_string(max_iterations) +
                                   ": expected at least 1");
@@ -473,6 +515,53 @@ int SolverBenchResult::NumFailedRuns() const {
   return n;
 }
 
+namespace {
+
+// Median of times where nullopt (never reached) is slower than any time; nullopt when the
+// median repetition never reached it.
+std::optional<double> MedianTime(std::vector<std::optional<double>> v) {
+  std::sort(v.begin(), v.end(), [](const std::optional<double>& a, const std::optional<double>& b) {
+    return a && (!b || *a < *b);
+  });
+  return v[(v.size() - 1) / 2];
+}
+
+// Fills `run` (already the last repetition) from the successful repetitions `reps`: time
+// to each tau per repetition and its median; the other fields from the repetition with
+// the median time to the middle tau, the peak memory the largest of any.
+void SummarizeRepetitions(const std::vector<double>& taus, double initial_cost,
+                          double best_cost, std::vector<SolverRun>* reps, SolverRun* run) {
+  if (reps->empty()) return;
+  std::vector<std::vector<std::optional<double>>> times;
+  long long peak = 0;
+  for (const SolverRun& r : *reps) {
+    std::vector<std::optional<double>> t(taus.size());
+    for (size_t i = 0; i < taus.size(); ++i) {
+      t[i] = TimeToReach(r.trace, CostThreshold(initial_cost, best_cost, taus[i]));
+    }
+    times.push_back(t);
+    peak = std::max(peak, r.peak_rss_bytes);
+  }
+  const size_t mid = taus.size() / 2;
+  std::vector<size_t> order(reps->size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto &ta = times[a][mid], &tb = times[b][mid];
+    return ta && (!tb || *ta < *tb);
+  });
+  *run = (*reps)[order[(order.size() - 1) / 2]];
+  run->peak_rss_bytes = peak;
+  run->time_to_tau.assign(taus.size(), std::nullopt);
+  for (size_t i = 0; i < taus.size(); ++i) {
+    std::vector<std::optional<double>> column;
+    for (const auto& t : times) column.push_back(t[i]);
+    run->time_to_tau[i] = MedianTime(column);
+  }
+  run->repetition_time_to_tau = std::move(times);
+}
+
+}  // namespace
+
 Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* result) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());
   for (const std::string& path : options.problems) TIEPOINT_RETURN_IF_ERROR(CheckReadable(path));
@@ -481,6 +570,7 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
   out.date_utc = UtcNow();
   out.num_threads = options.num_threads;
   out.max_iterations = options.max_iterations;
+  out.repetitions = options.repetitions;
   out.taus = options.taus;
   out.solvers = options.solvers;
 
@@ -492,10 +582,12 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
     problem.name = ProblemName(path);
     std::optional<Status> unreadable;  // the problem failed to load: skip its other solvers
     bool have_counts = false;
+    std::vector<std::vector<SolverRun>> repetitions;  // per solver: its successful repetitions
     for (const std::string& solver : options.solvers) {
       ++run_index;
       SolverRun run;
       run.solver = solver;
+      repetitions.emplace_back();
       if (unreadable) {
         run.status = Status(unreadable->code(),
                             "not run: the problem could not be read: " + unreadable->message());
@@ -510,17 +602,23 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
       progress.solver = solver;
       progress.run = run_index;
       progress.num_runs = num_runs;
-      ChildOutcome outcome;
-      RunInChild(path, type, device, options, progress, &run, &outcome);
-      if (!outcome.loaded && !run.ok() && (run.status.code() == StatusCode::kInvalidInput ||
-                                           run.status.code() == StatusCode::kIoError)) {
-        unreadable = run.status;
-      }
-      if (outcome.loaded && !have_counts) {
-        problem.num_cameras = outcome.num_cameras;
-        problem.num_points = outcome.num_points;
-        problem.num_observations = outcome.num_observations;
-        have_counts = true;
+      for (int rep = 0; rep < options.repetitions; ++rep) {
+        run = SolverRun();
+        run.solver = solver;
+        ChildOutcome outcome;
+        RunInChild(path, solver, type, device, options, progress, &run, &outcome);
+        if (!outcome.loaded && !run.ok() && (run.status.code() == StatusCode::kInvalidInput ||
+                                             run.status.code() == StatusCode::kIoError)) {
+          unreadable = run.status;
+        }
+        if (outcome.loaded && !have_counts) {
+          problem.num_cameras = outcome.num_cameras;
+          problem.num_points = outcome.num_points;
+          problem.num_observations = outcome.num_observations;
+          have_counts = true;
+        }
+        if (!run.ok()) break;  // a failed repetition is the result
+        repetitions.back().push_back(run);
       }
       problem.runs.push_back(std::move(run));
     }
@@ -538,19 +636,33 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
         problem.best_solver = r.solver;
       }
     }
-    for (SolverRun& r : problem.runs) {
+    for (size_t k = 0; k < problem.runs.size(); ++k) {
+      SolverRun& r = problem.runs[k];
       r.time_to_tau.assign(options.taus.size(), std::nullopt);
       if (!r.ok() || !problem.best_cost || !have_initial) continue;
-      for (size_t t = 0; t < options.taus.size(); ++t) {
-        r.time_to_tau[t] = TimeToReach(
-            r.trace, CostThreshold(problem.initial_cost, *problem.best_cost, options.taus[t]));
-      }
+      SummarizeRepetitions(options.taus, problem.initial_cost, *problem.best_cost,
+                           &repetitions[k], &r);
     }
     out.problems.push_back(std::move(problem));
   }
   *result = std::move(out);
   return Status::Ok();
 }
+
+namespace {
+
+// [[t(tau_0), t(tau_1), ...] per repetition], null for never.
+nlohmann::json RepetitionsToJson(const std::vector<std::vector<std::optional<double>>>& reps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& rep : reps) {
+    nlohmann::json row = nlohmann::json::array();
+    for (const auto& t : rep) row.push_back(OptionalToJson(t));
+    out.push_back(row);
+  }
+  return out;
+}
+
+}  // namespace
 
 nlohmann::json SolverBenchToJson(const SolverBenchResult& result) {
   nlohmann::json problems = nlohmann::json::array();
@@ -604,6 +716,7 @@ nlohmann::json SolverBenchToJson(const SolverBenchResult& result) {
            obs > 0 ? NumberToJson((r.peak_rss_bytes - r.baseline_rss_bytes) / obs)
                    : nlohmann::json(nullptr)},
           {"time_to_tau", taus},
+          {"time_to_tau_repetitions", RepetitionsToJson(r.repetition_time_to_tau)},
           {"trace", trace},
       });
       runs.push_back(run);
@@ -640,6 +753,7 @@ nlohmann::json SolverBenchToJson(const SolverBenchResult& result) {
       {"build", DescribeBuild()},
       {"threads", result.num_threads},
       {"max_iterations", result.max_iterations},
+      {"repetitions", result.repetitions},
       {"solvers", result.solvers},
       {"taus", result.taus},
       {"definitions",
@@ -647,10 +761,13 @@ nlohmann::json SolverBenchToJson(const SolverBenchResult& result) {
                                  "excluding load_time_s"},
         {"time_to_tau", "first trace time_s with cost <= best_cost + tau * (initial_cost - "
                         "best_cost); best_cost is the lowest final cost of any solver on the "
-                        "problem; null: never reached"},
+                        "problem; null: never reached. With repetitions > 1 (each solve a "
+                        "fresh process), the median over time_to_tau_repetitions, where never "
+                        "counts as slowest; the other fields come from the repetition with the "
+                        "median time at the middle tau"},
         {"speedups", "pairs a_vs_b = time_to_tau(b) / time_to_tau(a); > 1 means a is faster"},
-        {"peak_rss_bytes", "ru_maxrss of the solver's child process (includes "
-                           "baseline_rss_bytes, its size when forked)"}}},
+        {"peak_rss_bytes", "ru_maxrss of the solver's process, the largest of its "
+                           "repetitions (includes baseline_rss_bytes, its size when it began)"}}},
       {"problems", problems},
   };
 }

@@ -72,8 +72,18 @@ struct SolverBenchOptions {
   int num_threads = 0;
   // Maximum LM iterations per solve.
   int max_iterations = 50;
+  // Solves of each (problem, solver), each in its own process; times to tau are the
+  // median over them (small problems take tens of microseconds, where one run is noise).
+  int repetitions = 1;
   // Cost tolerances for "time to reach tau", each in (0, 1).
   std::vector<double> taus = {0.1, 0.01, 0.001};
+  // Each solve runs in a child process. With a worker command (`tiepoint bench` passes
+  // {its own executable, "bench-worker"}), the child execs it: a fresh process, as
+  // `tiepoint ba` would be. A forked copy of this process (the default, for tests and
+  // for when exec fails) starts with none of the page tables of its code and copies on
+  // write every page it touches, which cost a 1-observation solve 30-40 us on the dev
+  // machine (~90 us to tau instead of ~55) against ~0 for Ceres's ~400 us.
+  std::vector<std::string> worker_command;
   // Called while a child runs (per iteration and about four times a second); may be empty.
   // Runs in the calling thread.
   std::function<void(const BenchProgress&)> progress;
@@ -104,8 +114,12 @@ struct SolverRun {
   long long peak_rss_bytes = 0;
   long long baseline_rss_bytes = 0;  // the child's resident memory when it began
   double wall_time_s = 0.0;          // the child process, start to exit
-  // Per tau (parallel to SolverBenchResult::taus); filled by RunSolverBench.
+  // Per tau (parallel to SolverBenchResult::taus); filled by RunSolverBench: the median
+  // over the repetitions (a repetition that never reached it counts as the slowest).
   std::vector<std::optional<double>> time_to_tau;
+  // Per repetition, per tau; the fields above are those of the repetition with the median
+  // time to the middle tau (peak_rss_bytes: the largest of any repetition).
+  std::vector<std::vector<std::optional<double>>> repetition_time_to_tau;
 
   bool ok() const { return status.ok(); }
   // total_time_s / iterations; 0 when no iteration ran.
@@ -131,6 +145,7 @@ struct SolverBenchResult {
   std::string date_utc;              // ISO-8601, when the benchmark started
   int num_threads = 0;               // as requested (0: all hardware threads)
   int max_iterations = 0;
+  int repetitions = 1;
   std::vector<double> taus;
   std::vector<std::string> solvers;
   std::vector<ProblemBench> problems;
@@ -143,6 +158,13 @@ struct SolverBenchResult {
 // for reading (named in the message; checked for every file before the first run).
 // Failures of single runs are recorded in SolverRun::status.
 Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* result);
+
+// The worker side of one run (SolverBenchOptions::worker_command + "--fd FD --solver NAME
+// --threads N --max-iterations M PROBLEM"): reads the problem, solves it and writes the
+// messages to the pipe `fd`. Never returns; exits 0 with a result sent.
+[[noreturn]] void RunSolverBenchWorker(int fd, const std::string& problem,
+                                       const std::string& solver, int num_threads,
+                                       int max_iterations);
 
 // The result as JSON: machine (DescribeMachine()), build, date, threads, taus, and per
 // problem its counts, best cost, per-solver metrics with traces and time to each tau,

@@ -15,6 +15,8 @@ using Runner = std::function<int()>;
 Runner RegisterBa(CLI::App& app);
 Runner RegisterSynth(CLI::App& app);
 Runner RegisterBench(CLI::App& app);
+// The hidden `bench-worker` command: one solve of `tiepoint bench`, in a fresh process.
+Runner RegisterBenchWorker(CLI::App& app);
 Runner RegisterExtract(CLI::App& app);
 Runner RegisterTrack(CLI::App& app);
 Runner RegisterMatch(CLI::App& app);

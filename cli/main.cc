@@ -1,4 +1,7 @@
 // tiepoint <command> [options]: the only place that reads argv, prints and exits.
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -36,11 +39,29 @@ int RunVersion() {
   return 0;
 }
 
+// OpenBLAS's pthread build (Debian's default BLAS, under CHOLMOD and Ceres) starts its
+// threads when it loads, and each spins on sched_yield for 2^28 cycles (~0.1 s) after
+// start and after every threaded call before it sleeps. On a 2-core machine that spinner
+// takes a core from the solvers' OpenMP threads: 14 of 20 `ba --solver cholmod --threads 2`
+// runs of data/sample-20-2000.bal stalled ~90 ms (2 of 20 with pcg-schur), none with
+// OPENBLAS_THREAD_TIMEOUT=4 (its minimum: sleep at once), which keeps BLAS threaded for
+// large factorizations. OpenBLAS reads it only when it loads, so when it is unset this
+// process runs itself again with it set (about 5 ms); where that fails, it goes on.
+void CalmOpenBlasThreads(char** argv) {
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return;
+  using GetThreads = int (*)();
+  const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (get == nullptr || get() <= 1) return;  // another BLAS, or no OpenBLAS threads
+  if (::setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/1) != 0) return;
+  ::execv("/proc/self/exe", argv);
+}
+
 }  // namespace
 }  // namespace tiepoint::cli
 
 int main(int argc, char** argv) {
   using namespace tiepoint::cli;
+  CalmOpenBlasThreads(argv);
   // More hardware work queues than CUDA's default 8, unless the caller chose: streams
   // beyond 8 (extract --cuda-streams 24) otherwise share queues and wait on each other.
   // Measured on an H100 with bench/sift_bench: 24 streams, median 2,251 -> 2,410 images/s
@@ -58,6 +79,8 @@ int main(int argc, char** argv) {
   const Runner run_synth = RegisterSynth(*synth);
   CLI::App* bench = app.add_subcommand("bench", "Compare solvers side by side on BAL problems");
   const Runner run_bench = RegisterBench(*bench);
+  CLI::App* bench_worker = app.add_subcommand("bench-worker", "One solve of `tiepoint bench`")->group("");
+  const Runner run_bench_worker = RegisterBenchWorker(*bench_worker);
   CLI::App* extract = app.add_subcommand("extract", "Detect and describe features (SIFT) in images");
   const Runner run_extract = RegisterExtract(*extract);
   CLI::App* track = app.add_subcommand("track", "Track FAST corners through an image sequence (LK)");
@@ -76,6 +99,7 @@ int main(int argc, char** argv) {
   if (ba->parsed()) return run_ba();
   if (synth->parsed()) return run_synth();
   if (bench->parsed()) return run_bench();
+  if (bench_worker->parsed()) return run_bench_worker();
   if (extract->parsed()) return run_extract();
   if (track->parsed()) return run_track();
   if (match->parsed()) return run_match();

@@ -32,6 +32,14 @@ add_test(NAME cli.bench_unknown_solver
          COMMAND ${_expect} 2 "magic" ${_out}/bench.json -- ${_tp} bench ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --solvers cholmod,magic --out ${_out}/bench.json)
 add_test(NAME cli.bench_missing_problem
          COMMAND ${_expect} 2 "no-such-problem.bal" ${_out}/bench2.json -- ${_tp} bench ${_out}/no-such-problem.bal --solvers cholmod --out ${_out}/bench2.json)
+# Through the hidden bench-worker command (each solve a fresh process), repeated.
+add_test(NAME cli.bench_repetitions
+         COMMAND ${_tp} bench ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --solvers pcg-schur,cholmod --repetitions 3 --max-iterations 5)
+set_tests_properties(cli.bench_repetitions PROPERTIES
+                     PASS_REGULAR_EXPRESSION "median of 3 solves each.*sample-20-2000 +pcg-schur +5 .*sample-20-2000 +cholmod +[0-9]+ "
+                     FAIL_REGULAR_EXPRESSION "error|failed")
+add_test(NAME cli.bench_worker_without_pipe
+         COMMAND ${_expect} 2 "--fd 99 is not an open file descriptor" -- ${_tp} bench-worker --fd 99 --solver cholmod ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal)
 add_test(NAME cli.bench_malformed_problem
          COMMAND ${_expect} 1 "1 of 1 runs failed" -- ${_tp} bench ${CMAKE_CURRENT_SOURCE_DIR}/data/malformed/truncated_points.txt --solvers cholmod)
 add_test(NAME cli.device_cuda

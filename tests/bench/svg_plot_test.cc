@@ -4,6 +4,8 @@
 #include "bench/svg_plot.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -403,6 +405,37 @@ TEST_F(SolverBenchRunTest, SolvesEachPairInAChildAndMeasuresIt) {
   EXPECT_TRUE(WellFormed(svg));
   EXPECT_EQ(Count(svg, "<polyline"), 2);
   EXPECT_EQ(Count(svg, "class=\"panel\""), 2);
+}
+
+TEST_F(SolverBenchRunTest, RepetitionsReportTheMedianTime) {
+  SolverBenchOptions o;
+  o.problems = {problem_};
+  o.solvers = {"cholmod"};
+  o.num_threads = 1;
+  o.max_iterations = 5;
+  o.repetitions = 3;
+  SolverBenchResult r;
+  ASSERT_TRUE(RunSolverBench(o, &r).ok());
+  EXPECT_EQ(r.repetitions, 3);
+  const SolverRun& run = r.problems.at(0).runs.at(0);
+  ASSERT_TRUE(run.ok()) << run.status.ToString();
+  ASSERT_EQ(run.repetition_time_to_tau.size(), 3u);
+  for (size_t t = 0; t < o.taus.size(); ++t) {
+    std::vector<double> times;
+    for (const auto& rep : run.repetition_time_to_tau) {
+      ASSERT_TRUE(rep.at(t).has_value());  // cholmod is the best: it reaches every tau
+      times.push_back(*rep[t]);
+    }
+    std::sort(times.begin(), times.end());
+    ASSERT_TRUE(run.time_to_tau[t].has_value());
+    EXPECT_EQ(*run.time_to_tau[t], times[1]) << "tau " << o.taus[t];
+  }
+  // The reported trace is the median repetition's at the middle tau.
+  EXPECT_EQ(TimeToReach(run.trace, CostThreshold(r.problems[0].initial_cost,
+                                                 *r.problems[0].best_cost, o.taus[1])),
+            run.time_to_tau[1]);
+  o.repetitions = 0;
+  EXPECT_EQ(o.Check().code(), StatusCode::kInvalidOptions);
 }
 
 TEST_F(SolverBenchRunTest, UnreadableProblemIsNamedBeforeAnyRun) {
