@@ -582,31 +582,40 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
     problem.name = ProblemName(path);
     std::optional<Status> unreadable;  // the problem failed to load: skip its other solvers
     bool have_counts = false;
-    std::vector<std::vector<SolverRun>> repetitions;  // per solver: its successful repetitions
-    for (const std::string& solver : options.solvers) {
-      ++run_index;
-      SolverRun run;
-      run.solver = solver;
-      repetitions.emplace_back();
-      if (unreadable) {
-        run.status = Status(unreadable->code(),
-                            "not run: the problem could not be read: " + unreadable->message());
-        problem.runs.push_back(std::move(run));
-        continue;
-      }
-      SolverType type;
-      Device device;
-      TIEPOINT_RETURN_IF_ERROR(ParseSolverName(solver, &type, &device));
-      BenchProgress progress;
-      progress.problem = problem.name;
-      progress.solver = solver;
-      progress.run = run_index;
-      progress.num_runs = num_runs;
-      for (int rep = 0; rep < options.repetitions; ++rep) {
+    const size_t num_solvers = options.solvers.size();
+    std::vector<SolverType> types(num_solvers);
+    std::vector<Device> devices(num_solvers);
+    for (size_t k = 0; k < num_solvers; ++k) {
+      TIEPOINT_RETURN_IF_ERROR(ParseSolverName(options.solvers[k], &types[k], &devices[k]));
+    }
+    // Repetitions go round the solvers (solver 1, 2, ..., then 1, 2, ... again), so that a
+    // slow spell of the machine falls on all of them rather than on one solver's runs.
+    std::vector<SolverRun> last(num_solvers);  // each solver's result: its last repetition
+    std::vector<bool> finished(num_solvers, false);  // failed: that repetition is the result
+    std::vector<std::vector<SolverRun>> repetitions(num_solvers);  // successful repetitions
+    for (size_t k = 0; k < num_solvers; ++k) last[k].solver = options.solvers[k];
+    for (int rep = 0; rep < options.repetitions; ++rep) {
+      for (size_t k = 0; k < num_solvers; ++k) {
+        if (finished[k]) continue;
+        SolverRun& run = last[k];
+        if (unreadable) {
+          run = SolverRun();
+          run.solver = options.solvers[k];
+          run.status = Status(unreadable->code(),
+                              "not run: the problem could not be read: " + unreadable->message());
+          finished[k] = true;
+          continue;
+        }
+        BenchProgress progress;
+        progress.problem = problem.name;
+        progress.solver = options.solvers[k];
+        progress.run = run_index + static_cast<int>(k) + 1;
+        progress.num_runs = num_runs;
         run = SolverRun();
-        run.solver = solver;
+        run.solver = options.solvers[k];
         ChildOutcome outcome;
-        RunInChild(path, solver, type, device, options, progress, &run, &outcome);
+        RunInChild(path, options.solvers[k], types[k], devices[k], options, progress, &run,
+                   &outcome);
         if (!outcome.loaded && !run.ok() && (run.status.code() == StatusCode::kInvalidInput ||
                                              run.status.code() == StatusCode::kIoError)) {
           unreadable = run.status;
@@ -617,11 +626,15 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
           problem.num_observations = outcome.num_observations;
           have_counts = true;
         }
-        if (!run.ok()) break;  // a failed repetition is the result
-        repetitions.back().push_back(run);
+        if (!run.ok()) {
+          finished[k] = true;
+          continue;
+        }
+        repetitions[k].push_back(run);
       }
-      problem.runs.push_back(std::move(run));
     }
+    run_index += static_cast<int>(num_solvers);
+    problem.runs = std::move(last);
 
     // Initial cost from the first run that reported one; best over usable runs.
     bool have_initial = false;

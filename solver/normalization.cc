@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "solver/ba_problem.h"
@@ -48,9 +50,24 @@ Normalization ComputeNormalization(const BAProblem& problem, const double* camer
     if (std::isfinite(f) && f > 0) focals.push_back(f);
   }
   const double focal = Median(focals);
+  // The power of two nearest v in log scale, 2^round(log2 v), from v's exponent and
+  // mantissa bits (no libm call: a fresh process would fault in a page of libm for it).
   auto power_of_two = [](double v) {
     if (!(v > 0) || !std::isfinite(v)) return 1.0;
-    return std::ldexp(1.0, std::clamp(static_cast<int>(std::lround(std::log2(v))), -500, 500));
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+    // v = m 2^e with m in [1, 2): log2 v rounds up when m >= sqrt(2). (Subnormal v lie
+    // far below the clamp.)
+    uint64_t mantissa_bits = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1023} << 52);
+    double m;
+    std::memcpy(&m, &mantissa_bits, sizeof m);
+    const int e = biased == 0 ? -500
+                              : std::clamp(biased - 1023 + (m >= 1.4142135623730951 ? 1 : 0), -500, 500);
+    const uint64_t out_bits = static_cast<uint64_t>(e + 1023) << 52;
+    double out;
+    std::memcpy(&out, &out_bits, sizeof out);
+    return out;
   };
   n.length_scale = power_of_two(depth);
   n.pixel_scale = power_of_two(focal);
