@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side CPU benchmark of every solver on the shared BAL problems and a synthetic
-# problem of about 10^6 observations; writes bench/results/cpu-solvers-<date>.{json,svg}.
+# problem of about 10^6 observations, each solve 9 times, each in a fresh process, round the solvers (median times to
+# tau); writes bench/results/cpu-solvers-<date>.{json,svg}.
 #   bench/cpu_solvers.sh [THREADS]     (default: all hardware threads)
 # Needs a Release build in build/ (scripts/demo.sh makes one) and ../shared/data.
 set -euo pipefail
@@ -18,5 +19,5 @@ stamp=$(date -u +%Y%m%d)
   "$data/bal/problem-16-22106-pre.txt.bz2" "$data/bal/tiny_gtsam/dubrovnik-1-1-pre.txt" \
   "$data/bal/tiny_gtsam/dubrovnik-3-7-pre.txt" "$data/bal/tiny_gtsam/dubrovnik-3-7-18-pre.txt" \
   "$work/synthetic-500-200000.bal" \
-  --solvers pcg-schur,pcg-hessian,cholmod,ceres-sparse,ceres-iterative --threads "$threads" \
+  --solvers pcg-schur,pcg-hessian,cholmod,ceres-sparse,ceres-iterative --threads "$threads" --repetitions 9 \
   --out "$root/bench/results/cpu-solvers-$stamp.json" --plot "$root/bench/results/cpu-solvers-$stamp.svg"

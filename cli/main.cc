@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "io/base/cuda_device.h"
 #include "io/base/status.h"
+#include "solver/parallel.h"
 #include "tiepoint/build_info.h"
 
 namespace tiepoint::cli {
@@ -53,7 +54,9 @@ void CalmOpenBlasThreads(char** argv) {
   const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
   if (get == nullptr || get() <= 1) return;  // another BLAS, or no OpenBLAS threads
   if (::setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/1) != 0) return;
+  const SavedAffinity affinity = WidenAffinityForExec();
   ::execv("/proc/self/exe", argv);
+  RestoreAffinity(affinity);  // exec failed: go on in this process
 }
 
 }  // namespace
