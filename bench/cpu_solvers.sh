@@ -10,7 +10,6 @@ tp=$root/build/tiepoint
 threads=${1:-0}
 data=${TIEPOINT_SHARED_DATA:-$root/../shared/data}
 work=$(mktemp -d)
-export OMP_PROC_BIND=${OMP_PROC_BIND:-true}  # steadier timings on small or shared machines
 trap 'rm -rf "$work"' EXIT
 "$tp" synth --cameras 500 --points 200000 --observations-per-point 5 --noise 0.5 --seed 1 \
   -o "$work/synthetic-500-200000.bal" --quiet

@@ -326,7 +326,7 @@ void RunInChild(const std::string& path, const std::string& solver, SolverType t
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::fcntl(fds[1], F_SETFD, 0);  // the pipe outlives the exec
-      const SavedAffinity affinity = WidenAffinityForExec();
+      const SavedAffinity affinity = WidenAffinityToAllPlaces();
       ::execv(argv[0], argv.data());
       RestoreAffinity(affinity);
       ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);  // exec failed: solve in this fork instead

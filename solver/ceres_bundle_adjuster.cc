@@ -21,6 +21,7 @@
 
 #include "io/base/timer.h"
 #include "solver/camera_model.h"
+#include "solver/parallel.h"
 
 namespace tiepoint {
 namespace {
@@ -183,6 +184,13 @@ class CeresBundleAdjuster : public BundleAdjuster {
     if (scene == nullptr || summary == nullptr) {
       return Status::Internal("CeresBundleAdjuster::Solve: null scene or summary");
     }
+    // Ceres's thread pool inherits the calling thread's CPU mask, which libgomp narrowed to
+    // one place when OMP_PROC_BIND is set: widen it for the solve (threads made during it
+    // keep the wide mask), as an OpenMP team would spread over the places.
+    struct WideAffinity {
+      SavedAffinity saved = WidenAffinityToAllPlaces();
+      ~WideAffinity() { RestoreAffinity(saved); }
+    } wide_affinity;
     Timer timer;
     if (options_.solver != SolverType::kCeresSparse &&
         options_.solver != SolverType::kCeresIterative) {

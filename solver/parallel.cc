@@ -10,7 +10,7 @@ namespace tiepoint {
 
 static_assert(sizeof(cpu_set_t) <= sizeof(SavedAffinity::mask), "cpu_set_t does not fit");
 
-SavedAffinity WidenAffinityForExec() {
+SavedAffinity WidenAffinityToAllPlaces() {
   SavedAffinity saved;
   if (omp_get_proc_bind() == omp_proc_bind_false) return saved;
   const int places = omp_get_num_places();

@@ -27,18 +27,19 @@ inline void ParallelRegion(int threads, Body&& body) {
 
 namespace tiepoint {
 
-// Before this process execs another (tiepoint re-running itself, `tiepoint bench` starting
-// a solve): with OMP_PROC_BIND set, libgomp binds the initial thread to the first place
-// before main, and a process started by exec inherits that one-place mask, so its own
-// libgomp would put every thread on that one place (a two-thread solve on one core ran
-// 1.8x slower). This widens the mask to the union of the places (libgomp builds them from
-// the mask the process started with, or from OMP_PLACES) and returns the mask it replaced,
-// for RestoreAffinity when the exec fails. Does nothing without OMP_PROC_BIND.
+// With OMP_PROC_BIND set, libgomp binds the initial thread to the first place before
+// main. Whatever inherits that one-place mask runs on that place alone: a process started
+// by exec (tiepoint re-running itself, `tiepoint bench` starting a solve), whose own libgomp
+// then puts every thread there (a two-thread solve on one core ran 1.8x slower), and
+// std::threads (Ceres's pool). WidenAffinityToAllPlaces widens the calling thread's mask to
+// the union of the places (libgomp builds them from the mask the process started with, or
+// from OMP_PLACES) and returns the mask it replaced, for RestoreAffinity (after the threads
+// are made, or when the exec fails). Without OMP_PROC_BIND it does nothing.
 struct SavedAffinity {
   bool changed = false;
   unsigned char mask[128] = {};  // a cpu_set_t
 };
-SavedAffinity WidenAffinityForExec();
+SavedAffinity WidenAffinityToAllPlaces();
 void RestoreAffinity(const SavedAffinity& saved);
 
 }  // namespace tiepoint
