@@ -10,6 +10,11 @@ tp=$root/build/tiepoint
 threads=${1:-0}
 data=${TIEPOINT_SHARED_DATA:-$root/../shared/data}
 work=$(mktemp -d)
+# OpenMP threads bound to distinct cores: unbound, a solve that starts right after another
+# solver's process (Ceres's thread pool) often had both of its threads placed on one core
+# until the scheduler moved one, 6-12 ms later. tiepoint widens the mask again for each
+# solve process and for Ceres's own threads, so binding only places the OpenMP threads.
+export OMP_PROC_BIND=${OMP_PROC_BIND:-true}
 trap 'rm -rf "$work"' EXIT
 "$tp" synth --cameras 500 --points 200000 --observations-per-point 5 --noise 0.5 --seed 1 \
   -o "$work/synthetic-500-200000.bal" --quiet
