@@ -438,6 +438,31 @@ TEST_F(SolverBenchRunTest, RepetitionsReportTheMedianTime) {
   EXPECT_EQ(o.Check().code(), StatusCode::kInvalidOptions);
 }
 
+TEST_F(SolverBenchRunTest, RepetitionsGoRoundTheSolvers) {
+  SolverBenchOptions o;
+  o.problems = {problem_};
+  o.solvers = {"cholmod", "pcg-schur"};
+  o.num_threads = 1;
+  o.max_iterations = 3;
+  o.repetitions = 2;
+  std::vector<std::string> started;  // the solver of each run, when it starts
+  o.progress = [&](const BenchProgress& p) {
+    if (!p.loaded && p.iteration < 0 && (started.empty() || started.back() != p.solver)) {
+      started.push_back(p.solver);
+    }
+  };
+  SolverBenchResult r;
+  ASSERT_TRUE(RunSolverBench(o, &r).ok());
+  EXPECT_EQ(started, (std::vector<std::string>{"cholmod", "pcg-schur", "cholmod", "pcg-schur"}));
+  ASSERT_EQ(r.problems.at(0).runs.size(), 2u);
+  EXPECT_EQ(r.problems[0].runs[0].solver, "cholmod");
+  EXPECT_EQ(r.problems[0].runs[1].solver, "pcg-schur");
+  for (const SolverRun& run : r.problems[0].runs) {
+    EXPECT_TRUE(run.ok()) << run.status.ToString();
+    EXPECT_EQ(run.repetition_time_to_tau.size(), 2u) << run.solver;
+  }
+}
+
 TEST_F(SolverBenchRunTest, UnreadableProblemIsNamedBeforeAnyRun) {
   SolverBenchOptions o;
   o.problems = {problem_, dir_ + "/does-not-exist.txt"};
