@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side CPU benchmark of every solver on the shared BAL problems and a synthetic
-# problem of about 10^6 observations, each solve 9 times, each in a fresh process, round the solvers (median times to
-# tau); writes bench/results/cpu-solvers-<date>.{json,svg}.
+# problem of about 10^6 observations: each solve 9 times, each in a fresh process, taken
+# round the solvers (median times to tau); writes bench/results/cpu-solvers-<date>.{json,svg}.
 #   bench/cpu_solvers.sh [THREADS]     (default: all hardware threads)
 # Needs a Release build in build/ (scripts/demo.sh makes one) and ../shared/data.
 set -euo pipefail

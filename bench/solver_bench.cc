@@ -326,9 +326,10 @@ void RunInChild(const std::string& path, const std::string& solver, SolverType t
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::fcntl(fds[1], F_SETFD, 0);  // the pipe outlives the exec
-      const SavedAffinity affinity = WidenAffinityToAllPlaces();
-      ::execv(argv[0], argv.data());
-      RestoreAffinity(affinity);
+      {
+        const WideAffinity wide;
+        ::execv(argv[0], argv.data());
+      }
       ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);  // exec failed: solve in this fork instead
     }
     RunChild(fds[1], path, type, device, options);
@@ -596,14 +597,13 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
     std::vector<SolverRun> last(num_solvers);  // each solver's result: its last repetition
     std::vector<bool> finished(num_solvers, false);  // failed: that repetition is the result
     std::vector<std::vector<SolverRun>> repetitions(num_solvers);  // successful repetitions
-    for (size_t k = 0; k < num_solvers; ++k) last[k].solver = options.solvers[k];
     for (int rep = 0; rep < options.repetitions; ++rep) {
       for (size_t k = 0; k < num_solvers; ++k) {
         if (finished[k]) continue;
         SolverRun& run = last[k];
+        run = SolverRun();
+        run.solver = options.solvers[k];
         if (unreadable) {
-          run = SolverRun();
-          run.solver = options.solvers[k];
           run.status = Status(unreadable->code(),
                               "not run: the problem could not be read: " + unreadable->message());
           finished[k] = true;
@@ -614,8 +614,6 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
         progress.solver = options.solvers[k];
         progress.run = run_index + static_cast<int>(k) + 1;
         progress.num_runs = num_runs;
-        run = SolverRun();
-        run.solver = options.solvers[k];
         ChildOutcome outcome;
         RunInChild(path, options.solvers[k], types[k], devices[k], options, progress, &run,
                    &outcome);

@@ -54,9 +54,8 @@ void CalmOpenBlasThreads(char** argv) {
   const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
   if (get == nullptr || get() <= 1) return;  // another BLAS, or no OpenBLAS threads
   if (::setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/1) != 0) return;
-  const SavedAffinity affinity = WidenAffinityToAllPlaces();
+  const WideAffinity wide;  // restored if the exec fails and this process goes on
   ::execv("/proc/self/exe", argv);
-  RestoreAffinity(affinity);  // exec failed: go on in this process
 }
 
 }  // namespace

@@ -187,10 +187,7 @@ class CeresBundleAdjuster : public BundleAdjuster {
     // Ceres's thread pool inherits the calling thread's CPU mask, which libgomp narrowed to
     // one place when OMP_PROC_BIND is set: widen it for the solve (threads made during it
     // keep the wide mask), as an OpenMP team would spread over the places.
-    struct WideAffinity {
-      SavedAffinity saved = WidenAffinityToAllPlaces();
-      ~WideAffinity() { RestoreAffinity(saved); }
-    } wide_affinity;
+    const WideAffinity wide_affinity;
     Timer timer;
     if (options_.solver != SolverType::kCeresSparse &&
         options_.solver != SolverType::kCeresIterative) {

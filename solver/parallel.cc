@@ -8,13 +8,12 @@
 
 namespace tiepoint {
 
-static_assert(sizeof(cpu_set_t) <= sizeof(SavedAffinity::mask), "cpu_set_t does not fit");
+static_assert(sizeof(cpu_set_t) <= 128, "cpu_set_t does not fit WideAffinity::saved_");
 
-SavedAffinity WidenAffinityToAllPlaces() {
-  SavedAffinity saved;
-  if (omp_get_proc_bind() == omp_proc_bind_false) return saved;
+WideAffinity::WideAffinity() {
+  if (omp_get_proc_bind() == omp_proc_bind_false) return;
   const int places = omp_get_num_places();
-  if (places <= 0) return saved;
+  if (places <= 0) return;
   cpu_set_t wide;
   CPU_ZERO(&wide);
   for (int p = 0; p < places; ++p) {
@@ -26,18 +25,17 @@ SavedAffinity WidenAffinityToAllPlaces() {
     }
   }
   cpu_set_t current;
-  if (CPU_COUNT(&wide) == 0 || sched_getaffinity(0, sizeof current, &current) != 0) return saved;
-  if (CPU_EQUAL(&wide, &current)) return saved;
-  if (sched_setaffinity(0, sizeof wide, &wide) != 0) return saved;
-  std::memcpy(saved.mask, &current, sizeof current);
-  saved.changed = true;
-  return saved;
+  if (CPU_COUNT(&wide) == 0 || sched_getaffinity(0, sizeof current, &current) != 0) return;
+  if (CPU_EQUAL(&wide, &current)) return;
+  if (sched_setaffinity(0, sizeof wide, &wide) != 0) return;
+  std::memcpy(saved_, &current, sizeof current);
+  widened_ = true;
 }
 
-void RestoreAffinity(const SavedAffinity& saved) {
-  if (!saved.changed) return;
+WideAffinity::~WideAffinity() {
+  if (!widened_) return;
   cpu_set_t mask;
-  std::memcpy(&mask, saved.mask, sizeof mask);
+  std::memcpy(&mask, saved_, sizeof mask);
   sched_setaffinity(0, sizeof mask, &mask);
 }
 

@@ -23,23 +23,25 @@ inline void ParallelRegion(int threads, Body&& body) {
   }
 }
 
-}  // namespace tiepoint
-
-namespace tiepoint {
-
 // With OMP_PROC_BIND set, libgomp binds the initial thread to the first place before
 // main. Whatever inherits that one-place mask runs on that place alone: a process started
 // by exec (tiepoint re-running itself, `tiepoint bench` starting a solve), whose own libgomp
 // then puts every thread there (a two-thread solve on one core ran 1.8x slower), and
-// std::threads (Ceres's pool). WidenAffinityToAllPlaces widens the calling thread's mask to
-// the union of the places (libgomp builds them from the mask the process started with, or
-// from OMP_PLACES) and returns the mask it replaced, for RestoreAffinity (after the threads
-// are made, or when the exec fails). Without OMP_PROC_BIND it does nothing.
-struct SavedAffinity {
-  bool changed = false;
-  unsigned char mask[128] = {};  // a cpu_set_t
+// std::threads (Ceres's pool). A WideAffinity widens the calling thread's mask to the union
+// of the places (libgomp builds them from the mask the process started with, or from
+// OMP_PLACES) for its lifetime: around an exec (restored if the exec fails) or while the
+// threads are made. Without OMP_PROC_BIND it does nothing.
+class WideAffinity {
+ public:
+  WideAffinity();
+  ~WideAffinity();
+  WideAffinity(const WideAffinity&) = delete;
+  WideAffinity& operator=(const WideAffinity&) = delete;
+  bool widened() const { return widened_; }
+
+ private:
+  bool widened_ = false;
+  unsigned char saved_[128] = {};  // the cpu_set_t it replaced
 };
-SavedAffinity WidenAffinityToAllPlaces();
-void RestoreAffinity(const SavedAffinity& saved);
 
 }  // namespace tiepoint

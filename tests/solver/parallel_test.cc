@@ -1,4 +1,4 @@
-// WidenAffinityToAllPlaces: with OMP_PROC_BIND set, libgomp binds the initial thread to one
+// WideAffinity: with OMP_PROC_BIND set, libgomp binds the initial thread to one
 // place before main; the mask handed to an exec'd process must span all places again.
 #include <sched.h>
 #include <sys/wait.h>
@@ -43,11 +43,12 @@ TEST(ParallelAffinity, WidensTheBoundMaskToAllPlacesAndRestoresIt) {
   // libgomp bound this process's initial thread to its first place.
   const int bound = AffinityCount();
   ASSERT_GE(bound, 1);
-  const SavedAffinity saved = WidenAffinityToAllPlaces();
-  const int widened = AffinityCount();
-  EXPECT_TRUE(saved.changed);
-  EXPECT_GT(widened, bound) << "an exec'd process would start on the first place only";
-  RestoreAffinity(saved);
+  {
+    const WideAffinity wide;
+    const int widened = AffinityCount();
+    EXPECT_TRUE(wide.widened());
+    EXPECT_GT(widened, bound) << "an exec'd process would start on the first place only";
+  }
   EXPECT_EQ(AffinityCount(), bound);
 }
 
