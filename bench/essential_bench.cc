@@ -15,9 +15,18 @@
 // Score: rotation error = angle of R_est^T R_true with R_true = R2 R1^T (cam2_from_cam1),
 // degrees; a pair succeeds when a pose was found and the error is <= 1 degree (issue 7).
 // Also reported: the angle between the estimated and the true translation directions.
+// What the matches allow (Cramer-Rao bound, RotationBound below): over the matches within
+// 2 px (Sampson) of the ground-truth epipolar geometry, the smallest RMS rotation error an
+// unbiased estimator can have with noise of their own RMS Sampson distance, linearised at
+// the true pose; for tiepoint's ratio-test matches and, as an oracle, for every nearest
+// neighbour (no ratio test) that the ground truth accepts. A bound above 1 degree means
+// that no estimator reaches 1 degree on that pair with those correspondences, except by luck.
+// And the estimator itself on ideal data of each pair's size and noise (SimulateEstimates):
+// how many pairs an outlier-free version of the same matches would bring within 1 degree.
 // Output: a table on stdout and, with --out, JSON (machine, date, commit, build flags).
 #include <Eigen/Core>
 #include <Eigen/Geometry>
+#include <Eigen/SVD>
 #include <nlohmann/json.hpp>
 #include <opencv2/calib3d.hpp>
 #include <opencv2/core.hpp>
@@ -31,6 +40,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +65,7 @@ using json = nlohmann::json;
 constexpr double kSuccessDeg = 1.0;
 constexpr double kMaxErrorPx = 2.0;
 constexpr double kContrast = 0.01;
+constexpr double kBoundGatePx = 2.0;
 constexpr double kPi = 3.14159265358979323846;
 
 // A ring camera (io/middlebury.h) as Eigen matrices.
@@ -121,6 +132,159 @@ Outcome OpenCvPose(const std::vector<cv::Point2d>& x1, const std::vector<cv::Poi
   return o;
 }
 
+Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
+  Eigen::Matrix3d m;
+  m << 0, -v.z(), v.y(), v.z(), 0, -v.x(), -v.y(), v.x(), 0;
+  return m;
+}
+
+// Signed Sampson distance (pixels) of x1 <-> x2 for the pose (R, t) and the cameras' K.
+double SignedSampson(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2, const Eigen::Matrix3d& R,
+                     const Eigen::Vector3d& t, const std::array<double, 2>& a,
+                     const std::array<double, 2>& b) {
+  const Eigen::Matrix3d F = K2.inverse().transpose() * Skew(t) * R * K1.inverse();
+  const Eigen::Vector3d p(a[0], a[1], 1), q(b[0], b[1], 1);
+  const Eigen::Vector3d Fp = F * p, Ftq = F.transpose() * q;
+  return q.dot(Fp) / std::sqrt(Fp.head<2>().squaredNorm() + Ftq.head<2>().squaredNorm());
+}
+
+// Cramer-Rao bound on the relative rotation. The Sampson distance is the first-order
+// distance of (x1, x2) to the epipolar variety with the 3D point profiled out, so with
+// isotropic Gaussian noise sigma per coordinate the pose's Fisher information is
+// J^T J / sigma^2, J = d(Sampson) / d(pose) at the true pose over 5 parameters (rotation
+// omega, R = exp([omega]x) R_true, and the two tangent directions of the unit t; central
+// differences). Over the matches within `gate_px` of the true geometry, sigma = their RMS
+// Sampson distance (match noise and any error of the ground truth); the bound on the RMS
+// rotation error is sqrt(trace of the rotation block of sigma^2 (J^T J)^-1), in degrees.
+struct RotationBound {
+  int consistent = 0;
+  double sigma_px = 0.0;
+  double rotation_rms_deg = std::numeric_limits<double>::infinity();
+  json ToJson() const {
+    return {{"consistent_matches", consistent},
+            {"sigma_px", sigma_px},
+            {"rotation_rms_deg", std::isfinite(rotation_rms_deg) ? json(rotation_rms_deg) : json(nullptr)}};
+  }
+};
+
+RotationBound BoundRotation(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
+                            const Eigen::Matrix3d& R, const Eigen::Vector3d& t_true,
+                            const std::vector<std::array<double, 2>>& x1,
+                            const std::vector<std::array<double, 2>>& x2, double gate_px) {
+  const Eigen::Vector3d t = t_true.normalized();
+  const Eigen::Vector3d b1 = t.unitOrthogonal(), b2 = t.cross(b1);
+  Eigen::Matrix<double, 5, 5> JtJ = Eigen::Matrix<double, 5, 5>::Zero();
+  double sum_sq = 0.0;
+  RotationBound out;
+  constexpr double h = 1e-6;
+  for (size_t k = 0; k < x1.size(); ++k) {
+    const double r = SignedSampson(K1, K2, R, t, x1[k], x2[k]);
+    if (!(std::abs(r) <= gate_px)) continue;
+    ++out.consistent;
+    sum_sq += r * r;
+    Eigen::Matrix<double, 5, 1> J;
+    for (int d = 0; d < 5; ++d) {
+      double e[2];
+      for (int side = 0; side < 2; ++side) {
+        const double step = side == 0 ? h : -h;
+        Eigen::Matrix3d Rd = R;
+        Eigen::Vector3d td = t;
+        if (d < 3) {
+          Rd = Eigen::AngleAxisd(step, Eigen::Vector3d::Unit(d)).toRotationMatrix() * R;
+        } else {
+          td = (t + step * (d == 3 ? b1 : b2)).normalized();
+        }
+        e[side] = SignedSampson(K1, K2, Rd, td, x1[k], x2[k]);
+      }
+      J[d] = (e[0] - e[1]) / (2 * h);
+    }
+    JtJ += J * J.transpose();
+  }
+  if (out.consistent < 6) return out;
+  out.sigma_px = std::sqrt(sum_sq / out.consistent);
+  const Eigen::Matrix<double, 5, 5> covariance = out.sigma_px * out.sigma_px * JtJ.inverse();
+  const double trace = covariance.topLeftCorner<3, 3>().trace();
+  if (std::isfinite(trace) && trace >= 0) out.rotation_rms_deg = std::sqrt(trace) * 180.0 / kPi;
+  return out;
+}
+
+// The estimator on ideal data of the pair's size and noise: the ratio matches within the
+// gate of the true geometry, triangulated with the true cameras (linear, DLT) and projected
+// back (exact correspondences at the real image positions), plus Gaussian noise of sigma px
+// on every coordinate, no outliers; kSimulationTrials draws (fixed seeds) through
+// EstimateTwoViewGeometry. `within`: draws that end within 1 degree of the truth; an
+// unverified draw counts as a miss.
+constexpr int kSimulationTrials = 40;
+struct Simulation {
+  int points = 0, verified = 0, within = 0;
+  double rms_deg = std::numeric_limits<double>::infinity();
+  json ToJson() const {
+    return {{"points", points},
+            {"trials", kSimulationTrials},
+            {"verified", verified},
+            {"within_1_deg", within},
+            {"rms_rotation_error_deg", std::isfinite(rms_deg) ? json(rms_deg) : json(nullptr)}};
+  }
+};
+
+Simulation SimulateEstimates(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
+                             const Eigen::Matrix3d& R_true, const Eigen::Vector3d& t_true,
+                             const std::vector<std::array<double, 2>>& x1,
+                             const std::vector<std::array<double, 2>>& x2, const Intrinsics& in1,
+                             const Intrinsics& in2, const RansacOptions& ransac, double sigma_px) {
+  Eigen::Matrix<double, 3, 4> P1, P2;
+  P1 << K1, Eigen::Vector3d::Zero();
+  P2 << K2 * R_true, K2 * t_true.normalized();
+  std::vector<Eigen::Vector2d> p1, p2;
+  for (size_t k = 0; k < x1.size(); ++k) {
+    if (!(std::abs(SignedSampson(K1, K2, R_true, t_true, x1[k], x2[k])) <= kBoundGatePx)) continue;
+    Eigen::Matrix4d A;
+    A.row(0) = x1[k][0] * P1.row(2) - P1.row(0);
+    A.row(1) = x1[k][1] * P1.row(2) - P1.row(1);
+    A.row(2) = x2[k][0] * P2.row(2) - P2.row(0);
+    A.row(3) = x2[k][1] * P2.row(2) - P2.row(1);
+    const Eigen::Vector4d X = Eigen::JacobiSVD<Eigen::Matrix4d>(A, Eigen::ComputeFullV).matrixV().col(3);
+    p1.push_back((P1 * X).hnormalized());
+    p2.push_back((P2 * X).hnormalized());
+  }
+  Simulation out;
+  out.points = static_cast<int>(p1.size());
+  double sum_sq = 0.0;
+  for (int trial = 0; trial < kSimulationTrials; ++trial) {
+    std::mt19937_64 rng(1000 + trial);
+    std::normal_distribution<double> noise(0.0, sigma_px);
+    std::vector<std::array<double, 2>> y1, y2;
+    for (size_t k = 0; k < p1.size(); ++k) {
+      y1.push_back({p1[k].x() + noise(rng), p1[k].y() + noise(rng)});
+      y2.push_back({p2[k].x() + noise(rng), p2[k].y() + noise(rng)});
+    }
+    RansacOptions options = ransac;
+    options.seed = trial;
+    TwoViewGeometry g;
+    if (!EstimateTwoViewGeometry(TwoViewModel::kEssential, y1, y2, &in1, &in2, options, &g).ok() ||
+        !g.verified)
+      continue;
+    Eigen::Matrix3d R;
+    for (int k = 0; k < 9; ++k) R(k / 3, k % 3) = g.rotation[k];
+    const double error = AngleDeg(0.5 * ((R.transpose() * R_true).trace() - 1.0));
+    sum_sq += error * error;
+    out.within += error <= kSuccessDeg;
+    ++out.verified;
+  }
+  if (out.verified > 0) out.rms_deg = std::sqrt(sum_sq / out.verified);
+  return out;
+}
+
+std::vector<std::array<double, 2>> Positions(const Features& f, const std::vector<FeatureMatch>& m,
+                                             bool first) {
+  std::vector<std::array<double, 2>> x;
+  for (const FeatureMatch& fm : m) {
+    const Keypoint& k = f.keypoints[first ? fm.index1 : fm.index2];
+    x.push_back({k.x, k.y});
+  }
+  return x;
+}
+
 struct Args {
   std::string data;
   std::string out;
@@ -132,6 +296,7 @@ int Main(const Args& args) {
   result["success_threshold_deg"] = kSuccessDeg;
   result["ransac_threshold_px"] = kMaxErrorPx;
   result["sift_contrast_threshold"] = kContrast;
+  result["bound_gate_px"] = kBoundGatePx;
   std::printf("essential_bench: OpenCV %s; commit %s\n", CV_VERSION, kGitCommit);
 
   SiftOptions sift_options;
@@ -141,8 +306,11 @@ int Main(const Args& args) {
   Status s = FeatureExtractor::Create(sift_options, Device::kCpu, &sift);
   MatcherOptions mo;
   mo.ratio = 0.8;
-  std::unique_ptr<DescriptorMatcher> matcher;
+  std::unique_ptr<DescriptorMatcher> matcher, nearest;
   if (s.ok()) s = DescriptorMatcher::Create(mo, Device::kCpu, &matcher);
+  MatcherOptions no_ratio;  // every nearest neighbour, for the oracle bound
+  no_ratio.ratio = 1.0;
+  if (s.ok()) s = DescriptorMatcher::Create(no_ratio, Device::kCpu, &nearest);
   if (!s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
@@ -181,7 +349,8 @@ int Main(const Args& args) {
     std::printf("\n%-34s %-15s %7s %7s %9s %9s %s\n", "pair", "pipeline", "matches", "inliers",
                 "rot err", "dir err", "ok");
     json rows = json::array();
-    int ok_tp = 0, ok_tp_cv = 0, ok_cv = 0, pairs_here = 0;
+    int ok_tp = 0, ok_tp_cv = 0, ok_cv = 0, pairs_here = 0, bound_ratio_ok = 0, bound_all_ok = 0;
+    double expected_successes = 0.0;
     for (const auto& [i, j] : MiddleburyNeighbourPairs(cameras)) {
       ++pairs_here;
       const Eigen::Matrix3d R_true = views[j].R * views[i].R.transpose();
@@ -227,6 +396,33 @@ int Main(const Args& args) {
       row["tiepoint"] = tp.ToJson();
       ok_tp += tp.success();
 
+      // What these matches allow (and every ground-truth-consistent nearest neighbour).
+      std::vector<FeatureMatch> all_nearest;
+      if (!(s = nearest->Match(features[i], features[j], &all_nearest)).ok()) {
+        std::fprintf(stderr, "%s\n", s.ToString().c_str());
+        return 1;
+      }
+      const RotationBound bound_ratio = BoundRotation(K1, K2, R_true, t_true, x1, x2, kBoundGatePx);
+      const RotationBound bound_all =
+          BoundRotation(K1, K2, R_true, t_true, Positions(features[i], all_nearest, true),
+                        Positions(features[j], all_nearest, false), kBoundGatePx);
+      std::printf("%-34s bound: ratio matches %d consistent, sigma %.2f px -> %.2f deg; all nearest "
+                  "neighbours %d consistent, sigma %.2f px -> %.2f deg\n",
+                  "", bound_ratio.consistent, bound_ratio.sigma_px, bound_ratio.rotation_rms_deg,
+                  bound_all.consistent, bound_all.sigma_px, bound_all.rotation_rms_deg);
+      const Simulation simulated =
+          SimulateEstimates(K1, K2, R_true, t_true, x1, x2, in1, in2, ransac, bound_ratio.sigma_px);
+      std::printf("%-34s simulated: %d exact correspondences + %.2f px noise, %d trials: rms rotation "
+                  "error %.2f deg, within 1 degree in %d\n",
+                  "", simulated.points, bound_ratio.sigma_px, kSimulationTrials, simulated.rms_deg,
+                  simulated.within);
+      row["simulation"] = simulated.ToJson();
+      expected_successes += static_cast<double>(simulated.within) / kSimulationTrials;
+      row["rotation_bound_ratio_matches"] = bound_ratio.ToJson();
+      row["rotation_bound_all_nearest_neighbours"] = bound_all.ToJson();
+      bound_ratio_ok += bound_ratio.rotation_rms_deg <= kSuccessDeg;
+      bound_all_ok += bound_all.rotation_rms_deg <= kSuccessDeg;
+
       // Diagnostic: tiepoint's matches through OpenCV's estimator.
       const Outcome tp_cv = OpenCvPose(c1, c2, K1, R_true, t_true);
       print("tiepoint+cv-E", tp_cv);
@@ -256,11 +452,20 @@ int Main(const Args& args) {
     std::printf("%s: within %.0f degree of %d neighbouring pairs: tiepoint %d, tiepoint matches + "
                 "OpenCV estimator %d, OpenCV %d\n",
                 set.c_str(), kSuccessDeg, pairs_here, ok_tp, ok_tp_cv, ok_cv);
+    std::printf("%s: pairs whose Cramer-Rao rotation bound is <= %.0f degree: %d with tiepoint's "
+                "matches, %d with every consistent nearest neighbour\n",
+                set.c_str(), kSuccessDeg, bound_ratio_ok, bound_all_ok);
+    std::printf("%s: the estimator on simulated ideal data of each pair's size and noise ends within "
+                "%.0f degree on %.1f pairs (average over %d draws)\n",
+                set.c_str(), kSuccessDeg, expected_successes, kSimulationTrials);
     sets[set] = rows;
     totals[set] = {{"pairs", pairs_here},
                    {"tiepoint", ok_tp},
                    {"tiepoint_matches_opencv_essential", ok_tp_cv},
-                   {"opencv", ok_cv}};
+                   {"opencv", ok_cv},
+                   {"bound_within_1_deg_ratio_matches", bound_ratio_ok},
+                   {"bound_within_1_deg_all_nearest_neighbours", bound_all_ok},
+                   {"simulated_expected_successes", expected_successes}};
   }
   result["sets"] = sets;
   result["successes"] = totals;
