@@ -126,6 +126,11 @@ int RunBa(const BaArgs& a) {
   options.fix_intrinsics = a.fix_intrinsics;
   if (!(s = ParseLoss(a.loss, &options.loss)).ok()) return ReportError(cmd, s);
   if (!(s = ParseIndexList(a.fix_cameras, &options.fixed_cameras)).ok()) return ReportError(cmd, s);
+  if (!(s = CheckOutputDirectory("--output", a.output)).ok() ||
+      !(s = CheckOutputDirectory("--ply", a.ply)).ok() ||
+      !(s = CheckOutputDirectory("--report", a.report)).ok()) {
+    return ReportError(cmd, s);
+  }
 
   const bool show = !a.quiet && StderrIsTerminal();
   // The CUDA context is created while the file is read.
@@ -243,7 +248,7 @@ Runner RegisterBa(CLI::App& app) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--threads", a->threads, "Worker threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--output", a->output, "Write the optimized problem (BAL; .bz2 compresses)");
+  app.add_option("-o,--output", a->output, "Write the optimized problem (BAL; .bz2 compresses)");
   app.add_option("--ply", a->ply, "Write points and camera centres as PLY");
   app.add_option("--report", a->report, "Write a JSON report with the per-iteration trace");
   app.add_option("--loss", a->loss, "Robust loss: none | huber:SCALE | cauchy:SCALE (pixels)")

@@ -30,19 +30,6 @@ struct BenchArgs {
   bool quiet = false;
 };
 
-// An output file is written only after every run: catch a directory that does not exist
-// or cannot be written before the benchmark starts rather than after it has finished.
-Status CheckOutputDirectory(const char* option, const std::string& path) {
-  if (path.empty()) return Status::Ok();
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return Status::IoError(std::string(option) + " " + path + ": cannot write into directory '" +
-                           dir + "' (" + std::strerror(errno) + ")");
-  }
-  return Status::Ok();
-}
-
 std::string DescribeProgress(const BenchProgress& p) {
   char buf[160];
   std::string text = "[" + std::to_string(p.run) + "/" + std::to_string(p.num_runs) + "] " +

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 #include "io/base/status.h"
 
@@ -23,5 +24,11 @@ Runner RegisterMatch(CLI::App& app);
 
 // Prints a Status error to stderr as "tiepoint <command>: error: ..." and returns its code.
 int ReportError(const char* command, const Status& status);
+
+// For an output file written only once the work is done: kIoError naming `option` and the
+// directory when the directory `path` would be written into does not exist or cannot be
+// written, so that the command fails before the work rather than after it (and leaves no
+// partial set of outputs). OK for an empty path (option not given).
+Status CheckOutputDirectory(const char* option, const std::string& path);
 
 }  // namespace tiepoint::cli

@@ -2,8 +2,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <vector>
 
@@ -20,6 +22,17 @@ namespace tiepoint::cli {
 int ReportError(const char* command, const Status& status) {
   std::fprintf(stderr, "tiepoint %s: error: %s\n", command, status.ToString().c_str());
   return status.ExitCode();
+}
+
+Status CheckOutputDirectory(const char* option, const std::string& path) {
+  if (path.empty()) return Status::Ok();
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return Status::IoError(std::string(option) + " " + path + ": cannot write into directory '" +
+                           dir + "' (" + std::strerror(errno) + ")");
+  }
+  return Status::Ok();
 }
 
 namespace {

@@ -23,6 +23,10 @@ int RunSynth(const SynthArgs& a) {
   const char* cmd = "synth";
   Status s = a.options.Check();
   if (!s.ok()) return ReportError(cmd, s);
+  if (!(s = CheckOutputDirectory("--output", a.output)).ok() ||
+      !(s = CheckOutputDirectory("--truth", a.truth)).ok()) {
+    return ReportError(cmd, s);
+  }
   ProgressLine progress(!a.quiet && StderrIsTerminal());
   Scene initial, truth;
   progress.Update("generating ...");

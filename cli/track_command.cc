@@ -206,6 +206,7 @@ int RunTrack(const TrackArgs& a) {
   options.linear_prediction.enabled = a.affine_prediction == "on";
   if (a.trail < 0) return ReportError(cmd, Status::InvalidOptions("--trail must be >= 0"));
   if (!(s = options.Check()).ok()) return ReportError(cmd, s);
+  if (!(s = CheckOutputDirectory("--output", a.output)).ok()) return ReportError(cmd, s);
   std::unique_ptr<FastLkFrontEnd> frontend;
   if (!(s = FastLkFrontEnd::Create(options, device, &frontend)).ok()) return ReportError(cmd, s);
   SequenceTracker tracker(frontend.get(), options);

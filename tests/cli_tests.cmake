@@ -23,6 +23,13 @@ add_test(NAME cli.fixed_camera_out_of_range
          COMMAND ${_expect} 2 "fixed camera index 999" ${_out}/fix.bal -- ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --fix-cameras 999 --output ${_out}/fix.bal)
 add_test(NAME cli.unwritable_output
          COMMAND ${_expect} 2 "/nonexistent-dir/out.bal" -- ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --max-iterations 1 --output /nonexistent-dir/out.bal)
+# Every output's directory is checked before the work: a bad --ply leaves no --output behind.
+add_test(NAME cli.unwritable_ply_writes_nothing
+         COMMAND ${_expect} 2 "--ply /nonexistent-dir/out.ply" ${_out}/ply-first.bal -- ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --max-iterations 1 --output ${_out}/ply-first.bal --ply /nonexistent-dir/out.ply)
+add_test(NAME cli.synth_unwritable_truth_writes_nothing
+         COMMAND ${_expect} 2 "--truth /nonexistent-dir/truth.bal" ${_out}/truth-first.bal -- ${_tp} synth --cameras 5 --points 20 -o ${_out}/truth-first.bal --truth /nonexistent-dir/truth.bal)
+add_test(NAME cli.ba_short_output_option
+         COMMAND ${_tp} ba ${CMAKE_CURRENT_SOURCE_DIR}/../data/sample-20-2000.bal --max-iterations 1 -o ${_out}/short-option.bal)
 add_test(NAME cli.synth_bad_options
          COMMAND ${_expect} 2 "observations_per_point" ${_out}/bad.bal -- ${_tp} synth --cameras 3 --observations-per-point 9 -o ${_out}/bad.bal)
 add_test(NAME cli.help COMMAND ${_tp} ba --help)

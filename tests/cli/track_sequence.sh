@@ -51,13 +51,13 @@ grep -q "lk-affine-prediction 'maybe': expected on or off" "$dir/stderr" || fail
 # A frame of another size: named, exit 2, no tracks file, no SVG.
 printf 'P5\n40 30\n255\n' >"$dir/small.pgm"
 head -c 1200 /dev/zero >>"$dir/small.pgm"
-rm -rf "$dir/out"
+rm -rf "$dir/out"; mkdir "$dir/out"
 "$tp" track "$dir/frame0.pgm" "$dir/small.pgm" -o "$dir/out/tracks.txt" --svg "$dir/out/svg" \
   >"$dir/stdout" 2>"$dir/stderr"
 rc=$?
 [ "$rc" = 2 ] || fail "size mismatch: exit code $rc, expected 2"
 grep -q "small.pgm: frame 1 is 40x30, the sequence started at" "$dir/stderr" || fail "size mismatch not explained"
-[ ! -e "$dir/out" ] || fail "output written for a failed run"
+[ -z "$(ls -A "$dir/out")" ] || fail "output written for a failed run"
 
 # Two frames whose SVGs would share a name.
 "$tp" track "$dir/frame0.pgm" "$dir/b/frame0.pgm" -o "$dir/clash.txt" --svg "$dir/clash" \

@@ -8,7 +8,7 @@ set(_tp $<TARGET_FILE:tiepoint>)
 set(_expect ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh)
 set(_tout ${CMAKE_CURRENT_BINARY_DIR}/cli_track_out)
 set(_frame ${CMAKE_CURRENT_SOURCE_DIR}/data/images/blobs.pgm)
-file(MAKE_DIRECTORY ${_tout})
+file(MAKE_DIRECTORY ${_tout} ${_tout}/bad)
 add_test(NAME cli.track.sequence
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/track_sequence.sh ${_tp} ${_tout}/sequence ${_frame})
 add_test(NAME cli.track.bad_frame
