@@ -21,7 +21,8 @@
 // the true pose; for tiepoint's ratio-test matches and, as an oracle, for every nearest
 // neighbour (no ratio test) that the ground truth accepts. A bound above 1 degree means
 // that no estimator reaches 1 degree on that pair with those correspondences, except by luck.
-// And the estimator itself on ideal data of each pair's size and noise (SimulateEstimates):
+// The estimator's reported uncertainty (TwoViewGeometry::rotation_uncertainty_deg) beside
+// its actual error. And the estimator itself on ideal data of each pair's size and noise (SimulateEstimates):
 // how many pairs an outlier-free version of the same matches would bring within 1 degree.
 // Output: a table on stdout and, with --out, JSON (machine, date, commit, build flags).
 #include <Eigen/Core>
@@ -52,6 +53,7 @@
 #include "io/image.h"
 #include "io/middlebury.h"
 #include "io/report.h"
+#include "solver/essential.h"
 #include "solver/two_view_geometry.h"
 #include "tiepoint/build_info.h"
 
@@ -66,6 +68,9 @@ constexpr double kSuccessDeg = 1.0;
 constexpr double kMaxErrorPx = 2.0;
 constexpr double kContrast = 0.01;
 constexpr double kBoundGatePx = 2.0;
+// Pairs whose reported rotation uncertainty (TwoViewGeometry) is at most this are counted
+// apart: how far a user can trust a pose by the estimator's own account.
+constexpr double kConfidentDeg = 0.5;
 constexpr double kPi = 3.14159265358979323846;
 
 // A ring camera (io/middlebury.h) as Eigen matrices.
@@ -148,14 +153,9 @@ double SignedSampson(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2, const
   return q.dot(Fp) / std::sqrt(Fp.head<2>().squaredNorm() + Ftq.head<2>().squaredNorm());
 }
 
-// Cramer-Rao bound on the relative rotation. The Sampson distance is the first-order
-// distance of (x1, x2) to the epipolar variety with the 3D point profiled out, so with
-// isotropic Gaussian noise sigma per coordinate the pose's Fisher information is
-// J^T J / sigma^2, J = d(Sampson) / d(pose) at the true pose over 5 parameters (rotation
-// omega, R = exp([omega]x) R_true, and the two tangent directions of the unit t; central
-// differences). Over the matches within `gate_px` of the true geometry, sigma = their RMS
-// Sampson distance (match noise and any error of the ground truth); the bound on the RMS
-// rotation error is sqrt(trace of the rotation block of sigma^2 (J^T J)^-1), in degrees.
+// Cramer-Rao bound on the relative rotation: two_view::RotationStandardError at the true
+// pose over the matches within `gate_px` of the true geometry, with sigma = their RMS
+// Sampson distance (match noise and any error of the ground truth).
 struct RotationBound {
   int consistent = 0;
   double sigma_px = 0.0;
@@ -168,43 +168,26 @@ struct RotationBound {
 };
 
 RotationBound BoundRotation(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
-                            const Eigen::Matrix3d& R, const Eigen::Vector3d& t_true,
+                            const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
                             const std::vector<std::array<double, 2>>& x1,
                             const std::vector<std::array<double, 2>>& x2, double gate_px) {
-  const Eigen::Vector3d t = t_true.normalized();
-  const Eigen::Vector3d b1 = t.unitOrthogonal(), b2 = t.cross(b1);
-  Eigen::Matrix<double, 5, 5> JtJ = Eigen::Matrix<double, 5, 5>::Zero();
+  std::vector<Eigen::Vector2d> p1, p2;
+  std::vector<int> consistent;
   double sum_sq = 0.0;
-  RotationBound out;
-  constexpr double h = 1e-6;
   for (size_t k = 0; k < x1.size(); ++k) {
+    p1.emplace_back(x1[k][0], x1[k][1]);
+    p2.emplace_back(x2[k][0], x2[k][1]);
     const double r = SignedSampson(K1, K2, R, t, x1[k], x2[k]);
     if (!(std::abs(r) <= gate_px)) continue;
-    ++out.consistent;
+    consistent.push_back(static_cast<int>(k));
     sum_sq += r * r;
-    Eigen::Matrix<double, 5, 1> J;
-    for (int d = 0; d < 5; ++d) {
-      double e[2];
-      for (int side = 0; side < 2; ++side) {
-        const double step = side == 0 ? h : -h;
-        Eigen::Matrix3d Rd = R;
-        Eigen::Vector3d td = t;
-        if (d < 3) {
-          Rd = Eigen::AngleAxisd(step, Eigen::Vector3d::Unit(d)).toRotationMatrix() * R;
-        } else {
-          td = (t + step * (d == 3 ? b1 : b2)).normalized();
-        }
-        e[side] = SignedSampson(K1, K2, Rd, td, x1[k], x2[k]);
-      }
-      J[d] = (e[0] - e[1]) / (2 * h);
-    }
-    JtJ += J * J.transpose();
   }
-  if (out.consistent < 6) return out;
+  RotationBound out;
+  out.consistent = static_cast<int>(consistent.size());
+  if (out.consistent == 0) return out;
   out.sigma_px = std::sqrt(sum_sq / out.consistent);
-  const Eigen::Matrix<double, 5, 5> covariance = out.sigma_px * out.sigma_px * JtJ.inverse();
-  const double trace = covariance.topLeftCorner<3, 3>().trace();
-  if (std::isfinite(trace) && trace >= 0) out.rotation_rms_deg = std::sqrt(trace) * 180.0 / kPi;
+  out.rotation_rms_deg =
+      two_view::RotationStandardError(p1, p2, K1, K2, consistent, R, t, out.sigma_px) * 180.0 / kPi;
   return out;
 }
 
@@ -351,6 +334,7 @@ int Main(const Args& args) {
     json rows = json::array();
     int ok_tp = 0, ok_tp_cv = 0, ok_cv = 0, pairs_here = 0, bound_ratio_ok = 0, bound_all_ok = 0;
     double expected_successes = 0.0;
+    int confident = 0, confident_ok = 0;
     for (const auto& [i, j] : MiddleburyNeighbourPairs(cameras)) {
       ++pairs_here;
       const Eigen::Matrix3d R_true = views[j].R * views[i].R.transpose();
@@ -394,6 +378,14 @@ int Main(const Args& args) {
       }
       print("tiepoint", tp);
       row["tiepoint"] = tp.ToJson();
+      // The estimator's own account of how well its inliers fix the rotation.
+      const double reported = tp.pose ? g.rotation_uncertainty_deg : std::numeric_limits<double>::infinity();
+      row["tiepoint"]["rotation_uncertainty_deg"] = std::isfinite(reported) ? json(reported) : json(nullptr);
+      std::printf("%-34s reported rotation uncertainty %.2f deg\n", "", reported);
+      if (reported <= kConfidentDeg) {
+        ++confident;
+        confident_ok += tp.success();
+      }
       ok_tp += tp.success();
 
       // What these matches allow (and every ground-truth-consistent nearest neighbour).
@@ -452,6 +444,9 @@ int Main(const Args& args) {
     std::printf("%s: within %.0f degree of %d neighbouring pairs: tiepoint %d, tiepoint matches + "
                 "OpenCV estimator %d, OpenCV %d\n",
                 set.c_str(), kSuccessDeg, pairs_here, ok_tp, ok_tp_cv, ok_cv);
+    std::printf("%s: pairs whose reported rotation uncertainty is <= %.1f degree: %d, of which "
+                "within %.0f degree: %d\n",
+                set.c_str(), kConfidentDeg, confident, kSuccessDeg, confident_ok);
     std::printf("%s: pairs whose Cramer-Rao rotation bound is <= %.0f degree: %d with tiepoint's "
                 "matches, %d with every consistent nearest neighbour\n",
                 set.c_str(), kSuccessDeg, bound_ratio_ok, bound_all_ok);
@@ -465,7 +460,9 @@ int Main(const Args& args) {
                    {"opencv", ok_cv},
                    {"bound_within_1_deg_ratio_matches", bound_ratio_ok},
                    {"bound_within_1_deg_all_nearest_neighbours", bound_all_ok},
-                   {"simulated_expected_successes", expected_successes}};
+                   {"simulated_expected_successes", expected_successes},
+                   {"reported_uncertainty_within_0_5_deg", confident},
+                   {"reported_uncertainty_within_0_5_deg_and_success", confident_ok}};
   }
   result["sets"] = sets;
   result["successes"] = totals;

@@ -349,6 +349,9 @@ int RunMatch(const MatchArgs& a) {
 
   const Timer verify_timer;
   std::vector<PairMatches> results(pairs.size());
+  // Essential only: TwoViewGeometry::rotation_uncertainty_deg (summary and table, not in
+  // the match files).
+  std::vector<double> rotation_uncertainty(pairs.size(), 0.0);
   for (size_t p = 0; p < pairs.size(); ++p) {
     const auto [i, j] = pairs[p];
     PairMatches& pm = results[p];
@@ -389,6 +392,7 @@ int RunMatch(const MatchArgs& a) {
           pm.inlier_rms_error_px =
               std::isfinite(g.inlier_rms_error_px) ? g.inlier_rms_error_px : 0.0;
           pm.inliers = g.inlier_mask;
+          rotation_uncertainty[p] = g.rotation_uncertainty_deg;
           if (pm.inliers.size() != pm.matches.size()) pm.inliers.assign(pm.matches.size(), 0);
         }
         ++done;
@@ -455,8 +459,11 @@ int RunMatch(const MatchArgs& a) {
                 static_cast<unsigned long long>(pm.num_keypoints1),
                 static_cast<unsigned long long>(pm.num_keypoints2), pm.matches.size());
     if (verify) {
-      std::printf(" %9llu%s", static_cast<unsigned long long>(pm.NumInliers()),
-                  pm.verified ? "" : " (not verified)");
+      std::printf(" %9llu", static_cast<unsigned long long>(pm.NumInliers()));
+      if (pm.model == MatchModel::kEssential && pm.verified) {
+        std::printf("  rotation +- %.2g deg", rotation_uncertainty[p]);
+      }
+      if (!pm.verified) std::printf(" (not verified)");
     }
     std::printf("\n");
     nlohmann::json row = {{"features1", pm.name1},
@@ -475,6 +482,8 @@ int RunMatch(const MatchArgs& a) {
       if (pm.model == MatchModel::kEssential) {
         row["rotation_cam2_from_cam1"] = std::vector<double>(pm.rotation, pm.rotation + 9);
         row["translation_cam2_from_cam1"] = std::vector<double>(pm.translation, pm.translation + 3);
+        const double u = rotation_uncertainty[p];
+        row["rotation_uncertainty_deg"] = std::isfinite(u) ? nlohmann::json(u) : nlohmann::json(nullptr);
       }
     }
     rows.push_back(row);

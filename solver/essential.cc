@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <complex>
+#include <limits>
 
 #include "solver/fundamental.h"
 #include "solver/ransac_utils.h"
@@ -235,39 +236,88 @@ Eigen::Matrix3d FundamentalFromEssential(const Eigen::Matrix3d& E, const Eigen::
   return K2.inverse().transpose() * E * K1.inverse();
 }
 
+namespace {
+
+// The pose of RefineRelativePose and RotationStandardError, moved by a local step
+// d = (w, s): R exp([w]x), and t along the tangent plane of the start direction (basis
+// columns), back onto the sphere.
+struct LocalPose {
+  Eigen::Matrix3d R;
+  Eigen::Vector3d t;
+};
+
+LocalPose Plus(const LocalPose& p, const Eigen::Matrix<double, 3, 2>& basis, const Eigen::VectorXd& d) {
+  LocalPose q;
+  q.R = p.R * ExpRotation(d.segment<3>(0));
+  q.t = (p.t + basis * d.segment<2>(3)).normalized();
+  return q;
+}
+
+// Signed Sampson distances (pixels) of `indices` for the pose, each through the Cauchy
+// loss of scale c (c <= 0: as they are).
+void SampsonResiduals(const std::vector<Eigen::Vector2d>& x1, const std::vector<Eigen::Vector2d>& x2,
+                      const Eigen::Matrix3d& K1inv, const Eigen::Matrix3d& K2invT,
+                      const std::vector<int>& indices, const LocalPose& p, double c,
+                      Eigen::VectorXd* r) {
+  const Eigen::Matrix3d F = K2invT * Skew(p.t) * p.R * K1inv;
+  r->resize(static_cast<int>(indices.size()));
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const int i = indices[k];
+    const Eigen::Vector3d a = x1[i].homogeneous(), b = x2[i].homogeneous();
+    const Eigen::Vector3d Fa = F * a, Ftb = F.transpose() * b;
+    const double denom = Fa.x() * Fa.x() + Fa.y() * Fa.y() + Ftb.x() * Ftb.x() + Ftb.y() * Ftb.y();
+    const double e = denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0;
+    (*r)[k] = CauchyResidual(e, c);
+  }
+}
+
+}  // namespace
+
 void RefineRelativePose(const std::vector<Eigen::Vector2d>& x1, const std::vector<Eigen::Vector2d>& x2,
                         const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
                         const std::vector<int>& indices, Eigen::Matrix3d* R, Eigen::Vector3d* t,
                         double robust_scale_px) {
   if (indices.size() < 6) return;
-  struct Pose {
-    Eigen::Matrix3d R;
-    Eigen::Vector3d t;
-  };
   const Eigen::Matrix3d K1inv = K1.inverse(), K2invT = K2.inverse().transpose();
   const Eigen::Matrix<double, 3, 2> basis = TangentBasis(t->normalized());
-  auto plus = [&](const Pose& p, const Eigen::VectorXd& d) {
-    Pose q;
-    q.R = p.R * ExpRotation(d.segment<3>(0));
-    // Move t along the tangent plane of the start direction, back onto the sphere.
-    q.t = (p.t + basis * d.segment<2>(3)).normalized();
-    return q;
+  auto plus = [&](const LocalPose& p, const Eigen::VectorXd& d) { return Plus(p, basis, d); };
+  auto residuals = [&](const LocalPose& p, Eigen::VectorXd* r) {
+    SampsonResiduals(x1, x2, K1inv, K2invT, indices, p, robust_scale_px, r);
   };
-  auto residuals = [&](const Pose& p, Eigen::VectorXd* r) {
-    const Eigen::Matrix3d F = K2invT * Skew(p.t) * p.R * K1inv;
-    r->resize(static_cast<int>(indices.size()));
-    for (size_t k = 0; k < indices.size(); ++k) {
-      const int i = indices[k];
-      const Eigen::Vector3d a = x1[i].homogeneous(), b = x2[i].homogeneous();
-      const Eigen::Vector3d Fa = F * a, Ftb = F.transpose() * b;
-      const double denom = Fa.x() * Fa.x() + Fa.y() * Fa.y() + Ftb.x() * Ftb.x() + Ftb.y() * Ftb.y();
-      const double e = denom > 0.0 ? b.dot(Fa) / std::sqrt(denom) : 0.0;
-      (*r)[k] = CauchyResidual(e, robust_scale_px);
-    }
-  };
-  const Pose refined = LevenbergMarquardt(Pose{*R, t->normalized()}, 5, plus, residuals);
+  const LocalPose refined = LevenbergMarquardt(LocalPose{*R, t->normalized()}, 5, plus, residuals);
   *R = refined.R;
   *t = refined.t;
+}
+
+double RotationStandardError(const std::vector<Eigen::Vector2d>& x1, const std::vector<Eigen::Vector2d>& x2,
+                             const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
+                             const std::vector<int>& indices, const Eigen::Matrix3d& R,
+                             const Eigen::Vector3d& t, double sigma_px) {
+  const double kInf = std::numeric_limits<double>::infinity();
+  if (indices.size() < 6 || !(sigma_px >= 0.0) || !std::isfinite(sigma_px)) return kInf;
+  const Eigen::Matrix3d K1inv = K1.inverse(), K2invT = K2.inverse().transpose();
+  const LocalPose at{R, t.normalized()};
+  const Eigen::Matrix<double, 3, 2> basis = TangentBasis(at.t);
+  constexpr double kStep = 1e-6;  // as LevenbergMarquardt's Jacobian
+  Eigen::MatrixXd J(static_cast<int>(indices.size()), 5);
+  Eigen::VectorXd rp, rm;
+  for (int k = 0; k < 5; ++k) {
+    Eigen::VectorXd d = Eigen::VectorXd::Zero(5);
+    d[k] = kStep;
+    SampsonResiduals(x1, x2, K1inv, K2invT, indices, Plus(at, basis, d), 0.0, &rp);
+    d[k] = -kStep;
+    SampsonResiduals(x1, x2, K1inv, K2invT, indices, Plus(at, basis, d), 0.0, &rm);
+    J.col(k) = (rp - rm) / (2.0 * kStep);
+  }
+  const Eigen::Matrix<double, 5, 5> JtJ = J.transpose() * J;
+  const Eigen::LDLT<Eigen::Matrix<double, 5, 5>> ldlt(JtJ);
+  if (ldlt.info() != Eigen::Success || !(ldlt.vectorD().minCoeff() > 1e-12 * JtJ.diagonal().maxCoeff())) {
+    return kInf;
+  }
+  const Eigen::Matrix<double, 5, 5> covariance =
+      sigma_px * sigma_px * ldlt.solve(Eigen::Matrix<double, 5, 5>::Identity());
+  const double trace = covariance.topLeftCorner<3, 3>().trace();
+  return std::isfinite(trace) && trace >= 0.0 ? std::sqrt(trace) : kInf;
 }
 
 }  // namespace two_view

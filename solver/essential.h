@@ -61,5 +61,18 @@ void RefineRelativePose(const std::vector<Eigen::Vector2d>& x1, const std::vecto
                         const std::vector<int>& indices, Eigen::Matrix3d* R, Eigen::Vector3d* t,
                         double robust_scale_px = 0.0);
 
+// First-order standard error of the rotation of the pose (R, t) fitted to `indices` by
+// least squares on the Sampson distance, with isotropic Gaussian noise of sigma_px per
+// image coordinate: the Sampson distance is the first-order distance of (x1, x2) to the
+// epipolar geometry with the 3D point profiled out, so the pose's covariance is
+// sigma^2 (J^T J)^-1, J = d(Sampson) / d(pose) over the 5 parameters of
+// RefineRelativePose (central differences). Returns sqrt(trace of its rotation block),
+// radians: the RMS rotation error to expect (at the true pose: the Cramer-Rao bound).
+// Infinity for fewer than 6 indices or a singular J^T J.
+double RotationStandardError(const std::vector<Eigen::Vector2d>& x1, const std::vector<Eigen::Vector2d>& x2,
+                             const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
+                             const std::vector<int>& indices, const Eigen::Matrix3d& R,
+                             const Eigen::Vector3d& t, double sigma_px);
+
 }  // namespace two_view
 }  // namespace tiepoint

@@ -381,6 +381,7 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
     case TwoViewModel::kEssential: {
       const EssentialEstimator est(points, CalibrationMatrix(*intrinsics1), CalibrationMatrix(*intrinsics2),
                                    robust_scale);
+      result->rotation_uncertainty_deg = std::numeric_limits<double>::infinity();  // until a model
       const auto s = RansacAndRefine(
           est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
           &result->ransac_iterations, &found);
@@ -393,6 +394,11 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
       }
       CopyMatrix(s.model.E, result->matrix);
       FillInliers(est, s, n, result);
+      result->rotation_uncertainty_deg =
+          two_view::RotationStandardError(points.x1, points.x2, CalibrationMatrix(*intrinsics1),
+                                          CalibrationMatrix(*intrinsics2), s.inliers, R, t,
+                                          result->inlier_rms_error_px) *
+          (180.0 / 3.14159265358979323846);
       break;
     }
   }

@@ -35,6 +35,13 @@ printf 'c a  # comment\n' > "$out/pairs.txt"
 "$tp" match "$out/f/a.tpfeat" "$out/f/b.tpfeat" --verify homography -o "$out/v" --txt --quiet \
   > /dev/null || fail "--verify homography"
 grep -q "model homography" "$out/v/a--b.txt" || fail "no model in the text file"
+# Essential verification reports the rotation's uncertainty per pair (null here: identical
+# images have no baseline, so no pose is found).
+printf '* 100 100 48 40\n' > "$out/intrinsics.txt"
+"$tp" match "$out/f/a.tpfeat" "$out/f/b.tpfeat" --verify essential --intrinsics "$out/intrinsics.txt" \
+  -o "$out/e" --quiet > /dev/null || fail "--verify essential"
+grep -q '"rotation_uncertainty_deg": null' "$out/e/summary.json" \
+  || fail "summary lacks a null rotation_uncertainty_deg: $(grep uncertainty "$out/e/summary.json")"
 # CUDA: identical bytes, or exit 3 without output.
 if "$tp" version | grep -q "^cuda device"; then
   "$tp" match "$out/f/a.tpfeat" "$out/f/b.tpfeat" --mutual --device cuda -o "$out/g" --quiet \

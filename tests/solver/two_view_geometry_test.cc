@@ -340,6 +340,80 @@ TEST(TwoViewGeometry, EssentialWithNoiseAndOutliers) {
   ExpectMask(g, s, 2, 10);
 }
 
+// The reported rotation uncertainty is the spread the estimates really have: one scene
+// (f = 800 px, 150 correspondences, no outliers) under 60 draws of 0.5 px noise; the RMS
+// of the reported values and the RMS of the actual rotation errors agree within 25%
+// (measured: 0.151 and 0.154 degrees over 200 draws; least squares started from the true
+// pose 0.149).
+TEST(TwoViewGeometry, RotationUncertaintyPredictsTheSpreadOfEstimates) {
+  const Scene exact = MakeScene(150, 0.0, 0.0, false, 100);
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.5);
+  double reported_sq = 0.0, actual_sq = 0.0;
+  const int draws = 60;
+  for (int d = 0; d < draws; ++d) {
+    Points x1 = exact.x1, x2 = exact.x2;
+    for (size_t i = 0; i < x1.size(); ++i) {
+      for (int c = 0; c < 2; ++c) {
+        x1[i][c] += noise(rng);
+        x2[i][c] += noise(rng);
+      }
+    }
+    TwoViewGeometry g;
+    ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kEssential, x1, x2, &exact.k, &exact.k,
+                                        RansacOptions(), &g).ok());
+    ASSERT_TRUE(g.verified);
+    ASSERT_TRUE(std::isfinite(g.rotation_uncertainty_deg));
+    const double error = RotationAngleDeg(ToMatrix(g.rotation) * exact.R.transpose());
+    reported_sq += g.rotation_uncertainty_deg * g.rotation_uncertainty_deg;
+    actual_sq += error * error;
+  }
+  const double reported = std::sqrt(reported_sq / draws), actual = std::sqrt(actual_sq / draws);
+  std::printf("rotation uncertainty: reported RMS %.4f deg, actual RMS error %.4f deg\n", reported, actual);
+  EXPECT_GT(reported, 0.0);
+  EXPECT_LT(reported / actual, 1.25);
+  EXPECT_GT(reported / actual, 1.0 / 1.25);
+}
+
+// A narrow field of view (f = 3,300 px: a small object 10 units away, turned 22.5 degrees
+// about its centre, as the Middlebury dino ring) leaves the rotation poorly fixed, and the
+// estimate says so; the same object at 1.5 units seen with f = 500 px (same image size,
+// stronger perspective) is fixed several times better. Measured: 6.6 and 0.97 degrees
+// reported, 4.4 and 0.56 degrees actual error.
+TEST(TwoViewGeometry, RotationUncertaintyFlagsANarrowFieldOfView) {
+  double reported[2], actual[2];
+  for (int wide = 0; wide < 2; ++wide) {
+    const double f = wide ? 500.0 : 3300.0;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::normal_distribution<double> noise(0.0, 0.7);
+    const Intrinsics k{f, f, 320, 240};
+    Eigen::Matrix3d K;
+    K << f, 0, 320, 0, f, 240, 0, 0, 1;
+    const Eigen::Vector3d centre(0, 0, 10.0 * f / 3300.0);  // the object spans ~200 px
+    const Eigen::Matrix3d R =
+        Eigen::AngleAxisd(22.5 * kPi / 180, Eigen::Vector3d::UnitY()).toRotationMatrix();
+    const Eigen::Vector3d t = centre - R * centre;
+    Points x1, x2;
+    while (x1.size() < 100) {
+      const Eigen::Vector3d X1 = centre + 0.3 * Eigen::Vector3d(u(rng), u(rng), u(rng));
+      const Eigen::Vector2d p1 = (K * X1).hnormalized(), p2 = (K * (R * X1 + t)).hnormalized();
+      x1.push_back({p1.x() + noise(rng), p1.y() + noise(rng)});
+      x2.push_back({p2.x() + noise(rng), p2.y() + noise(rng)});
+    }
+    TwoViewGeometry g;
+    ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kEssential, x1, x2, &k, &k, RansacOptions(), &g).ok());
+    ASSERT_TRUE(g.verified);
+    reported[wide] = g.rotation_uncertainty_deg;
+    actual[wide] = RotationAngleDeg(ToMatrix(g.rotation) * R.transpose());
+    std::printf("f = %.0f px: reported rotation uncertainty %.3f deg, error %.3f deg\n", f,
+                reported[wide], actual[wide]);
+  }
+  EXPECT_GT(reported[0], 3.0);
+  EXPECT_GT(reported[0], 4.0 * reported[1]);
+  for (int wide = 0; wide < 2; ++wide) EXPECT_LT(actual[wide], 3.0 * reported[wide]);
+}
+
 TEST(TwoViewGeometry, DeterministicForASeed) {
   const Scene s = MakeScene(200, 0.5, 1.0, false, 14);
   RansacOptions o;
