@@ -106,8 +106,9 @@ struct TwoViewGeometry {
   // first-order standard error of R in degrees, sqrt(trace) of the rotation block of
   // s^2 (J^T J)^-1 with J the Jacobian of the inliers' Sampson distances over the 5 pose
   // parameters at the estimate and s = inlier_rms_error_px (two_view::RotationStandardError).
-  // Infinity when no model was found or its inliers do not determine the pose. Large values flag pairs where two
-  // views cannot pin the rotation down (narrow field of view, few or clustered inliers):
+  // Infinity when no model was found or its inliers do not determine the pose. Large
+  // values flag pairs where two views cannot pin the rotation down (narrow field of view,
+  // few or clustered inliers):
   // on the Middlebury dino ring (f = 3,310 px on 640x480) 0.89-8.5 degrees on the 14
   // pairs with a pose, on the temple ring 0.15-0.78; the actual errors there are 0.23-54
   // and 0.07-1.6 degrees (bench/essential_bench.cc). First order: where the cost has
