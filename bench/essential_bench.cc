@@ -54,6 +54,8 @@
 #include "io/middlebury.h"
 #include "io/report.h"
 #include "solver/essential.h"
+#include "solver/fundamental.h"
+#include "solver/ransac_utils.h"
 #include "solver/two_view_geometry.h"
 #include "tiepoint/build_info.h"
 
@@ -137,26 +139,11 @@ Outcome OpenCvPose(const std::vector<cv::Point2d>& x1, const std::vector<cv::Poi
   return o;
 }
 
-Eigen::Matrix3d Skew(const Eigen::Vector3d& v) {
-  Eigen::Matrix3d m;
-  m << 0, -v.z(), v.y(), v.z(), 0, -v.x(), -v.y(), v.x(), 0;
-  return m;
-}
-
-// Signed Sampson distance (pixels) of x1 <-> x2 for the pose (R, t) and the cameras' K.
-double SignedSampson(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2, const Eigen::Matrix3d& R,
-                     const Eigen::Vector3d& t, const std::array<double, 2>& a,
-                     const std::array<double, 2>& b) {
-  const Eigen::Matrix3d F = K2.inverse().transpose() * Skew(t) * R * K1.inverse();
-  const Eigen::Vector3d p(a[0], a[1], 1), q(b[0], b[1], 1);
-  const Eigen::Vector3d Fp = F * p, Ftq = F.transpose() * q;
-  return q.dot(Fp) / std::sqrt(Fp.head<2>().squaredNorm() + Ftq.head<2>().squaredNorm());
-}
-
 // Cramer-Rao bound on the relative rotation: two_view::RotationStandardError at the true
-// pose over the matches within `gate_px` of the true geometry, with sigma = their RMS
-// Sampson distance (match noise and any error of the ground truth).
+// pose over the matches within `gate_px` (Sampson distance) of the true geometry, with
+// sigma = their RMS Sampson distance (match noise and any error of the ground truth).
 struct RotationBound {
+  std::vector<int> indices;  // the consistent matches
   int consistent = 0;
   double sigma_px = 0.0;
   double rotation_rms_deg = std::numeric_limits<double>::infinity();
@@ -171,28 +158,28 @@ RotationBound BoundRotation(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2
                             const Eigen::Matrix3d& R, const Eigen::Vector3d& t,
                             const std::vector<std::array<double, 2>>& x1,
                             const std::vector<std::array<double, 2>>& x2, double gate_px) {
+  const Eigen::Matrix3d F = two_view::FundamentalFromEssential(two_view::Skew(t) * R, K1, K2);
   std::vector<Eigen::Vector2d> p1, p2;
-  std::vector<int> consistent;
+  RotationBound out;
   double sum_sq = 0.0;
   for (size_t k = 0; k < x1.size(); ++k) {
     p1.emplace_back(x1[k][0], x1[k][1]);
     p2.emplace_back(x2[k][0], x2[k][1]);
-    const double r = SignedSampson(K1, K2, R, t, x1[k], x2[k]);
-    if (!(std::abs(r) <= gate_px)) continue;
-    consistent.push_back(static_cast<int>(k));
-    sum_sq += r * r;
+    const double e2 = two_view::SampsonSquaredError(F, p1.back(), p2.back());
+    if (!(e2 <= gate_px * gate_px)) continue;
+    out.indices.push_back(static_cast<int>(k));
+    sum_sq += e2;
   }
-  RotationBound out;
-  out.consistent = static_cast<int>(consistent.size());
+  out.consistent = static_cast<int>(out.indices.size());
   if (out.consistent == 0) return out;
   out.sigma_px = std::sqrt(sum_sq / out.consistent);
   out.rotation_rms_deg =
-      two_view::RotationStandardError(p1, p2, K1, K2, consistent, R, t, out.sigma_px) * 180.0 / kPi;
+      two_view::RotationStandardError(p1, p2, K1, K2, out.indices, R, t, out.sigma_px) * 180.0 / kPi;
   return out;
 }
 
 // The estimator on ideal data of the pair's size and noise: the ratio matches within the
-// gate of the true geometry, triangulated with the true cameras (linear, DLT) and projected
+// gate of the true geometry (`consistent`, from BoundRotation), triangulated with the true cameras (linear, DLT) and projected
 // back (exact correspondences at the real image positions), plus Gaussian noise of sigma px
 // on every coordinate, no outliers; kSimulationTrials draws (fixed seeds) through
 // EstimateTwoViewGeometry. `within`: draws that end within 1 degree of the truth; an
@@ -213,14 +200,14 @@ struct Simulation {
 Simulation SimulateEstimates(const Eigen::Matrix3d& K1, const Eigen::Matrix3d& K2,
                              const Eigen::Matrix3d& R_true, const Eigen::Vector3d& t_true,
                              const std::vector<std::array<double, 2>>& x1,
-                             const std::vector<std::array<double, 2>>& x2, const Intrinsics& in1,
+                             const std::vector<std::array<double, 2>>& x2,
+                             const std::vector<int>& consistent, const Intrinsics& in1,
                              const Intrinsics& in2, const RansacOptions& ransac, double sigma_px) {
   Eigen::Matrix<double, 3, 4> P1, P2;
   P1 << K1, Eigen::Vector3d::Zero();
   P2 << K2 * R_true, K2 * t_true.normalized();
   std::vector<Eigen::Vector2d> p1, p2;
-  for (size_t k = 0; k < x1.size(); ++k) {
-    if (!(std::abs(SignedSampson(K1, K2, R_true, t_true, x1[k], x2[k])) <= kBoundGatePx)) continue;
+  for (const int k : consistent) {
     Eigen::Matrix4d A;
     A.row(0) = x1[k][0] * P1.row(2) - P1.row(0);
     A.row(1) = x1[k][1] * P1.row(2) - P1.row(1);
@@ -403,7 +390,8 @@ int Main(const Args& args) {
                   "", bound_ratio.consistent, bound_ratio.sigma_px, bound_ratio.rotation_rms_deg,
                   bound_all.consistent, bound_all.sigma_px, bound_all.rotation_rms_deg);
       const Simulation simulated =
-          SimulateEstimates(K1, K2, R_true, t_true, x1, x2, in1, in2, ransac, bound_ratio.sigma_px);
+          SimulateEstimates(K1, K2, R_true, t_true, x1, x2, bound_ratio.indices, in1, in2, ransac,
+                            bound_ratio.sigma_px);
       std::printf("%-34s simulated: %d exact correspondences + %.2f px noise, %d trials: rms rotation "
                   "error %.2f deg, within 1 degree in %d\n",
                   "", simulated.points, bound_ratio.sigma_px, kSimulationTrials, simulated.rms_deg,

@@ -594,19 +594,18 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
     }
     // Repetitions go round the solvers (solver 1, 2, ..., then 1, 2, ... again), so that a
     // slow spell of the machine falls on all of them rather than on one solver's runs.
-    std::vector<SolverRun> last(num_solvers);  // each solver's result: its last repetition
-    std::vector<bool> finished(num_solvers, false);  // failed: that repetition is the result
+    // Each solver's result: its last repetition (a failed one ends that solver's runs).
+    std::vector<SolverRun> last(num_solvers);
     std::vector<std::vector<SolverRun>> repetitions(num_solvers);  // successful repetitions
     for (int rep = 0; rep < options.repetitions; ++rep) {
       for (size_t k = 0; k < num_solvers; ++k) {
-        if (finished[k]) continue;
         SolverRun& run = last[k];
+        if (!run.ok()) continue;
         run = SolverRun();
         run.solver = options.solvers[k];
         if (unreadable) {
           run.status = Status(unreadable->code(),
                               "not run: the problem could not be read: " + unreadable->message());
-          finished[k] = true;
           continue;
         }
         BenchProgress progress;
@@ -627,11 +626,7 @@ Status RunSolverBench(const SolverBenchOptions& options, SolverBenchResult* resu
           problem.num_observations = outcome.num_observations;
           have_counts = true;
         }
-        if (!run.ok()) {
-          finished[k] = true;
-          continue;
-        }
-        repetitions[k].push_back(run);
+        if (run.ok()) repetitions[k].push_back(run);
       }
     }
     run_index += static_cast<int>(num_solvers);

@@ -379,8 +379,8 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
       break;
     }
     case TwoViewModel::kEssential: {
-      const EssentialEstimator est(points, CalibrationMatrix(*intrinsics1), CalibrationMatrix(*intrinsics2),
-                                   robust_scale);
+      const Eigen::Matrix3d K1 = CalibrationMatrix(*intrinsics1), K2 = CalibrationMatrix(*intrinsics2);
+      const EssentialEstimator est(points, K1, K2, robust_scale);
       result->rotation_uncertainty_deg = std::numeric_limits<double>::infinity();  // until a model
       const auto s = RansacAndRefine(
           est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
@@ -395,8 +395,7 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
       CopyMatrix(s.model.E, result->matrix);
       FillInliers(est, s, n, result);
       result->rotation_uncertainty_deg =
-          two_view::RotationStandardError(points.x1, points.x2, CalibrationMatrix(*intrinsics1),
-                                          CalibrationMatrix(*intrinsics2), s.inliers, R, t,
+          two_view::RotationStandardError(points.x1, points.x2, K1, K2, s.inliers, R, t,
                                           result->inlier_rms_error_px) *
           (180.0 / 3.14159265358979323846);
       break;
