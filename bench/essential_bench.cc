@@ -53,10 +53,10 @@
 #include "io/image.h"
 #include "io/middlebury.h"
 #include "io/report.h"
-#include "solver/essential.h"
-#include "solver/fundamental.h"
-#include "solver/ransac_utils.h"
-#include "solver/two_view_geometry.h"
+#include "solver/geometry/essential.h"
+#include "solver/geometry/fundamental.h"
+#include "solver/geometry/ransac_utils.h"
+#include "solver/geometry/two_view_geometry.h"
 #include "tiepoint/build_info.h"
 
 namespace tiepoint {

@@ -43,7 +43,7 @@
 #include "bench/bench_common.h"
 #include "bench/opencv_common.h"
 #include "io/report.h"
-#include "solver/two_view_geometry.h"
+#include "solver/geometry/two_view_geometry.h"
 #include "tiepoint/build_info.h"
 
 namespace tiepoint {

@@ -34,7 +34,7 @@
 #include "io/image.h"
 #include "io/matches.h"
 #include "io/report.h"
-#include "solver/two_view_geometry.h"
+#include "solver/geometry/two_view_geometry.h"
 #include "tiepoint/build_info.h"
 
 namespace tiepoint::cli {

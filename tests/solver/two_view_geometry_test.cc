@@ -1,7 +1,7 @@
 // Two-view geometry: minimal solvers on exact data, RANSAC + refinement on synthetic
 // scenes with noise and outliers (known truth), bad input, and real images with ground
 // truth (Middlebury rings: relative rotation; Oxford boat / graf: homography).
-#include "solver/two_view_geometry.h"
+#include "solver/geometry/two_view_geometry.h"
 
 #include <gtest/gtest.h>
 
@@ -23,10 +23,10 @@
 #include "features/sift.h"
 #include "io/image.h"
 #include "io/middlebury.h"
-#include "solver/essential.h"
-#include "solver/fundamental.h"
-#include "solver/homography.h"
-#include "solver/ransac_utils.h"
+#include "solver/geometry/essential.h"
+#include "solver/geometry/fundamental.h"
+#include "solver/geometry/homography.h"
+#include "solver/geometry/ransac_utils.h"
 #include "tests/common/shared_data.h"
 
 namespace tiepoint {

@@ -1,4 +1,4 @@
-#include "solver/two_view_geometry.h"
+#include "solver/geometry/two_view_geometry.h"
 
 #include <Eigen/Core>
 #include <Eigen/Dense>
@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "solver/essential.h"
-#include "solver/fundamental.h"
-#include "solver/homography.h"
-#include "solver/ransac.h"
-#include "solver/ransac_utils.h"
+#include "solver/geometry/essential.h"
+#include "solver/geometry/fundamental.h"
+#include "solver/geometry/homography.h"
+#include "solver/geometry/ransac.h"
+#include "solver/geometry/ransac_utils.h"
 
 namespace tiepoint {
 namespace {

@@ -1,5 +1,5 @@
 // Homography estimation from point correspondences (internal to solver/; the public
-// entry point is solver/two_view_geometry.h).
+// entry point is solver/geometry/two_view_geometry.h).
 //
 // x2 ~ H x1 in homogeneous coordinates. The DLT (Hartley & Zisserman, "Multiple View
 // Geometry", 2nd ed., alg. 4.2) stacks, per correspondence (x1, y1) <-> (x2, y2), the two

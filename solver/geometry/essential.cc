@@ -1,4 +1,4 @@
-#include "solver/essential.h"
+#include "solver/geometry/essential.h"
 
 #include <Eigen/Dense>
 #include <array>
@@ -6,8 +6,8 @@
 #include <complex>
 #include <limits>
 
-#include "solver/fundamental.h"
-#include "solver/ransac_utils.h"
+#include "solver/geometry/fundamental.h"
+#include "solver/geometry/ransac_utils.h"
 
 namespace tiepoint {
 namespace two_view {

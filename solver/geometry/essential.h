@@ -1,5 +1,5 @@
 // Essential-matrix estimation and relative pose (internal to solver/; the public entry
-// point is solver/two_view_geometry.h).
+// point is solver/geometry/two_view_geometry.h).
 //
 // Normalised coordinates u = K^-1 (x, y, 1)^T. E = [t]x R for the pose cam2_from_cam1
 // (X2 = R X1 + t), so u2^T E u1 = 0.

@@ -1,5 +1,5 @@
 // Fundamental-matrix estimation (internal to solver/; the public entry point is
-// solver/two_view_geometry.h).
+// solver/geometry/two_view_geometry.h).
 //
 // x2^T F x1 = 0 for homogeneous pixel coordinates. Each correspondence gives one row
 // (x2 x1, x2 y1, x2, y2 x1, y2 y1, y2, x1, y1, 1) . vec_rowmajor(F) = 0.

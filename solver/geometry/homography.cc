@@ -1,4 +1,4 @@
-#include "solver/homography.h"
+#include "solver/geometry/homography.h"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <limits>
 
-#include "solver/ransac_utils.h"
+#include "solver/geometry/ransac_utils.h"
 
 namespace tiepoint {
 namespace two_view {

@@ -2,11 +2,11 @@
 // matrix or an essential matrix from putative point correspondences (on the CPU).
 //
 // Pipeline (EstimateTwoViewGeometry):
-//  1. RANSAC over minimal samples (solver/ransac.h): homography from 4 points (Hartley-
+//  1. RANSAC over minimal samples (solver/geometry/ransac.h): homography from 4 points (Hartley-
 //     normalised DLT), fundamental matrix from 7 points (normalised, rank 2 by
 //     construction, up to 3 solutions), essential matrix from 5 points (Nister's
 //     cubic constraints, solved as the real eigenvalues of a 10x10 action matrix after
-//     Stewenius, up to 10 solutions; solver/essential.h). Models are scored by MSAC, sum_i min(e_i^2, max_error_px^2)
+//     Stewenius, up to 10 solutions; solver/geometry/essential.h). Models are scored by MSAC, sum_i min(e_i^2, max_error_px^2)
 //     (lower is better: the inlier count, with better-fitting inliers winning ties);
 //     the number of iterations adapts as
 //         N = log(1 - confidence) / log(1 - w^s),

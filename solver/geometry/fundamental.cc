@@ -1,4 +1,4 @@
-#include "solver/fundamental.h"
+#include "solver/geometry/fundamental.h"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <complex>
 #include <limits>
 
-#include "solver/ransac_utils.h"
+#include "solver/geometry/ransac_utils.h"
 
 namespace tiepoint {
 namespace two_view {
