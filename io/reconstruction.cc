@@ -1,0 +1,284 @@
+#include "io/reconstruction.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+
+namespace tiepoint {
+namespace {
+
+struct ModelInfo {
+  CameraModelId id;
+  const char* name;
+  int num_params;
+};
+
+constexpr ModelInfo kModels[] = {
+    {CameraModelId::kSimplePinhole, "SIMPLE_PINHOLE", 3},
+    {CameraModelId::kPinhole, "PINHOLE", 4},
+    {CameraModelId::kSimpleRadial, "SIMPLE_RADIAL", 4},
+    {CameraModelId::kRadial, "RADIAL", 5},
+};
+
+const ModelInfo* FindModel(CameraModelId model) {
+  for (const ModelInfo& m : kModels) {
+    if (m.id == model) return &m;
+  }
+  return nullptr;
+}
+
+// Solves g(r) = r (1 + k1 r^2 + k2 r^4) = rd for the smallest r >= 0, on the branch where g
+// still grows (g'(0) = 1). Beyond the radius where g' vanishes the lens folds the image back
+// and the inverse is not unique; a target past g's maximum returns the radius of the maximum.
+double UndistortRadius(double k1, double k2, double rd) {
+  auto g = [&](double r) {
+    const double r2 = r * r;
+    return r * (1 + r2 * (k1 + k2 * r2));
+  };
+  auto dg = [&](double r) {
+    const double r2 = r * r;
+    return 1 + r2 * (3 * k1 + 5 * k2 * r2);
+  };
+  // r_max: the first positive root of g'(r) = 5 k2 s^2 + 3 k1 s + 1 with s = r^2.
+  double s_max = std::numeric_limits<double>::infinity();
+  if (k2 == 0) {
+    if (k1 < 0) s_max = -1 / (3 * k1);
+  } else {
+    const double a = 5 * k2, b = 3 * k1, disc = b * b - 4 * a;
+    if (disc >= 0) {
+      const double sq = std::sqrt(disc);
+      // The roots (-b -+ sq) / 2a; keep the smallest positive one.
+      for (double s : {(-b - sq) / (2 * a), (-b + sq) / (2 * a)}) {
+        if (s > 0 && s < s_max) s_max = s;
+      }
+    }
+  }
+  double lo = 0, hi;
+  if (std::isfinite(s_max)) {
+    hi = std::sqrt(s_max);
+    if (g(hi) <= rd) return hi;
+  } else {
+    // g grows without bound: double until the root is bracketed.
+    hi = std::max(rd, 1e-300);
+    for (int i = 0; i < 2100 && g(hi) < rd; ++i) hi *= 2;
+    if (!(g(hi) >= rd)) return hi;
+  }
+  // Newton's method, kept inside the bracket [lo, hi] by bisection.
+  double r = std::min(rd, hi);
+  for (int iter = 0; iter < 100; ++iter) {
+    const double f = g(r) - rd;
+    if (f == 0) return r;
+    if (f < 0)
+      lo = r;
+    else
+      hi = r;
+    const double d = dg(r);
+    double next = d > 0 ? r - f / d : lo - 1;
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    if (std::abs(next - r) <= 1e-16 * std::max(r, 1e-300) || next == lo || next == hi) {
+      return next;
+    }
+    r = next;
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* CameraModelName(CameraModelId model) {
+  const ModelInfo* m = FindModel(model);
+  return m != nullptr ? m->name : "UNKNOWN";
+}
+
+Status CameraModelFromName(const std::string& name, CameraModelId* model) {
+  std::string upper = name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  // COLMAP's names, or all lower case; a mixed spelling is not one of them.
+  bool lower = true;
+  for (char c : name) lower = lower && !std::isupper(static_cast<unsigned char>(c));
+  if (upper == name || lower) {
+    for (const ModelInfo& m : kModels) {
+      if (upper == m.name) {
+        *model = m.id;
+        return Status::Ok();
+      }
+    }
+  }
+  return Status::InvalidOptions("unknown camera model '" + name +
+                                "': expected simple_pinhole, pinhole, simple_radial or radial "
+                                "(COLMAP's SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL)");
+}
+
+bool CameraModelFromId(int id, CameraModelId* model) {
+  for (const ModelInfo& m : kModels) {
+    if (static_cast<int>(m.id) == id) {
+      *model = m.id;
+      return true;
+    }
+  }
+  return false;
+}
+
+int CameraModelNumParams(CameraModelId model) {
+  const ModelInfo* m = FindModel(model);
+  return m != nullptr ? m->num_params : 0;
+}
+
+double Camera::MeanFocal() const {
+  return model == CameraModelId::kPinhole ? 0.5 * (params[0] + params[1]) : params[0];
+}
+
+int64_t Reconstruction::NumObservations() const {
+  // As COLMAP counts them: the points2D of registered images that have a 3D point.
+  int64_t n = 0;
+  for (const auto& [id, image] : images) {
+    for (const Point2D& p : image.points2D) n += p.point3D_id != kInvalidPoint3DId;
+  }
+  return n;
+}
+
+double Reconstruction::MeanTrackLength() const {
+  if (points3D.empty()) return 0;
+  return static_cast<double>(NumObservations()) / static_cast<double>(points3D.size());
+}
+
+double Reconstruction::MeanReprojectionError() const {
+  double sum = 0;
+  int64_t n = 0;
+  for (const auto& [point_id, point] : points3D) {
+    for (const TrackElement& el : point.track) {
+      const auto image_it = images.find(el.image_id);
+      if (image_it == images.end()) continue;
+      const Image& image = image_it->second;
+      const auto camera_it = cameras.find(image.camera_id);
+      if (camera_it == cameras.end() || el.point2D_idx >= image.points2D.size()) continue;
+      double x, y;
+      if (!ProjectToImage(camera_it->second, image, point.xyz, &x, &y)) continue;
+      const Point2D& p = image.points2D[el.point2D_idx];
+      sum += std::hypot(x - p.x, y - p.y);
+      ++n;
+    }
+  }
+  return n > 0 ? sum / static_cast<double>(n) : 0;
+}
+
+double Reconstruction::MeanPointError() const {
+  double sum = 0;
+  int64_t n = 0;
+  for (const auto& [id, point] : points3D) {
+    if (point.error != -1) {
+      sum += point.error;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / static_cast<double>(n) : 0;
+}
+
+void CameraPixelToNormalized(CameraModelId model, const double* params, double x, double y,
+                             double* u, double* v) {
+  switch (model) {
+    case CameraModelId::kSimplePinhole:
+      *u = (x - params[1]) / params[0];
+      *v = (y - params[2]) / params[0];
+      return;
+    case CameraModelId::kPinhole:
+      *u = (x - params[2]) / params[0];
+      *v = (y - params[3]) / params[1];
+      return;
+    case CameraModelId::kSimpleRadial:
+    case CameraModelId::kRadial: {
+      const double ud = (x - params[1]) / params[0];
+      const double vd = (y - params[2]) / params[0];
+      const double k1 = params[3];
+      const double k2 = model == CameraModelId::kRadial ? params[4] : 0.0;
+      const double rd = std::hypot(ud, vd);
+      if (rd == 0 || !std::isfinite(rd) || (k1 == 0 && k2 == 0)) {
+        *u = ud;
+        *v = vd;
+        return;
+      }
+      // The distortion is radial, so the undistorted point lies on the same ray: only its
+      // radius is unknown, a scalar equation.
+      const double scale = UndistortRadius(k1, k2, rd) / rd;
+      *u = ud * scale;
+      *v = vd * scale;
+      return;
+    }
+  }
+  *u = *v = std::numeric_limits<double>::quiet_NaN();
+}
+
+void QuaternionToRotation(const double* q, double* R) {
+  const double n2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];
+  // s = 2 / |q|^2 makes the formula exact for a quaternion that is not quite unit.
+  const double s = n2 > 0 ? 2 / n2 : 0;
+  const double w = q[0], x = q[1], y = q[2], z = q[3];
+  R[0] = 1 - s * (y * y + z * z);
+  R[1] = s * (x * y - w * z);
+  R[2] = s * (x * z + w * y);
+  R[3] = s * (x * y + w * z);
+  R[4] = 1 - s * (x * x + z * z);
+  R[5] = s * (y * z - w * x);
+  R[6] = s * (x * z - w * y);
+  R[7] = s * (y * z + w * x);
+  R[8] = 1 - s * (x * x + y * y);
+}
+
+void RotationToQuaternion(const double* R, double* q) {
+  // Shepperd's method: divide by the largest of 4w^2, 4x^2, 4y^2, 4z^2 so the square root
+  // is never of a small, cancelled number.
+  const double trace = R[0] + R[4] + R[8];
+  double w, x, y, z;
+  if (trace >= R[0] && trace >= R[4] && trace >= R[8]) {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 + trace));  // 4w
+    w = 0.25 * s;
+    x = (R[7] - R[5]) / s;
+    y = (R[2] - R[6]) / s;
+    z = (R[3] - R[1]) / s;
+  } else if (R[0] >= R[4] && R[0] >= R[8]) {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 + R[0] - R[4] - R[8]));  // 4x
+    w = (R[7] - R[5]) / s;
+    x = 0.25 * s;
+    y = (R[1] + R[3]) / s;
+    z = (R[2] + R[6]) / s;
+  } else if (R[4] >= R[8]) {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 - R[0] + R[4] - R[8]));  // 4y
+    w = (R[2] - R[6]) / s;
+    x = (R[1] + R[3]) / s;
+    y = 0.25 * s;
+    z = (R[5] + R[7]) / s;
+  } else {
+    const double s = 2 * std::sqrt(std::max(0.0, 1 - R[0] - R[4] + R[8]));  // 4z
+    w = (R[3] - R[1]) / s;
+    x = (R[2] + R[6]) / s;
+    y = (R[5] + R[7]) / s;
+    z = 0.25 * s;
+  }
+  // One sign for the two quaternions of a rotation (w >= 0), unit length.
+  const double sign = w < 0 ? -1.0 : 1.0;
+  const double n = std::sqrt(w * w + x * x + y * y + z * z);
+  if (!(n > 0) || !std::isfinite(n)) {  // not a rotation (NaN or zero): the identity
+    q[0] = 1;
+    q[1] = q[2] = q[3] = 0;
+    return;
+  }
+  q[0] = sign * w / n;
+  q[1] = sign * x / n;
+  q[2] = sign * y / n;
+  q[3] = sign * z / n;
+}
+
+bool ProjectToImage(const Camera& camera, const Image& image, const double* xyz, double* x,
+                    double* y) {
+  double R[9];
+  QuaternionToRotation(image.qvec, R);
+  double p[3];
+  for (int r = 0; r < 3; ++r) {
+    p[r] = R[3 * r] * xyz[0] + R[3 * r + 1] * xyz[1] + R[3 * r + 2] * xyz[2] + image.tvec[r];
+  }
+  if (!(p[2] > 0)) return false;
+  CameraNormalizedToPixel(camera.model, camera.params.data(), p[0] / p[2], p[1] / p[2], x, y);
+  return true;
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,154 @@
+// An image-based reconstruction: cameras (intrinsics shared by many images), images (a
+// pose each), 3D points with their tracks. The in-memory form of COLMAP's sparse model
+// (cameras.txt / images.txt / points3D.txt and their .bin twins, io/colmap_model.h).
+//
+// Conventions (COLMAP's, so that reading and writing a model changes nothing):
+//  - Image coordinates in pixels, x right, y down, with (0, 0) the top-left CORNER of the
+//    top-left pixel, so that pixel's centre is (0.5, 0.5). tiepoint's features use (0, 0)
+//    for that centre: sfm/ adds 0.5 when it makes points2D from keypoints, and that is the
+//    only place the conversion happens.
+//  - Poses are cam_from_world: X_cam = R(q) X_world + t, q = (w, x, y, z) a unit
+//    quaternion (Hamilton, as COLMAP's qvec), t in world units.
+//  - Camera models and parameter order (COLMAP ids in brackets), for a point in the camera
+//    frame with u = X/Z, v = Y/Z:
+//      SIMPLE_PINHOLE [0]  f, cx, cy           x = f u + cx,        y = f v + cy
+//      PINHOLE        [1]  fx, fy, cx, cy      x = fx u + cx,       y = fy v + cy
+//      SIMPLE_RADIAL  [2]  f, cx, cy, k        d = k r2             (r2 = u^2 + v^2)
+//      RADIAL         [3]  f, cx, cy, k1, k2   d = k1 r2 + k2 r2^2
+//    radial models: x = f u (1 + d) + cx, y = f v (1 + d) + cy.
+//  - A point2D with no 3D point has point3D_id = kInvalidPoint3DId (COLMAP writes -1 in
+//    text and 2^64 - 1 in binary).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/base/status.h"
+
+namespace tiepoint {
+
+enum class CameraModelId : int {
+  kSimplePinhole = 0,
+  kPinhole = 1,
+  kSimpleRadial = 2,
+  kRadial = 3,
+};
+
+// "SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL" (COLMAP's names).
+const char* CameraModelName(CameraModelId model);
+// Accepts COLMAP's names and the lower-case forms ("simple_radial"); else kInvalidOptions
+// naming the choices.
+Status CameraModelFromName(const std::string& name, CameraModelId* model);
+// Accepts the COLMAP ids 0..3; false otherwise.
+bool CameraModelFromId(int id, CameraModelId* model);
+// Parameters per model: 3, 4, 4, 5.
+int CameraModelNumParams(CameraModelId model);
+
+inline constexpr uint64_t kInvalidPoint3DId = ~uint64_t{0};
+
+struct Camera {
+  uint32_t camera_id = 0;
+  CameraModelId model = CameraModelId::kSimpleRadial;
+  int width = 0, height = 0;
+  std::vector<double> params;  // CameraModelNumParams(model) values, order above
+
+  // Focal length(s) and principal point, whatever the model.
+  double MeanFocal() const;
+  double fx() const { return params[0]; }
+  double fy() const { return model == CameraModelId::kPinhole ? params[1] : params[0]; }
+  double cx() const { return model == CameraModelId::kPinhole ? params[2] : params[1]; }
+  double cy() const { return model == CameraModelId::kPinhole ? params[3] : params[2]; }
+};
+
+struct Point2D {
+  double x = 0, y = 0;
+  uint64_t point3D_id = kInvalidPoint3DId;
+};
+
+struct Image {
+  uint32_t image_id = 0;
+  uint32_t camera_id = 0;
+  std::string name;           // file name relative to the image folder
+  double qvec[4] = {1, 0, 0, 0};  // cam_from_world rotation (w, x, y, z)
+  double tvec[3] = {0, 0, 0};     // cam_from_world translation
+  std::vector<Point2D> points2D;
+};
+
+struct TrackElement {
+  uint32_t image_id = 0;
+  uint32_t point2D_idx = 0;
+};
+
+struct Point3D {
+  double xyz[3] = {0, 0, 0};
+  uint8_t rgb[3] = {0, 0, 0};
+  double error = -1;  // mean reprojection error in pixels (COLMAP: -1 when unknown)
+  std::vector<TrackElement> track;
+};
+
+struct Reconstruction {
+  std::map<uint32_t, Camera> cameras;    // by camera_id
+  std::map<uint32_t, Image> images;      // by image_id (registered images)
+  std::map<uint64_t, Point3D> points3D;  // by point3D_id
+
+  int64_t NumObservations() const;
+  double MeanTrackLength() const;
+  // Mean over all observations of |projection - point2D| in pixels (0 when empty).
+  double MeanReprojectionError() const;
+  // Mean of the points' stored Point3D::error over the points that have one (!= -1), 0
+  // when none: the "mean reprojection error" that COLMAP's model_analyzer prints.
+  double MeanPointError() const;
+};
+
+// --- camera model arithmetic (templated for automatic differentiation in tests) ---
+
+// Pixel of the normalized image point (u, v) = (X/Z, Y/Z).
+template <typename T>
+inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T v, T* x,
+                                    T* y) {
+  switch (model) {
+    case CameraModelId::kSimplePinhole:
+      *x = params[0] * u + params[1];
+      *y = params[0] * v + params[2];
+      return;
+    case CameraModelId::kPinhole:
+      *x = params[0] * u + params[2];
+      *y = params[1] * v + params[3];
+      return;
+    case CameraModelId::kSimpleRadial: {
+      const T d = T(1) + params[3] * (u * u + v * v);
+      *x = params[0] * u * d + params[1];
+      *y = params[0] * v * d + params[2];
+      return;
+    }
+    case CameraModelId::kRadial: {
+      const T r2 = u * u + v * v;
+      const T d = T(1) + r2 * (params[3] + params[4] * r2);
+      *x = params[0] * u * d + params[1];
+      *y = params[0] * v * d + params[2];
+      return;
+    }
+  }
+}
+
+// Inverse of CameraNormalizedToPixel: removes the principal point and focal length, then
+// the radial distortion by solving for the undistorted radius (Newton's method kept in a
+// bracket by bisection, at most 100 steps). Exact to rounding where the distortion is
+// monotone in the radius; past the radius where it folds back (strong barrel distortion),
+// the point maps to that radius.
+void CameraPixelToNormalized(CameraModelId model, const double* params, double x, double y,
+                             double* u, double* v);
+
+// Rotation matrix (row-major) of a unit quaternion (w, x, y, z), and back.
+void QuaternionToRotation(const double* q, double* R);
+void RotationToQuaternion(const double* R, double* q);
+
+// Projects a world point through an image's pose and its camera; returns false when the
+// point is not in front of the camera (Z <= 0).
+bool ProjectToImage(const Camera& camera, const Image& image, const double* xyz, double* x,
+                    double* y);
+
+}  // namespace tiepoint
