@@ -21,6 +21,9 @@ Runner RegisterBenchWorker(CLI::App& app);
 Runner RegisterExtract(CLI::App& app);
 Runner RegisterTrack(CLI::App& app);
 Runner RegisterMatch(CLI::App& app);
+// `tiepoint batch` (summarize, slurm): runs jobs as `tiepoint <kind>` processes of this binary;
+// the job kinds' options are read from the sibling subcommands of `app`'s parent.
+Runner RegisterBatch(CLI::App& app);
 
 // Prints a Status error to stderr as "tiepoint <command>: error: ..." and returns its code.
 int ReportError(const char* command, const Status& status);

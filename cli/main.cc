@@ -102,6 +102,8 @@ int main(int argc, char** argv) {
   const Runner run_track = RegisterTrack(*track);
   CLI::App* match = app.add_subcommand("match", "Match features between image pairs (ratio test, RANSAC)");
   const Runner run_match = RegisterMatch(*match);
+  CLI::App* batch = app.add_subcommand("batch", "Run a job list (ba, bench, reconstruct): resumable, sharded, Slurm");
+  const Runner run_batch = RegisterBatch(*batch);
   CLI::App* version = app.add_subcommand("version", "Print version, commit, build flags and GPUs");
 
   try {
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
   if (extract->parsed()) return run_extract();
   if (track->parsed()) return run_track();
   if (match->parsed()) return run_match();
+  if (batch->parsed()) return run_batch();
   if (version->parsed()) return RunVersion();
   return 2;
 }
