@@ -52,12 +52,13 @@ for r in $(seq $reps); do
   t0=$(now); by_hand "$work/hand$r"; t1=$(now)
   "$tp" batch "$work/jobs.json" -o "$work/run$r" --quiet >/dev/null; t2=$(now)
   "$tp" batch "$work/jobs.json" -o "$work/run$r" --quiet >/dev/null; t3=$(now)
-  hand+=("$(echo "$t1 - $t0" | bc -l)"); batch+=("$(echo "$t2 - $t1" | bc -l)"); resume+=("$(echo "$t3 - $t2" | bc -l)")
+  sub() { printf '%.4f' "$(echo "$1 - $2" | bc -l)"; }
+  hand+=("$(sub "$t1" "$t0")"); batch+=("$(sub "$t2" "$t1")"); resume+=("$(sub "$t3" "$t2")")
   echo "rep $r: by hand ${hand[-1]} s, batch ${batch[-1]} s, resumed (all done) ${resume[-1]} s for $n jobs"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mh=$(median "${hand[@]}"); mb=$(median "${batch[@]}"); mr=$(median "${resume[@]}")
-per_job=$(echo "($mb - $mh) / $n" | bc -l)
+per_job=$(printf '%.4f' "$(echo "($mb - $mh) / $n" | bc -l)")
 printf 'median: by hand %.3f s, batch %.3f s: overhead %.1f ms per job; resumed run %.3f s (%.1f ms per done job)\n' \
   "$mh" "$mb" "$(echo "$per_job * 1000" | bc -l)" "$mr" "$(echo "$mr * 1000 / $n" | bc -l)"
 list() { local IFS=,; echo "$*"; }
@@ -66,7 +67,7 @@ cat >"$out/batch-overhead-$date.json" <<EOF
   "benchmark": "batch_overhead",
   "command": "bench/batch_overhead.sh",
   "date": "$date",
-  "commit": "$("$tp" version | sed -nE 's/.*commit ([^)]*)\).*/\1/p')",
+  "commit": "${COMMIT:-$("$tp" version | sed -nE 's/.*commit ([^)]*)\).*/\1/p')}",
   "machine": "$(hostname), $(nproc) CPUs, $(sed -nE 's/^model name\s*:\s*//p' /proc/cpuinfo | head -n 1)",
   "jobs": $n,
   "job": "tiepoint ba INPUT --threads 1 --max-iterations 10 --report DIR/report.json --quiet (stdout/stderr to files), inputs: tiny_gtsam/*.txt and data/sample-20-2000.bal, $copies times each",

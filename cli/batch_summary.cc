@@ -181,7 +181,12 @@ std::vector<LogLogPanel> CostPanels(const std::string& run_dir, const json& summ
       json report;
       if (!ReadJson(dir + "/report.json", &report)) continue;
       LogLogPanel& p = panel(ProblemName(report.value("input", "?")));
-      add_series(p, j.value("name", ""), report.value("trace", json::array()));
+      // One curve per solver; the job's name where two jobs of a problem share a solver.
+      std::string series = report.value("solver", j.value("name", ""));
+      for (const PlotSeries& other : p.series) {
+        if (other.name == series) series = j.value("name", "");
+      }
+      add_series(p, series, report.value("trace", json::array()));
     } else if (kind == "bench") {
       json bench;
       if (!ReadJson(dir + "/bench.json", &bench)) continue;
