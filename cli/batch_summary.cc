@@ -413,7 +413,9 @@ std::string FormatSummaryTable(const json& summary) {
 
 int SummaryExitCode(const json& summary) {
   const json& t = summary["totals"];
-  return t.value("failed", 0) > 0 || t.value("pending", 0) > 0 ? 1 : 0;
+  bool live = false;  // pending jobs of a run still going are only waiting their turn
+  for (const json& s : summary["shards"]) live = live || s.value("state", "") == "running";
+  return t.value("failed", 0) > 0 || (t.value("pending", 0) > 0 && !live) ? 1 : 0;
 }
 
 }  // namespace tiepoint::cli

@@ -28,7 +28,7 @@ Status WriteRunSummary(const std::string& run_dir, const nlohmann::json& summary
 // A printed table, one row per job, and a totals line.
 std::string FormatSummaryTable(const nlohmann::json& summary);
 
-// 0 when no job failed and none is left pending; 1 otherwise (jobs still running do not count).
+// 1 when a job failed, or jobs are pending and no shard is running any more; else 0.
 int SummaryExitCode(const nlohmann::json& summary);
 
 // What a finished job produced, read from its outputs in `job_dir`: for ba the report's

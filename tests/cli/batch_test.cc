@@ -437,8 +437,9 @@ TEST_F(BatchTest, TwoShardsInParallelEqualOneRun) {
 }
 
 TEST_F(BatchTest, SigtermStopsRunningJobsAndSaysWhatWasLeft) {
-  const std::string a = Synth("big", 40, 20000, 8);
-  json file = {{"defaults", {{"threads", 1}, {"max-iterations", 50}, {"function-tolerance", 0}}},
+  // Jobs that run for seconds (they are stopped long before they end).
+  const std::string a = Synth("big", 40, 30000, 8);
+  json file = {{"defaults", {{"threads", 1}, {"max-iterations", 200}, {"function-tolerance", 0}}},
                {"matrix", {{{"kind", "ba"}, {"input", {a}}, {"solver", {"ceres-sparse", "ceres-iterative", "cholmod"}}}}}};
   WriteFile(dir_ + "/jobs.json", file.dump());
   const std::string run = dir_ + "/run";
@@ -450,7 +451,13 @@ TEST_F(BatchTest, SigtermStopsRunningJobsAndSaysWhatWasLeft) {
     if (running) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // summarize works on a run still going: the job at work is "running".
+  const Result live = Run({"batch", "summarize", run});
+  EXPECT_EQ(live.code, 0) << live.err;
+  const json live_summary = Summary(run);
+  EXPECT_EQ(live_summary["totals"]["running"], 1) << live.out;
+  EXPECT_EQ(live_summary["totals"]["pending"], 2) << live.out;
+  EXPECT_EQ(live_summary["jobs"][0]["status"], "running");
   ::kill(pid, SIGTERM);
   EXPECT_EQ(WaitFor(pid), 143);
   const std::string err = ReadFile(dir_ + "/.err");
