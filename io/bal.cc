@@ -5,8 +5,11 @@
 // straddle refills), counting '\n' for line numbers; numbers are parsed in place with
 // std::from_chars, with a slower path only for unusual or bad tokens. The scene is built
 // in a local and moved into the caller's only on success.
-// Nothing is reserved beyond kMaxReserve elements up front, so a header that lies about
-// its sizes fails at truncation instead of allocating terabytes.
+// Allocation is bounded by what the input can hold: when its size is known (a plain file,
+// a memory buffer) at most what it can hold is reserved, and a header whose counts need
+// several times more bytes than that is an error before anything is allocated; otherwise (bzip2, streams) at most what the compressed size or a
+// small default suggests is reserved up front, and storage grows with the data read, so a
+// header that lies about its sizes fails at truncation instead of allocating gigabytes.
 //
 // Error messages have the shape
 //   "<name>:<line>: expected <what>, found '<token>'"
@@ -16,6 +19,7 @@
 #include "io/bal.h"
 
 #include <bzlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -46,6 +50,11 @@ constexpr int64_t kMaxObservations = 2'147'483'647;  // observation indices are 
 constexpr size_t kMaxReserve = size_t{16} << 20;      // elements reserved before reading
 constexpr size_t kChunkSize = size_t{1} << 20;        // bytes per read from a source
 constexpr size_t kMaxTokenLength = 4096;              // longer tokens are garbage
+// Reserve guesses where the input's size is not known: a stream reserves for at most
+// kUnknownSizeReserveBytes of text (and reads that much at a time), a bzip2 file for kBz2RatioGuess times its size (BAL
+// files compress 3-4x; a larger ratio just means the vectors grow as they are read).
+constexpr int64_t kUnknownSizeReserveBytes = int64_t{64} << 10;
+constexpr int64_t kBz2RatioGuess = 16;
 
 constexpr const char* kHeaderShape = "'<num_cameras> <num_points> <num_observations>'";
 constexpr const char* kCameraParamNames[kCameraParams] = {
@@ -87,6 +96,10 @@ class ByteSource {
   // Reads up to `n` bytes into `out`. Sets *got (0 only at end of data). A non-OK status
   // means the data cannot be read further.
   virtual Status Read(char* out, size_t n, size_t* got) = 0;
+  // The number of bytes the source holds when known exactly (plain file, memory), else -1.
+  virtual int64_t ExactSize() const { return -1; }
+  // A guess of the bytes it holds, for reserving storage (-1: no idea).
+  virtual int64_t SizeGuess() const { return ExactSize(); }
 };
 
 struct FileCloser {
@@ -117,14 +130,36 @@ Status ReadFileChunk(std::FILE* f, const std::string& name, char* out, size_t n,
 
 class FileSource : public ByteSource {
  public:
-  FileSource(FilePtr file, std::string name) : file_(std::move(file)), name_(std::move(name)) {}
+  FileSource(FilePtr file, std::string name) : file_(std::move(file)), name_(std::move(name)) {
+    struct stat st;
+    if (::fstat(::fileno(file_.get()), &st) == 0 && S_ISREG(st.st_mode)) size_ = st.st_size;
+  }
   Status Read(char* out, size_t n, size_t* got) override {
     return ReadFileChunk(file_.get(), name_, out, n, got);
   }
+  int64_t ExactSize() const override { return size_; }
 
  private:
   FilePtr file_;
   std::string name_;
+  int64_t size_ = -1;  // regular files only (not pipes or devices)
+};
+
+class MemorySource : public ByteSource {
+ public:
+  MemorySource(const char* data, size_t size) : data_(data), size_(size) {}
+  Status Read(char* out, size_t n, size_t* got) override {
+    *got = std::min(n, size_ - pos_);
+    if (*got > 0) std::memcpy(out, data_ + pos_, *got);
+    pos_ += *got;
+    return Status::Ok();
+  }
+  int64_t ExactSize() const override { return static_cast<int64_t>(size_); }
+
+ private:
+  const char* data_;
+  size_t size_;
+  size_t pos_ = 0;
 };
 
 class IstreamSource : public ByteSource {
@@ -147,12 +182,19 @@ class IstreamSource : public ByteSource {
   std::string name_;
 };
 
-// Streams a .bz2 file through libbz2's low-level API. Concatenated bzip2 streams (as
-// written by pbzip2 or `cat a.bz2 b.bz2`) are decoded one after the other.
+// Streams bzip2 data (read from `compressed`) through libbz2's low-level API.
+// Concatenated bzip2 streams (as written by pbzip2 or `cat a.bz2 b.bz2`) are decoded one
+// after the other.
 class Bz2Source : public ByteSource {
  public:
-  Bz2Source(FilePtr file, std::string name)
-      : file_(std::move(file)), name_(std::move(name)), in_(new char[kChunkSize]) {
+  Bz2Source(std::unique_ptr<ByteSource> compressed, std::string name)
+      : compressed_(std::move(compressed)),
+        name_(std::move(name)),
+        in_size_(compressed_->ExactSize() >= 0 &&
+                         compressed_->ExactSize() < static_cast<int64_t>(kChunkSize)
+                     ? static_cast<size_t>(compressed_->ExactSize()) + 1
+                     : kChunkSize),
+        in_(new char[in_size_]) {
     std::memset(&strm_, 0, sizeof(strm_));
   }
   ~Bz2Source() override {
@@ -166,7 +208,7 @@ class Bz2Source : public ByteSource {
     while (strm_.avail_out > 0) {
       if (strm_.avail_in == 0 && !input_eof_) {
         size_t read = 0;
-        TIEPOINT_RETURN_IF_ERROR(ReadFileChunk(file_.get(), name_, in_.get(), kChunkSize, &read));
+        TIEPOINT_RETURN_IF_ERROR(compressed_->Read(in_.get(), in_size_, &read));
         if (read == 0) input_eof_ = true;
         strm_.next_in = in_.get();
         strm_.avail_in = static_cast<unsigned int>(read);
@@ -201,6 +243,10 @@ class Bz2Source : public ByteSource {
     *got = n - strm_.avail_out;
     return Status::Ok();
   }
+  int64_t SizeGuess() const override {
+    const int64_t compressed = compressed_->ExactSize();
+    return compressed < 0 ? -1 : compressed * kBz2RatioGuess;
+  }
 
  private:
   Status DecodeError(int rc) const {
@@ -223,8 +269,9 @@ class Bz2Source : public ByteSource {
     }
   }
 
-  FilePtr file_;
+  std::unique_ptr<ByteSource> compressed_;
   std::string name_;
+  size_t in_size_;  // bytes per read of compressed data
   std::unique_ptr<char[]> in_;
   bz_stream strm_;
   bool stream_open_ = false;
@@ -300,7 +347,10 @@ bool LooksLikeNumber(std::string_view token) {
 class Tokenizer {
  public:
   Tokenizer(ByteSource* source, const std::string& name)
-      : source_(source), name_(name), buf_(new char[kChunkSize + kMaxTokenLength + 1]) {}
+      : source_(source),
+        name_(name),
+        chunk_(ChunkFor(*source)),
+        buf_(new char[chunk_ + kMaxTokenLength + 1]) {}
 
   // The next token, valid until the following call. Returns false at end of data or on a
   // read error; status() tells which.
@@ -347,6 +397,7 @@ class Tokenizer {
   }
 
   const Status& status() const { return status_; }
+  const ByteSource& source() const { return *source_; }
   // Line of the last token returned (1 before any token).
   int64_t line() const { return token_line_; }
   std::string Where() const { return name_ + ":" + std::to_string(line()); }
@@ -407,7 +458,7 @@ class Tokenizer {
         return false;
       }
       size_t got = 0;
-      Status s = source_->Read(buf_.get() + end_, kChunkSize, &got);
+      Status s = source_->Read(buf_.get() + end_, chunk_, &got);
       if (!s.ok()) {
         status_ = std::move(s);
         return false;
@@ -426,8 +477,18 @@ class Tokenizer {
     }
   }
 
+  // A small input (a file of a few KB, a memory buffer) needs no 1 MiB buffer; a stream
+  // of unknown size is read 64 KiB at a time.
+  static size_t ChunkFor(const ByteSource& source) {
+    int64_t size = source.SizeGuess();
+    if (size < 0) size = kUnknownSizeReserveBytes;
+    if (size >= static_cast<int64_t>(kChunkSize)) return kChunkSize;
+    return static_cast<size_t>(size) + 1;
+  }
+
   ByteSource* source_;
   const std::string& name_;
+  const size_t chunk_;  // bytes per read
   std::unique_ptr<char[]> buf_;
   size_t pos_ = 0;    // next byte to look at
   size_t limit_ = 0;  // tokens starting before this are complete
@@ -449,9 +510,11 @@ class BalReader {
   Status Read(Scene* out) {
     Scene scene;
     TIEPOINT_RETURN_IF_ERROR(ReadHeader());
-    scene.obs_camera.reserve(static_cast<size_t>(std::min<int64_t>(num_obs_, kMaxReserve)));
-    scene.obs_point.reserve(static_cast<size_t>(std::min<int64_t>(num_obs_, kMaxReserve)));
-    scene.obs_xy.reserve(static_cast<size_t>(std::min<int64_t>(2 * num_obs_, kMaxReserve)));
+    TIEPOINT_RETURN_IF_ERROR(CheckHeaderAgainstSize());
+    const int64_t obs = Reservable(num_obs_, 8);  // "c p x y\n": 8 bytes at least
+    scene.obs_camera.reserve(static_cast<size_t>(obs));
+    scene.obs_point.reserve(static_cast<size_t>(obs));
+    scene.obs_xy.reserve(static_cast<size_t>(2 * obs));
     TIEPOINT_RETURN_IF_ERROR(ReadObservations(&scene));
     TIEPOINT_RETURN_IF_ERROR(ReadCameras(&scene));
     TIEPOINT_RETURN_IF_ERROR(ReadPoints(&scene));
@@ -524,6 +587,37 @@ class BalReader {
           std::to_string(num_obs_) + "'");
     }
     return Status::Ok();
+  }
+
+  // Every value is a token of at least one byte followed by a whitespace byte (but the
+  // last), so the header's counts need at least 2 T - 1 bytes for T tokens. Where the
+  // size is known, a header that needs over kHeaderSlack times what the file has is an
+  // error before anything is allocated (a corrupt header, not a truncated file: a file
+  // cut short keeps the precise message of where its data ends). Either way the
+  // storage reserved up front is bounded by the file's size (Reservable).
+  static constexpr int64_t kHeaderSlack = 4;
+  Status CheckHeaderAgainstSize() {
+    const int64_t size = tok_.source().ExactSize();
+    if (size < 0) return Status::Ok();
+    const int64_t tokens =
+        3 + 4 * num_obs_ + kCameraParams * num_cameras_ + kPointParams * num_points_;
+    const int64_t needed = 2 * tokens - 1;
+    if (needed <= kHeaderSlack * size) return Status::Ok();
+    return Status::InvalidInput(
+        name_ + ":1: the header promises " + std::to_string(num_cameras_) + " cameras, " +
+        std::to_string(num_points_) + " points and " + std::to_string(num_obs_) +
+        " observations, which take at least " + std::to_string(needed) +
+        " bytes, but the file has " + std::to_string(size) +
+        " (truncated file or corrupt header?)");
+  }
+
+  // How many of `count` elements to reserve up front, each taking at least
+  // `min_bytes` bytes of input: never more than the input can hold (or, where its size is
+  // unknown, than a guess of it), nor more than kMaxReserve.
+  int64_t Reservable(int64_t count, int64_t min_bytes) const {
+    int64_t guess = tok_.source().SizeGuess();
+    if (guess < 0) guess = kUnknownSizeReserveBytes;
+    return std::min({count, static_cast<int64_t>(kMaxReserve), guess / min_bytes + 1});
   }
 
   std::string ObsLabel(int64_t i) const {
@@ -605,7 +699,7 @@ class BalReader {
 
   Status ReadCameras(Scene* scene) {
     const int64_t total = kCameraParams * num_cameras_;
-    scene->cameras.reserve(static_cast<size_t>(std::min<int64_t>(total, kMaxReserve)));
+    scene->cameras.reserve(static_cast<size_t>(Reservable(total, 2)));
     std::string_view t;
     for (int64_t k = 0; k < total; ++k) {
       double v;
@@ -630,7 +724,7 @@ class BalReader {
 
   Status ReadPoints(Scene* scene) {
     const int64_t total = kPointParams * num_points_;
-    scene->points.reserve(static_cast<size_t>(std::min<int64_t>(total, kMaxReserve)));
+    scene->points.reserve(static_cast<size_t>(Reservable(total, 2)));
     std::string_view t;
     for (int64_t k = 0; k < total; ++k) {
       double v;
@@ -690,17 +784,29 @@ class ByteSink {
   virtual Status Finish() = 0;
 };
 
+// The message of a failed write, with the system's reason where there is one (EFBIG past
+// RLIMIT_FSIZE, ENOSPC on a full disk): std::ostream keeps no error code, but errno still
+// holds that of the write(2) that failed when the stream is checked right after.
+Status WriteFailed(const std::string& name) {
+  const int err = errno;
+  return Status::IoError(name + ": write failed (" +
+                         (err != 0 ? std::string(std::strerror(err)) + "; " : std::string()) +
+                         "disk full, file size limit or device error)");
+}
+
 class OstreamSink : public ByteSink {
  public:
   OstreamSink(std::ostream& out, std::string name) : out_(out), name_(std::move(name)) {}
   Status Write(const char* data, size_t n) override {
+    errno = 0;
     out_.write(data, static_cast<std::streamsize>(n));
-    if (!out_) return Status::IoError(name_ + ": write failed");
+    if (!out_) return WriteFailed(name_);
     return Status::Ok();
   }
   Status Finish() override {
+    errno = 0;
     out_.flush();
-    if (!out_) return Status::IoError(name_ + ": write failed");
+    if (!out_) return WriteFailed(name_);
     return Status::Ok();
   }
 
@@ -750,8 +856,9 @@ class Bz2Sink : public ByteSink {
     } while (rc != BZ_STREAM_END);
     BZ2_bzCompressEnd(&strm_);
     open_ = false;
+    errno = 0;
     out_.flush();
-    if (!out_) return Status::IoError(name_ + ": write failed");
+    if (!out_) return WriteFailed(name_);
     return Status::Ok();
   }
 
@@ -766,8 +873,9 @@ class Bz2Sink : public ByteSink {
   Status Flush() {
     const size_t n = kChunkSize - strm_.avail_out;
     if (n > 0) {
+      errno = 0;
       out_.write(buf_.get(), static_cast<std::streamsize>(n));
-      if (!out_) return Status::IoError(name_ + ": write failed");
+      if (!out_) return WriteFailed(name_);
     }
     return Status::Ok();
   }
@@ -785,9 +893,13 @@ class Bz2Sink : public ByteSink {
 // Formats into a chunk buffer and hands full chunks to the sink.
 class BalFormatter {
  public:
-  explicit BalFormatter(ByteSink* sink) : sink_(sink), buf_(new char[kChunkSize + 256]) {}
+  explicit BalFormatter(ByteSink* sink) : sink_(sink) {}
 
   Status Write(const Scene& s) {
+    // A small scene gets a small buffer (a value takes at most 25 characters).
+    const size_t values = s.cameras.size() + s.points.size() + 4 * s.obs_camera.size() + 3;
+    chunk_ = std::min(kChunkSize, 26 * values);
+    buf_.reset(new char[chunk_ + 256]);  // + one line's worth past a chunk
     Int(s.num_cameras()); Char(' '); Int(s.num_points()); Char(' ');
     Int(s.num_observations()); Char('\n');
     TIEPOINT_RETURN_IF_ERROR(MaybeFlush());
@@ -824,13 +936,14 @@ class BalFormatter {
     len_ = static_cast<size_t>(r.ptr - buf_.get());
   }
   Status MaybeFlush() {
-    if (len_ < kChunkSize) return Status::Ok();
+    if (len_ < chunk_) return Status::Ok();
     Status s = sink_->Write(buf_.get(), len_);
     len_ = 0;
     return s;
   }
 
   ByteSink* sink_;
+  size_t chunk_ = kChunkSize;
   std::unique_ptr<char[]> buf_;
   size_t len_ = 0;
 };
@@ -895,11 +1008,20 @@ Status ReadBal(const std::string& path, Scene* scene) {
   FilePtr file;
   TIEPOINT_RETURN_IF_ERROR(OpenForReading(path, &file));
   if (EndsWith(path, ".bz2")) {
-    Bz2Source source(std::move(file), path);
+    Bz2Source source(std::make_unique<FileSource>(std::move(file), path), path);
     return ReadFromSource(&source, path, scene);
   }
   FileSource source(std::move(file), path);
   return ReadFromSource(&source, path, scene);
+}
+
+Status ReadBalFromMemory(const char* data, size_t size, const std::string& name, Scene* scene) {
+  if (EndsWith(name, ".bz2")) {
+    Bz2Source source(std::make_unique<MemorySource>(data, size), name);
+    return ReadFromSource(&source, name, scene);
+  }
+  MemorySource source(data, size);
+  return ReadFromSource(&source, name, scene);
 }
 
 Status ReadBal(std::istream& in, const std::string& name, Scene* scene) {

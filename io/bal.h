@@ -14,7 +14,8 @@
 // Errors name the file and the line and say what was expected: empty file,
 // malformed header, counts that disagree with the content, out-of-range indices,
 // NaN/Inf values, truncation, trailing garbage, absurd header sizes (rejected
-// before any allocation; storage grows with the data actually read), unreadable path.
+// before any allocation: beyond the limits, or, for a plain file or memory, needing over
+// 4 times the bytes the input has; storage grows with the data actually read), unreadable path.
 // Message shapes (the status code is kInvalidInput unless noted):
 //   "<name>:<line>: expected <what>, found '<token>'[ (hint)]"
 //   "<name>:<line>: expected <what>, file ends after <count>"   (line of the last token)
@@ -23,6 +24,7 @@
 // On failure *scene is left unchanged.
 #pragma once
 
+#include <cstddef>
 #include <istream>
 #include <string>
 
@@ -36,6 +38,10 @@ Status ReadBal(const std::string& path, Scene* scene);
 
 // Reads BAL text from a stream; `name` is used in error messages in place of a path.
 Status ReadBal(std::istream& in, const std::string& name, Scene* scene);
+
+// Reads a BAL file held in memory (`size` bytes at `data`, not owned, not modified);
+// `name` stands in for the path in messages and, ending in ".bz2", selects bzip2.
+Status ReadBalFromMemory(const char* data, size_t size, const std::string& name, Scene* scene);
 
 // Writes a BAL file (".bz2" suffix: bzip2-compressed) through a temporary file that is
 // renamed into place only on success. Doubles are written with round-trip precision.

@@ -65,33 +65,38 @@ Status WriteFeatures(const std::string& path, const Features& features) {
 Status ReadFeatures(const std::string& path, Features* features) {
   std::vector<unsigned char> bytes;
   TIEPOINT_RETURN_IF_ERROR(ReadWholeFile(path, "feature file", &bytes));
-  const std::string where = path + ": ";
-  if (bytes.size() < kHeaderBytes) {
-    if (bytes.size() >= 8 && std::memcmp(bytes.data(), kMagic, 8) != 0) {
+  return ParseFeatures(bytes.data(), bytes.size(), path, features);
+}
+
+Status ParseFeatures(const unsigned char* data, size_t size, const std::string& name,
+                     Features* features) {
+  const std::string where = name + ": ";
+  if (size < kHeaderBytes) {
+    if (size >= 8 && std::memcmp(data, kMagic, 8) != 0) {
       return Status::InvalidInput(where + "not a tiepoint feature file (no TPFEAT01 magic)");
     }
     return Status::InvalidInput(where + "truncated feature file: " +
-                                std::to_string(bytes.size()) + " bytes, the header alone is " +
+                                std::to_string(size) + " bytes, the header alone is " +
                                 std::to_string(kHeaderBytes));
   }
-  if (std::memcmp(bytes.data(), kMagic, 8) != 0) {
+  if (std::memcmp(data, kMagic, 8) != 0) {
     return Status::InvalidInput(where + "not a tiepoint feature file (no TPFEAT01 magic)");
   }
-  const uint32_t version = GetU32(&bytes[8]);
+  const uint32_t version = GetU32(data + 8);
   if (version != kFeaturesFileVersion) {
     return Status::InvalidInput(where + "feature file version " + std::to_string(version) +
                                 " is not supported (this build reads version " +
                                 std::to_string(kFeaturesFileVersion) + ")");
   }
-  const uint32_t dim = GetU32(&bytes[12]);
+  const uint32_t dim = GetU32(data + 12);
   if (dim != static_cast<uint32_t>(kSiftDescriptorDim)) {
     return Status::InvalidInput(where + "descriptor dimension " + std::to_string(dim) +
                                 " is not supported (expected " +
                                 std::to_string(kSiftDescriptorDim) + ")");
   }
-  const uint64_t n = GetU64(&bytes[16]);
+  const uint64_t n = GetU64(data + 16);
   const size_t per_keypoint = kKeypointBytes + dim;
-  const size_t payload = bytes.size() - kHeaderBytes;
+  const size_t payload = size - kHeaderBytes;
   // An absurd n must neither overflow nor allocate: compare sizes before anything else.
   const bool overflow = n > std::numeric_limits<uint64_t>::max() / per_keypoint;
   const std::string needed =
@@ -105,7 +110,7 @@ Status ReadFeatures(const std::string& path, Features* features) {
   }
   Features result;
   result.keypoints.resize(n);
-  const unsigned char* p = &bytes[kHeaderBytes];
+  const unsigned char* p = data + kHeaderBytes;
   for (size_t i = 0; i < n; ++i, p += kKeypointBytes) {
     Keypoint& k = result.keypoints[i];
     k.x = GetF32(p);

@@ -24,6 +24,7 @@
 // Both writers go through a temporary file renamed into place (never a partial file).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,6 +61,9 @@ struct Features {
 // Binary format above.
 Status WriteFeatures(const std::string& path, const Features& features);
 Status ReadFeatures(const std::string& path, Features* features);
+// The binary format held in memory (`size` bytes at `data`); `name` stands in for the path.
+Status ParseFeatures(const unsigned char* data, size_t size, const std::string& name,
+                     Features* features);
 
 // Text format above.
 Status WriteFeaturesText(const std::string& path, const Features& features);

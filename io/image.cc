@@ -115,6 +115,19 @@ class PnmParser {
     }
     const size_t num_pixels = static_cast<size_t>(w) * static_cast<size_t>(h);
     const size_t num_samples = num_pixels * channels;
+    // The raster must fit in what is left of the file before anything is allocated:
+    // binary, exactly one whitespace byte then 1 or 2 bytes a sample; ASCII, at least a
+    // digit and a whitespace byte a sample.
+    const size_t bytes_per_sample = maxval > 255 ? 2 : 1;
+    const size_t left = size_ - pos_;
+    const size_t least = ascii ? 2 * num_samples : 1 + num_samples * bytes_per_sample;
+    if (left < least) {
+      return Status::InvalidInput(name_ + ": truncated " + format_ + ": " + Dimensions(w, h) +
+                                  " needs " + (ascii ? "at least " : "") +
+                                  std::to_string(least - 1) +
+                                  " bytes of pixel data, the file has " +
+                                  std::to_string(left > 0 ? left - 1 : 0));
+    }
     std::vector<float> samples(num_samples);
     const float scale = 1.0f / static_cast<float>(maxval);
     if (ascii) {
@@ -140,14 +153,6 @@ class PnmParser {
                                     ": file ends after the header");
       }
       ++pos_;
-      const size_t bytes_per_sample = maxval > 255 ? 2 : 1;
-      const size_t needed = num_samples * bytes_per_sample;
-      if (size_ - pos_ < needed) {
-        return Status::InvalidInput(name_ + ": truncated " + format_ + ": " + Dimensions(w, h) +
-                                    " needs " + std::to_string(needed) +
-                                    " bytes of pixel data, the file has " +
-                                    std::to_string(size_ - pos_));
-      }
       const unsigned char* p = data_ + pos_;
       for (size_t i = 0; i < num_samples; ++i) {
         const long long v = bytes_per_sample == 2 ? (p[2 * i] << 8) | p[2 * i + 1] : p[i];
@@ -211,9 +216,15 @@ struct PngContext {
   int bit_depth = 0;
   size_t row_bytes = 0;
   bool dimensions_rejected = false;
+  bool exceeds_file = false;  // more raster than the file's compressed data can hold
+  size_t raw_bytes = 0;
   std::vector<unsigned char> buffer;
   std::vector<png_bytep> rows;
 };
+
+// Deflate turns at most 1032 bytes into one (a 258-byte match costs at least 2 bits), so
+// a PNG's filtered raster ((row bytes + 1) x height) is at most 1032 times the file.
+constexpr size_t kMaxDeflateRatio = 1032;
 
 void PngErrorHook(png_structp png, png_const_charp message) {
   auto* ctx = static_cast<PngContext*>(png_get_error_ptr(png));
@@ -244,6 +255,13 @@ bool DecodePngProtected(PngContext* ctx) {
       ctx->height > kMaxImageSide ||
       static_cast<long long>(ctx->width) * ctx->height > kMaxImagePixels) {
     ctx->dimensions_rejected = true;
+    return false;
+  }
+  // Before anything the size of the image is allocated: the header must not promise
+  // more than the file can hold.
+  ctx->raw_bytes = (png_get_rowbytes(ctx->png, ctx->info) + 1) * static_cast<size_t>(ctx->height);
+  if (ctx->raw_bytes / kMaxDeflateRatio > ctx->size) {
+    ctx->exceeds_file = true;
     return false;
   }
   if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(ctx->png);
@@ -292,6 +310,13 @@ Status DecodePng(const unsigned char* data, size_t size, const std::string& name
   const bool ok = DecodePngProtected(&ctx);
   png_destroy_read_struct(&ctx.png, &ctx.info, nullptr);
   if (ctx.dimensions_rejected) return CheckDimensions(name, "PNG", ctx.width, ctx.height);
+  if (ctx.exceeds_file) {
+    return Status::InvalidInput(
+        name + ": corrupt or truncated PNG: the header gives " +
+        Dimensions(ctx.width, ctx.height) + " pixels, " + std::to_string(ctx.raw_bytes) +
+        " bytes of raster, more than " + std::to_string(kMaxDeflateRatio) + " times the file's " +
+        std::to_string(size) + " bytes (the most deflate can compress)");
+  }
   if (!ok) return Status::InvalidInput(name + ": corrupt or truncated PNG: " + ctx.error);
 
   const size_t n = static_cast<size_t>(ctx.width) * ctx.height;
@@ -339,19 +364,41 @@ void JpegEmitMessageHook(j_common_ptr cinfo, int level) {
   JpegErrorExitHook(cinfo);
 }
 
+// Bounds that keep a small corrupt file from costing a large allocation or seconds of
+// decoding. Huffman coding spends at least one bit per 8 x 8 block in the first scan, so
+// a file holds at most 512 pixels a byte (1024 allowed). Arithmetic coding can spend
+// less than a bit a block on flat areas, so it gets 4096 (a real photograph takes far
+// more). A progressive file decodes every block of a component in each of its scans;
+// encoders write about 10 (jpegtran, mozjpeg up to ~20).
+constexpr long long kMaxJpegPixelsPerByte = 1024;
+constexpr long long kMaxJpegPixelsPerByteArithmetic = 4096;
+constexpr int kMaxJpegScans = 100;
+
 struct JpegContext {
   const unsigned char* data = nullptr;
   size_t size = 0;
   jpeg_decompress_struct cinfo;
   JpegErrorManager err;
+  jpeg_progress_mgr progress;
   bool created = false;
   // Filled by the protected decode.
   long long width = 0, height = 0;
   bool dimensions_rejected = false;
+  bool exceeds_file = false;
   const char* unsupported = nullptr;
   int components = 0;
   std::vector<unsigned char> buffer;
 };
+
+void JpegProgressHook(j_common_ptr cinfo) {
+  if (cinfo->is_decompressor &&
+      reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number > kMaxJpegScans) {
+    auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+    std::snprintf(err->message, sizeof(err->message),
+                  "more than %d progressive scans (encoders write about 10)", kMaxJpegScans);
+    std::longjmp(err->jump, 1);
+  }
+}
 
 // Returns false after a libjpeg error (message in ctx->err.message), rejected dimensions
 // or an unsupported colour space.
@@ -363,6 +410,8 @@ bool DecodeJpegProtected(JpegContext* ctx) {
   if (setjmp(ctx->err.jump)) return false;
   jpeg_create_decompress(&ctx->cinfo);
   ctx->created = true;
+  ctx->progress.progress_monitor = JpegProgressHook;
+  ctx->cinfo.progress = &ctx->progress;
   jpeg_mem_src(&ctx->cinfo, ctx->data, static_cast<unsigned long>(ctx->size));
   if (jpeg_read_header(&ctx->cinfo, TRUE) != JPEG_HEADER_OK) {
     std::snprintf(ctx->err.message, sizeof(ctx->err.message), "no image in the stream");
@@ -373,6 +422,12 @@ bool DecodeJpegProtected(JpegContext* ctx) {
   if (ctx->width == 0 || ctx->height == 0 || ctx->width > kMaxImageSide ||
       ctx->height > kMaxImageSide || ctx->width * ctx->height > kMaxImagePixels) {
     ctx->dimensions_rejected = true;
+    return false;
+  }
+  const long long per_byte =
+      ctx->cinfo.arith_code ? kMaxJpegPixelsPerByteArithmetic : kMaxJpegPixelsPerByte;
+  if (ctx->width * ctx->height / per_byte > static_cast<long long>(ctx->size)) {
+    ctx->exceeds_file = true;
     return false;
   }
   switch (ctx->cinfo.jpeg_color_space) {
@@ -408,6 +463,12 @@ Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& nam
   const bool ok = DecodeJpegProtected(&ctx);
   if (ctx.created) jpeg_destroy_decompress(&ctx.cinfo);
   if (ctx.dimensions_rejected) return CheckDimensions(name, "JPEG", ctx.width, ctx.height);
+  if (ctx.exceeds_file) {
+    return Status::InvalidInput(name + ": corrupt or truncated JPEG: the header gives " +
+                                Dimensions(ctx.width, ctx.height) +
+                                " pixels, more than its " + std::to_string(size) +
+                                " bytes can code");
+  }
   if (ctx.unsupported != nullptr) {
     return Status::InvalidInput(name + ": unsupported JPEG: " + ctx.unsupported);
   }

@@ -22,6 +22,9 @@
 // missing/unreadable path (kIoError), empty file, unknown format (with the first bytes
 // shown), zero width or height, absurd dimensions (either side above kMaxImageSide or
 // more than kMaxImagePixels pixels: checked from the header before any allocation),
+// a header that promises more pixels than the file can code (PNG: a raster over 1032
+// times the file, deflate's limit; JPEG: over 1024 pixels a byte, 4096 when arithmetic
+// coded; PGM/PPM: fewer bytes left than the samples need), a JPEG of over 100 scans,
 // truncated or corrupt data (libpng's and libjpeg's own message is quoted). The
 // libraries' errors are caught through their error hooks (setjmp/longjmp); nothing
 // here aborts or throws. On failure *out is left unchanged.

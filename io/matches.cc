@@ -124,45 +124,50 @@ Status WriteMatches(const std::string& path, const PairMatches& m) {
 Status ReadMatches(const std::string& path, PairMatches* matches) {
   std::vector<unsigned char> bytes;
   TIEPOINT_RETURN_IF_ERROR(ReadWholeFile(path, "file", &bytes));
-  const std::string where = path + ": ";
-  if (bytes.size() < 8 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
+  return ParseMatches(bytes.data(), bytes.size(), path, matches);
+}
+
+Status ParseMatches(const unsigned char* data, size_t size, const std::string& name,
+                    PairMatches* matches) {
+  const std::string where = name + ": ";
+  if (size < 8 || std::memcmp(data, kMagic, 8) != 0) {
     return Status::InvalidInput(where + "not a tiepoint match file (no TPMATCH1 magic)");
   }
-  if (bytes.size() < kHeaderBytes) {
-    return Status::InvalidInput(where + "truncated match file: " + std::to_string(bytes.size()) +
+  if (size < kHeaderBytes) {
+    return Status::InvalidInput(where + "truncated match file: " + std::to_string(size) +
                                 " bytes, the header alone is " + std::to_string(kHeaderBytes));
   }
-  const uint32_t version = GetU32(&bytes[8]);
+  const uint32_t version = GetU32(data + 8);
   if (version != kMatchesFileVersion) {
     return Status::InvalidInput(where + "match file version " + std::to_string(version) +
                                 " is not supported (this build reads version " +
                                 std::to_string(kMatchesFileVersion) + ")");
   }
   PairMatches r;
-  const uint32_t model = GetU32(&bytes[12]);
+  const uint32_t model = GetU32(data + 12);
   if (model > 3) {
     return Status::InvalidInput(where + "model " + std::to_string(model) +
                                 " (expected 0 none, 1 homography, 2 fundamental, 3 essential)");
   }
   r.model = static_cast<MatchModel>(model);
-  const uint32_t verified = GetU32(&bytes[16]);
+  const uint32_t verified = GetU32(data + 16);
   if (verified > 1 || (verified == 1 && model == 0)) {
     return Status::InvalidInput(where + "verified flag " + std::to_string(verified) +
                                 " (expected 0 or 1, and 0 without a model)");
   }
   r.verified = verified == 1;
-  const uint32_t l1 = GetU32(&bytes[20]), l2 = GetU32(&bytes[24]);
+  const uint32_t l1 = GetU32(data + 20), l2 = GetU32(data + 24);
   if (l1 > kMaxNameBytes || l2 > kMaxNameBytes) {
     return Status::InvalidInput(where + "feature file name lengths " + std::to_string(l1) +
                                 " and " + std::to_string(l2) + " (expected at most " +
                                 std::to_string(kMaxNameBytes) + " bytes)");
   }
-  r.ransac_iterations = GetU32(&bytes[28]);
-  r.num_keypoints1 = GetU64(&bytes[32]);
-  r.num_keypoints2 = GetU64(&bytes[40]);
-  const uint64_t count = GetU64(&bytes[48]);
-  const uint64_t header_inliers = GetU64(&bytes[56]);
-  const size_t payload = bytes.size() - kHeaderBytes - 0;
+  r.ransac_iterations = GetU32(data + 28);
+  r.num_keypoints1 = GetU64(data + 32);
+  r.num_keypoints2 = GetU64(data + 40);
+  const uint64_t count = GetU64(data + 48);
+  const uint64_t header_inliers = GetU64(data + 56);
+  const size_t payload = size - kHeaderBytes - 0;
   const size_t names = static_cast<size_t>(l1) + l2;
   const bool overflow = count > std::numeric_limits<uint64_t>::max() / (kMatchBytes + 1) - names;
   if (overflow || names + count * (kMatchBytes + 1) != payload) {
@@ -175,16 +180,16 @@ Status ReadMatches(const std::string& path, PairMatches* matches) {
                   : std::to_string(names + count * (kMatchBytes + 1))) +
         " bytes after the 240-byte header, but the file has " + std::to_string(payload));
   }
-  for (int i = 0; i < 9; ++i) r.matrix[i] = GetF64(&bytes[64 + 8 * i]);
-  for (int i = 0; i < 9; ++i) r.rotation[i] = GetF64(&bytes[136 + 8 * i]);
-  for (int i = 0; i < 3; ++i) r.translation[i] = GetF64(&bytes[208 + 8 * i]);
-  r.inlier_rms_error_px = GetF64(&bytes[232]);
+  for (int i = 0; i < 9; ++i) r.matrix[i] = GetF64(data + 64 + 8 * i);
+  for (int i = 0; i < 9; ++i) r.rotation[i] = GetF64(data + 136 + 8 * i);
+  for (int i = 0; i < 3; ++i) r.translation[i] = GetF64(data + 208 + 8 * i);
+  r.inlier_rms_error_px = GetF64(data + 232);
   if (!AllFinite(r.matrix, 9) || !AllFinite(r.rotation, 9) || !AllFinite(r.translation, 3) ||
       !std::isfinite(r.inlier_rms_error_px)) {
     return Status::InvalidInput(where + "non-finite value in the model (matrix, rotation, "
                                 "translation or RMS error)");
   }
-  const unsigned char* p = &bytes[kHeaderBytes];
+  const unsigned char* p = data + kHeaderBytes;
   r.name1.assign(reinterpret_cast<const char*>(p), l1);
   r.name2.assign(reinterpret_cast<const char*>(p + l1), l2);
   p += names;
@@ -270,6 +275,11 @@ Status ReadIntrinsicsTable(const std::string& path,
   if (!in) {
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
   }
+  return ReadIntrinsicsTable(in, path, table);
+}
+
+Status ReadIntrinsicsTable(std::istream& in, const std::string& path,
+                           std::map<std::string, CameraIntrinsics>* table) {
   std::map<std::string, CameraIntrinsics> result;
   std::string line;
   int line_no = 0;

@@ -53,7 +53,9 @@
 // Writers go through a temporary file renamed into place (never a partial file).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <map>
 #include <string>
 #include <vector>
@@ -108,6 +110,9 @@ struct PairMatches {
 // Binary format above.
 Status WriteMatches(const std::string& path, const PairMatches& matches);
 Status ReadMatches(const std::string& path, PairMatches* matches);
+// The binary format held in memory (`size` bytes at `data`); `name` stands in for the path.
+Status ParseMatches(const unsigned char* data, size_t size, const std::string& name,
+                    PairMatches* matches);
 
 // Text format above.
 Status WriteMatchesText(const std::string& path, const PairMatches& matches);
@@ -129,6 +134,9 @@ struct CameraIntrinsics {
 // count of numbers, non-finite or non-positive focal lengths, a K of another shape, a name
 // given twice.
 Status ReadIntrinsicsTable(const std::string& path,
+                           std::map<std::string, CameraIntrinsics>* table);
+// The same from a stream; `name` stands in for the path in messages.
+Status ReadIntrinsicsTable(std::istream& in, const std::string& name,
                            std::map<std::string, CameraIntrinsics>* table);
 
 }  // namespace tiepoint

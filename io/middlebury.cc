@@ -28,6 +28,11 @@ std::array<double, 3> MiddleburyCamera::Centre() const {
 Status ReadMiddleburyCameras(const std::string& path, std::vector<MiddleburyCamera>* cameras) {
   std::ifstream in(path);
   if (!in) return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  return ReadMiddleburyCameras(in, path, cameras);
+}
+
+Status ReadMiddleburyCameras(std::istream& in, const std::string& path,
+                             std::vector<MiddleburyCamera>* cameras) {
   std::string line;
   int line_no = 0;
   long count = -1;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <istream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,9 @@ struct MiddleburyCamera {
 // Errors name the file and line: a count that is not a positive integer, fewer views than
 // the count, a line without 21 numbers after the name, a number that is not finite.
 Status ReadMiddleburyCameras(const std::string& path, std::vector<MiddleburyCamera>* cameras);
+// The same from a stream; `name` stands in for the path in messages.
+Status ReadMiddleburyCameras(std::istream& in, const std::string& name,
+                             std::vector<MiddleburyCamera>* cameras);
 
 // Neighbouring views: each view with the `k` views whose centres are nearest, each pair
 // (i < j, indices into `cameras`) once, sorted. The file order is not the ring order, so

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build in Release, run ctest; then build the BAL
-# reader's tests with AddressSanitizer/UBSan and run them over the malformed-file corpus.
+# reader's tests with AddressSanitizer/UBSan and run them over the malformed-file corpus,
+# and replay every fuzz target's committed corpus (tests/fuzz/corpus/) under them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/setup.sh"
@@ -13,12 +14,13 @@ export TIEPOINT_SHARED_DATA=${TIEPOINT_SHARED_DATA:-$root/../shared/data}
 asan=$root/build-asan
 cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIEPOINT_WITH_CUDA=OFF \
   -DTIEPOINT_ASAN=ON >/dev/null
-cmake --build "$asan" -j "${JOBS:-$(nproc)}" --target bal_test ply_test tiepoint -- --no-print-directory \
+cmake --build "$asan" -j "${JOBS:-$(nproc)}" --target bal_test ply_test malformed_inputs_test fuzz_replays tiepoint -- --no-print-directory \
   >/dev/null 2>"$asan/build.log" || { cat "$asan/build.log"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 "$asan/tests/bal_test" --gtest_brief=1
 "$asan/tests/ply_test" --gtest_brief=1
-(cd "$asan" && ctest --output-on-failure -j 2 -R '^cli\.(malformed|unreadable)')
+"$asan/tests/malformed_inputs_test" --gtest_brief=1
+(cd "$asan" && ctest --output-on-failure -j 2 -R '^(cli\.(malformed|unreadable)|fuzz\.replay)')
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 cd "$root/build"

@@ -2,7 +2,18 @@
 //
 // AtomicFile writes to "<path>.tmp-<pid>" in the same directory and renames it onto
 // <path> on Commit(); if Commit() is never called (an error, an exception) the
-// destructor removes the temporary. Rename within one directory is atomic on POSIX.
+// destructor removes the temporary. Rename within one directory is atomic on POSIX, so
+// a reader (or a process killed mid-write) sees the complete old file or the complete
+// new one, never a mix.
+//
+// Where <path> is a symbolic link (dangling or not) the file it points to is written,
+// as a shell redirection would, and the link stays. Open() refuses, naming the cause, a
+// <path> that is a directory or an existing file this process may not write; a file
+// that is replaced keeps its permission bits.
+//
+// Every temporary that exists is listed in a process-wide registry, so that a fatal
+// signal or an unrecoverable error can remove them before the process exits
+// (RemoveLiveTemporaries, called by the command line's SIGINT/SIGTERM handling).
 #pragma once
 
 #include <fstream>
@@ -29,13 +40,21 @@ class AtomicFile {
   Status Commit();
 
  private:
-  std::string path_;
+  std::string path_;    // as given (messages name it)
+  std::string target_;  // path_ with symbolic links followed: what is replaced
   std::string temp_path_;
   std::ofstream out_;
+  bool registered_ = false;
   bool committed_ = false;
 };
 
 // Removes a file if it exists (used to clean up a temporary written by other means).
 void RemoveFileQuietly(const std::string& path);
+
+// Removes every AtomicFile temporary that exists now and stops any further Commit()
+// from renaming (they wait forever): for a process about to exit on a signal or a fatal
+// error. Safe to call from any thread, not from a signal handler. Returns the number of
+// temporaries removed.
+int RemoveLiveTemporaries();
 
 }  // namespace tiepoint

@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# faults.sh TIEPOINT CASE WORKDIR SOURCE_DIR
+# The command line under faults (issue 19). Each CASE checks that no output is left
+# half-written (an output is absent, the complete old file or the complete new one; no
+# "*.tmp-*" temporary remains) and that the message names the cause:
+#   fsize-<cmd>     the output disk full: RLIMIT_FSIZE (ulimit -f) below the output's size
+#   kill            SIGKILL at random moments while synth writes: old or new file, never a mix
+#   sigint, sigterm a clean stop: exit 130 / 143, no temporaries, message
+#   input-cut       an input that ends early while it is read (a FIFO fed half a file)
+#   input-swapped   an input whose bytes change mid-read (the start of one file, the end of
+#                   another); and an input removed while ba reads it
+#   out-dir, out-dangling-link, out-readonly, out-same-as-input
+#   memory          RLIMIT_AS (ulimit -v) too small for the work: exit 3, a message
+# <cmd> is ba, synth, extract, match or track.
+set -u
+tp=$1; case_name=$2; dir=$3; src=$4
+sample=$src/data/sample-20-2000.bal
+image=$src/tests/data/images/blobs.pgm
+rm -rf "$dir"; mkdir -p "$dir"
+cd "$dir" || exit 1
+
+fail() {
+  echo "FAIL [$case_name]: $*"
+  for f in stdout stderr; do [ -s "$dir/$f" ] && { echo "--- $f"; tail -20 "$dir/$f"; }; done
+  exit 1
+}
+no_temporaries() {
+  local left
+  left=$(find "$dir" -name '*.tmp-*' | head -3)
+  [ -z "$left" ] || fail "temporaries left behind: $left"
+}
+# run EXPECTED_EXIT REGEX -- COMMAND...: exit code and stderr checked.
+run() {
+  local want=$1 regex=$2; shift 3
+  "$@" >"$dir/stdout" 2>"$dir/stderr"
+  local got=$?
+  [ "$got" = "$want" ] || fail "exit code $got, expected $want: $*"
+  [ -z "$regex" ] || grep -Eq -- "$regex" "$dir/stderr" || fail "stderr does not match /$regex/: $*"
+}
+old_file() { printf 'the old file, which must survive intact\n' >"$1"; }
+is_old() { [ "$(cat "$1" 2>/dev/null)" = "the old file, which must survive intact" ]; }
+features() {  # features for match: blobs.pgm and a copy
+  mkdir -p "$dir/img" "$dir/feat"
+  cp "$image" "$dir/img/a.pgm"; cp "$image" "$dir/img/b.pgm"
+  "$tp" extract "$dir/img/a.pgm" "$dir/img/b.pgm" -o "$dir/feat" >/dev/null 2>&1 || fail "extract for match"
+}
+frames() {
+  mkdir -p "$dir/frames"
+  for i in 0 1 2; do cp "$image" "$dir/frames/f$i.pgm"; done
+}
+track() {
+  "$tp" track "$dir"/frames/f0.pgm "$dir"/frames/f1.pgm "$dir"/frames/f2.pgm --fast-threshold 10 \
+    --lk-coarse-level 2 -q "$@"
+}
+# A process that is not ASan-built (ASan reserves terabytes of address space: no RLIMIT_AS).
+asan_build() { nm -D "$tp" 2>/dev/null | grep -q __asan_init || nm "$tp" 2>/dev/null | grep -q __asan_init; }
+
+# Runs a command (or a function) with `ulimit -f BLOCKS` (1 KiB blocks) in a subshell.
+# Its stdout and stderr go through FIFOs (RLIMIT_FSIZE limits files, not pipes), so the
+# message is kept whatever the limit.
+with_fsize() {
+  local blocks=$1; shift
+  rm -f "$dir/out.fifo" "$dir/err.fifo"; mkfifo "$dir/out.fifo" "$dir/err.fifo"
+  cat "$dir/out.fifo" & local out_pid=$!
+  cat "$dir/err.fifo" >&2 & local err_pid=$!
+  (ulimit -f "$blocks"; "$@" >"$dir/out.fifo" 2>"$dir/err.fifo")
+  local rc=$?
+  wait "$out_pid" "$err_pid"
+  rm -f "$dir/out.fifo" "$dir/err.fifo"
+  return "$rc"
+}
+
+case $case_name in
+  fsize-ba)
+    old_file out.bal
+    run 2 "out.bal: write failed \(File too large" -- with_fsize 64 "$tp" ba "$sample" --max-iterations 1 -o out.bal
+    is_old out.bal || fail "the old out.bal was changed"
+    no_temporaries ;;
+  fsize-synth)
+    old_file out.bal
+    run 2 "out.bal: write failed \(File too large" -- with_fsize 16 "$tp" synth --cameras 10 --points 2000 -o out.bal --quiet
+    is_old out.bal || fail "the old out.bal was changed"
+    no_temporaries ;;
+  fsize-extract)
+    mkdir -p feat; old_file feat/blobs.pgm.tpfeat
+    run 2 "blobs.pgm.tpfeat: write failed \(File too large" -- with_fsize 1 "$tp" extract "$image" -o feat
+    is_old feat/blobs.pgm.tpfeat || fail "the old .tpfeat was changed"
+    no_temporaries ;;
+  fsize-match)
+    features
+    mkdir -p matches
+    run 2 "write failed \(File too large" -- with_fsize 0 "$tp" match feat/a.pgm.tpfeat feat/b.pgm.tpfeat -o matches
+    [ -z "$(ls matches)" ] || fail "match left outputs: $(ls matches)"
+    no_temporaries ;;
+  fsize-track)
+    frames; old_file tracks.txt
+    run 2 "tracks.txt: write failed \(File too large" -- with_fsize 0 track -o tracks.txt
+    is_old tracks.txt || fail "the old tracks.txt was changed"
+    no_temporaries ;;
+
+  kill)
+    # synth of ~40 MB: SIGKILL at 8 moments over its run. After each, out.bal is the old
+    # file or exactly the reference output (a killed process leaves its temporary: that
+    # is all SIGKILL allows, and it is never mistaken for the output).
+    args=(synth --cameras 50 --points 100000 --observations-per-point 4 --seed 7 --quiet)
+    "$tp" "${args[@]}" -o ref.bal >/dev/null 2>&1 || fail "reference synth"
+    start=$(date +%s%N); "$tp" "${args[@]}" -o timing.bal >/dev/null 2>&1
+    ms=$(( ($(date +%s%N) - start) / 1000000 )); rm -f timing.bal
+    seen_old=0; seen_new=0
+    for i in 1 2 3 4 5 6 7 8; do
+      old_file out.bal
+      "$tp" "${args[@]}" -o out.bal >/dev/null 2>&1 &
+      pid=$!
+      sleep "$(awk -v ms="$ms" -v i="$i" -v r="$RANDOM" 'BEGIN { printf "%.3f", ms * (i - 1 + r / 32768) / 7 / 1000 }')"
+      kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+      if is_old out.bal; then seen_old=$((seen_old + 1))
+      elif cmp -s out.bal ref.bal; then seen_new=$((seen_new + 1))
+      else fail "after SIGKILL $i out.bal is neither the old file nor the complete new one"; fi
+      rm -f out.bal.tmp-*
+    done
+    echo "SIGKILL: $seen_old times the old file, $seen_new times the new one (synth takes $ms ms)" ;;
+
+  sigint|sigterm)
+    sig=INT; want=130; [ "$case_name" = sigterm ] && { sig=TERM; want=143; }
+    # Job control: a background job of a script would otherwise start with SIGINT ignored
+    # (POSIX), and tiepoint keeps a signal its caller ignores ignored.
+    set -m
+    # synth writing ~80 MB: the signal lands while it computes or writes.
+    old_file out.bal
+    "$tp" synth --cameras 100 --points 200000 --observations-per-point 4 --quiet -o out.bal \
+      --truth truth.bal >"$dir/stdout" 2>"$dir/stderr" &
+    pid=$!
+    sleep 0.4
+    kill -"$sig" "$pid"
+    wait "$pid"; got=$?
+    [ "$got" = "$want" ] || fail "exit code $got after SIG$sig, expected $want"
+    grep -q "stopped by SIG$sig" "$dir/stderr" || fail "no message naming SIG$sig"
+    is_old out.bal || [ ! -e out.bal ] || "$tp" ba out.bal --max-iterations 0 >/dev/null 2>&1 ||
+      fail "out.bal is neither old nor complete"
+    no_temporaries
+    # ba: stopped in the solve.
+    "$tp" synth --cameras 60 --points 30000 --quiet -o big.bal >/dev/null 2>&1 || fail "synth for ba"
+    old_file refined.bal
+    "$tp" ba big.bal --max-iterations 1000 --solver cholmod -o refined.bal >"$dir/stdout" 2>"$dir/stderr" &
+    pid=$!
+    sleep 0.5
+    kill -"$sig" "$pid"
+    wait "$pid"; got=$?
+    [ "$got" = "$want" ] || fail "ba: exit code $got after SIG$sig, expected $want"
+    is_old refined.bal || fail "ba: the old refined.bal was changed"
+    no_temporaries ;;
+
+  input-cut)
+    # ba and extract read a FIFO that delivers half a file: a truncation message, exit 2.
+    mkfifo in.bal
+    head -c 100000 "$sample" >in.bal &
+    run 2 "in.bal:.*file ends" -- "$tp" ba in.bal -o out.bal
+    [ ! -e out.bal ] || fail "ba wrote out.bal from a cut input"
+    wait
+    mkfifo in.pgm
+    head -c 2000 "$image" >in.pgm &
+    run 2 "in.pgm: truncated PGM" -- "$tp" extract in.pgm -o feat
+    [ -z "$(ls feat 2>/dev/null)" ] || fail "extract wrote from a cut input"
+    wait
+    features
+    mkfifo cut.tpfeat
+    head -c 1000 feat/a.pgm.tpfeat >cut.tpfeat &
+    run 2 "cut.tpfeat: truncated feature file" -- "$tp" match cut.tpfeat feat/b.pgm.tpfeat -o m
+    wait
+    no_temporaries ;;
+
+  input-swapped)
+    # The start of one BAL file and the end of another: the counts disagree with the data.
+    "$tp" synth --cameras 10 --points 500 --seed 3 --quiet -o other.bal >/dev/null 2>&1 || fail synth
+    mkfifo in.bal
+    { head -c 50000 "$sample"; tail -c +50001 other.bal; } >in.bal &
+    "$tp" ba in.bal -o out.bal >"$dir/stdout" 2>"$dir/stderr"; got=$?
+    wait
+    [ "$got" = 2 ] || fail "exit code $got for a spliced input, expected 2"
+    grep -Eq "in.bal:[0-9]+: expected" "$dir/stderr" || fail "no message naming in.bal and a line"
+    [ ! -e out.bal ] || fail "ba wrote out.bal from a spliced input"
+    # Removed while read: the open file is still read whole (POSIX), so ba finishes.
+    cp "$sample" gone.bal
+    "$tp" ba gone.bal --max-iterations 2 -o out.bal >"$dir/stdout" 2>"$dir/stderr" &
+    pid=$!
+    rm -f gone.bal
+    wait "$pid"; got=$?
+    { [ "$got" = 0 ] && [ -s out.bal ]; } || { [ "$got" = 2 ] && [ ! -e out.bal ]; } ||
+      fail "input removed while read: exit $got"
+    no_temporaries ;;
+
+  out-dir)
+    mkdir -p taken.bal
+    run 2 "taken.bal: is a directory" -- "$tp" synth --cameras 5 --points 20 --quiet -o taken.bal
+    run 2 "taken.bal: is a directory" -- "$tp" ba "$sample" --max-iterations 1 -o taken.bal
+    frames; mkdir -p tracks.txt
+    run 2 "tracks.txt: is a directory" -- track -o tracks.txt
+    [ -d taken.bal ] && [ -z "$(ls taken.bal)" ] || fail "the directory was changed"
+    no_temporaries ;;
+  out-dangling-link)
+    # A dangling link is written through (as `>` would): the target appears, the link stays.
+    mkdir -p real
+    ln -s real/target.bal link.bal
+    run 0 "" -- "$tp" synth --cameras 5 --points 20 --quiet -o link.bal
+    [ -L link.bal ] || fail "the link was replaced by a file"
+    [ -s real/target.bal ] || fail "the link's target was not written"
+    # A link into a directory that does not exist: the path is named, nothing written.
+    ln -s missing-dir/target.bal broken.bal
+    run 2 "broken.bal" -- "$tp" synth --cameras 5 --points 20 --quiet -o broken.bal
+    [ -L broken.bal ] || fail "the broken link was replaced"
+    no_temporaries ;;
+  out-readonly)
+    # As an unprivileged user (root may write anything): a read-only output is refused.
+    user=nobody
+    chmod 777 "$dir"
+    old_file ro.bal; chmod 444 ro.bal
+    if [ "$(id -u)" = 0 ]; then
+      command -v setpriv >/dev/null || { echo "SKIP: setpriv missing"; exit 77; }
+      as_user=(setpriv --reuid="$(id -u $user)" --regid="$(id -g $user)" --clear-groups)
+    else
+      as_user=()
+    fi
+    [ -x "$tp" ] && "${as_user[@]}" test -x "$tp" || { echo "SKIP: $tp not executable by $user"; exit 77; }
+    run 2 "ro.bal: exists and cannot be replaced \(Permission denied\)" -- \
+      "${as_user[@]}" "$tp" synth --cameras 5 --points 20 --quiet -o ro.bal
+    is_old ro.bal || fail "the read-only file was changed"
+    no_temporaries ;;
+  out-same-as-input)
+    # In place: the input is read whole before the output replaces it, atomically.
+    "$tp" synth --cameras 5 --points 200 --quiet -o p.bal >/dev/null 2>&1 || fail synth
+    cp p.bal before.bal
+    run 0 "" -- "$tp" ba p.bal --max-iterations 3 -o p.bal
+    cmp -s p.bal before.bal && fail "p.bal was not rewritten"
+    run 0 "" -- "$tp" ba p.bal --max-iterations 0
+    no_temporaries ;;
+
+  memory)
+    asan_build && { echo "SKIP: RLIMIT_AS cannot apply to an ASan build"; exit 77; }
+    # 1 GiB of address space: enough to start (libraries, thread stacks), far too little
+    # for 10^7 points (about 2 GB of arrays).
+    run 3 "out of memory" -- bash -c "ulimit -v 1048576; exec \"$tp\" synth --cameras 2000 --points 10000000 --quiet -o big.bal"
+    [ ! -e big.bal ] || fail "synth left big.bal"
+    no_temporaries ;;
+  *)
+    echo "faults.sh: unknown case $case_name"; exit 2 ;;
+esac
+exit 0
