@@ -596,4 +596,117 @@ Status WritePgm(const std::string& path, const GrayImage& image, int max_value) 
   return file.Commit();
 }
 
+// ---------------------------------------------------------------------------------------
+// PNG writing. As for reading, libpng's error hook longjmps back into a protected
+// function whose state all lives in a context struct owned by the caller.
+
+namespace {
+
+struct PngWriteContext {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  char error[256] = {0};
+  const Image8* image = nullptr;
+  int compression_level = 3;
+  std::vector<unsigned char> encoded;
+  std::vector<png_bytep> rows;
+};
+
+void PngWriteErrorHook(png_structp png, png_const_charp message) {
+  auto* ctx = static_cast<PngWriteContext*>(png_get_error_ptr(png));
+  std::snprintf(ctx->error, sizeof(ctx->error), "%s", message);
+  png_longjmp(png, 1);
+}
+
+void PngWriteHook(png_structp png, png_bytep data, png_size_t n) {
+  auto* ctx = static_cast<PngWriteContext*>(png_get_io_ptr(png));
+  ctx->encoded.insert(ctx->encoded.end(), data, data + n);
+}
+
+void PngFlushHook(png_structp) {}
+
+bool EncodePngProtected(PngWriteContext* ctx) {
+  if (setjmp(png_jmpbuf(ctx->png))) return false;
+  const Image8& im = *ctx->image;
+  png_set_write_fn(ctx->png, ctx, PngWriteHook, PngFlushHook);
+  png_set_compression_level(ctx->png, ctx->compression_level);
+  png_set_IHDR(ctx->png, ctx->info, static_cast<png_uint_32>(im.width),
+               static_cast<png_uint_32>(im.height), 8,
+               im.channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(ctx->png, ctx->info);
+  png_write_image(ctx->png, ctx->rows.data());
+  png_write_end(ctx->png, nullptr);
+  return true;
+}
+
+}  // namespace
+
+Status WritePng(const std::string& path, const Image8& image, int compression_level) {
+  if (image.channels != 1 && image.channels != 3) {
+    return Status::InvalidInput("WritePng " + path + ": " + std::to_string(image.channels) +
+                                " channels (1 or 3 are written)");
+  }
+  if (image.width <= 0 || image.height <= 0 || image.width > kMaxImageSide ||
+      image.height > kMaxImageSide) {
+    return Status::InvalidInput("WritePng " + path + ": bad dimensions " +
+                                Dimensions(image.width, image.height));
+  }
+  const size_t row_bytes = static_cast<size_t>(image.width) * image.channels;
+  if (image.pixels.size() != row_bytes * image.height) {
+    return Status::InvalidInput("WritePng " + path + ": image has " +
+                                std::to_string(image.pixels.size()) + " samples, expected " +
+                                std::to_string(row_bytes * image.height) + " for " +
+                                Dimensions(image.width, image.height) + " x " +
+                                std::to_string(image.channels));
+  }
+  if (compression_level < 0 || compression_level > 9) {
+    return Status::InvalidOptions("WritePng " + path + ": compression level " +
+                                  std::to_string(compression_level) + " is outside 0..9");
+  }
+  PngWriteContext ctx;
+  ctx.image = &image;
+  ctx.compression_level = compression_level;
+  ctx.rows.resize(image.height);
+  for (int y = 0; y < image.height; ++y) {
+    // libpng's row pointers are non-const; it does not write through them when encoding.
+    ctx.rows[y] = const_cast<png_bytep>(image.pixels.data() + row_bytes * y);
+  }
+  ctx.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &ctx, PngWriteErrorHook,
+                                    PngWarningHook);
+  if (ctx.png == nullptr) return Status::OutOfMemory("WritePng " + path + ": cannot create a PNG encoder");
+  ctx.info = png_create_info_struct(ctx.png);
+  if (ctx.info == nullptr) {
+    png_destroy_write_struct(&ctx.png, nullptr);
+    return Status::OutOfMemory("WritePng " + path + ": cannot create a PNG encoder");
+  }
+  const bool ok = EncodePngProtected(&ctx);
+  png_destroy_write_struct(&ctx.png, &ctx.info);
+  if (!ok) return Status::IoError("WritePng " + path + ": libpng failed: " + ctx.error);
+
+  AtomicFile file(path);
+  TIEPOINT_RETURN_IF_ERROR(file.Open());
+  file.stream().write(reinterpret_cast<const char*>(ctx.encoded.data()),
+                      static_cast<std::streamsize>(ctx.encoded.size()));
+  return file.Commit();
+}
+
+Status WritePng(const std::string& path, const GrayImage& image, int compression_level) {
+  if (image.pixels.size() != static_cast<size_t>(image.width) * image.height) {
+    return Status::InvalidInput("WritePng " + path + ": image has " +
+                                std::to_string(image.pixels.size()) + " pixels, expected " +
+                                Dimensions(image.width, image.height));
+  }
+  Image8 grey;
+  grey.width = image.width;
+  grey.height = image.height;
+  grey.channels = 1;
+  grey.pixels.resize(image.pixels.size());
+  for (size_t i = 0; i < image.pixels.size(); ++i) {
+    const float v = std::min(1.0f, std::max(0.0f, image.pixels[i]));
+    grey.pixels[i] = static_cast<unsigned char>(v * 255.0f + 0.5f);
+  }
+  return WritePng(path, grey, compression_level);
+}
+
 }  // namespace tiepoint

@@ -69,4 +69,26 @@ Status DecodeImageGray(const unsigned char* data, size_t size, const std::string
 // For tests, debugging and `tiepoint` outputs; values outside [0, 1] are clamped.
 Status WritePgm(const std::string& path, const GrayImage& image, int max_value = 255);
 
+// An 8-bit image of 1 (grey) or 3 (RGB) interleaved channels, row-major, top row first:
+// sample c of pixel (x, y) is pixels[(y * width + x) * channels + c]. Same pixel
+// convention as GrayImage.
+struct Image8 {
+  int width = 0;
+  int height = 0;
+  int channels = 1;
+  std::vector<unsigned char> pixels;
+
+  bool empty() const { return width == 0 || height == 0; }
+};
+
+// Writes an 8-bit PNG (grey for 1 channel, RGB for 3; no alpha, no gamma chunk) through
+// libpng, encoded in memory and written through a temporary file renamed into place.
+// `compression_level` is zlib's 0..9 (1: fastest; 6: libpng's default). Errors: bad
+// dimensions, a channel count other than 1 or 3 or a pixel buffer of the wrong size
+// (kInvalidInput), libpng failures and an unwritable path (kIoError), naming the path.
+// Reentrant.
+Status WritePng(const std::string& path, const Image8& image, int compression_level = 3);
+// The same for a float grey image: values in [0, 1] scaled by 255 and rounded, clamped.
+Status WritePng(const std::string& path, const GrayImage& image, int compression_level = 3);
+
 }  // namespace tiepoint

@@ -1,11 +1,15 @@
 #include "io/middlebury.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "io/base/atomic_file.h"
 
 namespace tiepoint {
 namespace {
@@ -82,6 +86,41 @@ Status ReadMiddleburyCameras(std::istream& in, const std::string& path,
   }
   *cameras = std::move(result);
   return Status::Ok();
+}
+
+Status WriteMiddleburyCameras(const std::string& path,
+                              const std::vector<MiddleburyCamera>& cameras) {
+  for (size_t i = 0; i < cameras.size(); ++i) {
+    const MiddleburyCamera& c = cameras[i];
+    const std::string where = path + ": camera " + std::to_string(i) + " ('" + c.name + "'): ";
+    if (c.name.empty() || std::any_of(c.name.begin(), c.name.end(), [](char ch) {
+          return std::isspace(static_cast<unsigned char>(ch)) != 0;
+        })) {
+      return Status::InvalidInput(where + "the name must be non-empty without white space");
+    }
+    const auto finite = [](double v) { return std::isfinite(v); };
+    if (!std::all_of(c.K.begin(), c.K.end(), finite) || !std::all_of(c.R.begin(), c.R.end(), finite) ||
+        !std::all_of(c.t.begin(), c.t.end(), finite)) {
+      return Status::InvalidInput(where + "a number that is not finite");
+    }
+  }
+  AtomicFile file(path);
+  TIEPOINT_RETURN_IF_ERROR(file.Open());
+  std::ofstream& out = file.stream();
+  out << cameras.size() << '\n';
+  char number[32];
+  const auto put = [&](double v) {
+    std::snprintf(number, sizeof(number), " %.17g", v);
+    out << number;
+  };
+  for (const MiddleburyCamera& c : cameras) {
+    out << c.name;
+    for (double v : c.K) put(v);
+    for (double v : c.R) put(v);
+    for (double v : c.t) put(v);
+    out << '\n';
+  }
+  return file.Commit();
 }
 
 std::vector<std::pair<int, int>> MiddleburyNeighbourPairs(const std::vector<MiddleburyCamera>& cameras,

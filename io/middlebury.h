@@ -29,6 +29,13 @@ Status ReadMiddleburyCameras(const std::string& path, std::vector<MiddleburyCame
 Status ReadMiddleburyCameras(std::istream& in, const std::string& name,
                              std::vector<MiddleburyCamera>* cameras);
 
+// Writes cameras in the same format, readable by ReadMiddleburyCameras: the count, then a
+// line per camera, numbers with 17 significant digits (a double reads back exactly).
+// Through a temporary file renamed into place. Errors: a name that is empty or holds
+// white space, a number that is not finite (kInvalidInput); an unwritable path (kIoError).
+Status WriteMiddleburyCameras(const std::string& path,
+                              const std::vector<MiddleburyCamera>& cameras);
+
 // Neighbouring views: each view with the `k` views whose centres are nearest, each pair
 // (i < j, indices into `cameras`) once, sorted. The file order is not the ring order, so
 // neighbours come from the centres; views at the same place (no baseline) are not
