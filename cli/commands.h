@@ -24,6 +24,9 @@ Runner RegisterMatch(CLI::App& app);
 // `tiepoint batch` (summarize, slurm): runs jobs as `tiepoint <kind>` processes of this binary;
 // the job kinds' options are read from the sibling subcommands of `app`'s parent.
 Runner RegisterBatch(CLI::App& app);
+Runner RegisterReconstruct(CLI::App& app);
+// `render-scene`: the synthetic scene's views and cameras (sfm/synthetic_scene.h).
+Runner RegisterRender(CLI::App& app);
 
 // Prints a Status error to stderr as "tiepoint <command>: error: ..." and returns its code.
 int ReportError(const char* command, const Status& status);

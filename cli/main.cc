@@ -181,6 +181,12 @@ int main(int argc, char** argv) {
   const Runner run_track = RegisterTrack(*track);
   CLI::App* match = app.add_subcommand("match", "Match features between image pairs (ratio test, RANSAC)");
   const Runner run_match = RegisterMatch(*match);
+  CLI::App* reconstruct =
+      app.add_subcommand("reconstruct", "Photos to cameras and points: incremental SfM, COLMAP model out");
+  const Runner run_reconstruct = RegisterReconstruct(*reconstruct);
+  CLI::App* render = app.add_subcommand(
+      "render-scene", "Render a textured synthetic scene from a ring of known cameras (PNG + *_par.txt)");
+  const Runner run_render = RegisterRender(*render);
   CLI::App* batch = app.add_subcommand("batch", "Run a job list (ba, bench, reconstruct): resumable, sharded, Slurm");
   const Runner run_batch = RegisterBatch(*batch);
   CLI::App* version = app.add_subcommand("version", "Print version, commit, build flags and GPUs");
@@ -199,6 +205,8 @@ int main(int argc, char** argv) {
   if (extract->parsed()) return run_extract();
   if (track->parsed()) return run_track();
   if (match->parsed()) return run_match();
+  if (reconstruct->parsed()) return run_reconstruct();
+  if (render->parsed()) return run_render();
   if (batch->parsed()) return run_batch();
   if (version->parsed()) return RunVersion();
   return 2;

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# tiepoint reconstruct against COLMAP 3.8 (Debian package `colmap`, CPU) on the same
+# machine and images, side by side, into one JSON:
+#   bench/reconstruct_compare.sh [OUT.json] [SETS]
+# SETS (default "temple dino fountain balbianello kitti"). For each set: tiepoint
+# self-calibrated (one SIMPLE_RADIAL camera) and, where the set has ground-truth
+# intrinsics, with --intrinsics; COLMAP with defaults (feature_extractor with one
+# SIMPLE_RADIAL camera, exhaustive_matcher, mapper), wall time per stage; accuracy of every
+# model by bench/sfm_eval (similarity alignment of camera centres to the ground truth);
+# and whether the real `colmap` reads tiepoint's models (text and binary) and reports the
+# same counts (model_analyzer). Without colmap installed the COLMAP columns are null.
+# Environment: THREADS (default 2), TIEPOINT_SHARED_DATA, BUILD (default build), DEVICE (cpu).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out_json=${1:-$root/bench/results/reconstruct-compare-$(date +%Y%m%d).json}
+sets=${2:-"temple dino fountain balbianello kitti"}
+data=${TIEPOINT_SHARED_DATA:-$root/../shared/data}/multiview
+build=${BUILD:-$root/build}
+threads=${THREADS:-2}
+device=${DEVICE:-cpu}
+tp=$build/tiepoint
+eval_bin=$build/bench/sfm_eval
+work=$(mktemp -d /tmp/reconstruct-compare.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+have_colmap=0
+command -v colmap >/dev/null 2>&1 && have_colmap=1
+records=$work/records.jsonl
+: > "$records"
+
+now() { date +%s.%N; }
+
+# images and ground truth of each set
+set_images() {
+  case $1 in
+    temple) ls "$data"/middlebury/templeSparseRing/*.png ;;
+    dino) ls "$data"/middlebury/dinoSparseRing/*.png ;;
+    fountain) ls "$data"/strecha_fountain_p11/images/*.jpg ;;
+    balbianello) ls "$data"/gtsam_balbianello/*.jpg ;;
+    kitti) ls "$data"/kitti_odometry_00_excerpt/sequences/00/image_0/*.png ;;
+  esac
+}
+set_gt() {
+  case $1 in
+    temple) echo "--gt-par $(ls "$data"/middlebury/templeSparseRing/*_par.txt)" ;;
+    dino) echo "--gt-par $(ls "$data"/middlebury/dinoSparseRing/*_par.txt)" ;;
+    fountain) echo "--gt-par $data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
+    balbianello) echo "--gt-bundler $data/gtsam_balbianello/Balbianello.out --names $(cd "$data"/gtsam_balbianello && ls *.jpg | paste -sd,)" ;;
+    kitti) echo "--gt-kitti $data/kitti_odometry_00_excerpt/poses/00.txt" ;;
+  esac
+}
+set_intrinsics() {
+  case $1 in
+    temple) ls "$data"/middlebury/templeSparseRing/*_par.txt ;;
+    dino) ls "$data"/middlebury/dinoSparseRing/*_par.txt ;;
+    fountain) echo "$data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
+    *) echo "" ;;
+  esac
+}
+
+# record NAME TOOL VARIANT MODELDIR SECONDS STAGES_JSON
+record() {
+  local set=$1 tool=$2 variant=$3 model=$4 secs=$5 stages=$6 acc="null" counts="null"
+  if [ -d "$model" ]; then
+    # shellcheck disable=SC2046
+    acc=$("$eval_bin" "$model" $(set_gt "$set") 2>/dev/null || echo null)
+  fi
+  python3 - "$records" "$set" "$tool" "$variant" "$secs" "$stages" "$acc" <<'PY'
+import json, sys
+path, s, tool, variant, secs, stages, acc = sys.argv[1:]
+rec = {"set": s, "tool": tool, "variant": variant, "wall_seconds": float(secs),
+       "stages": json.loads(stages), "accuracy": json.loads(acc)}
+open(path, "a").write(json.dumps(rec) + "\n")
+PY
+}
+
+for s in $sets; do
+  mapfile -t imgs < <(set_images "$s")
+  [ ${#imgs[@]} -gt 0 ] || { echo "skip $s: no images under $data"; continue; }
+  echo "== $s (${#imgs[@]} images)"
+  variants="self"
+  [ -n "$(set_intrinsics "$s")" ] && variants="self known"
+  for v in $variants; do
+    o=$work/$s-tiepoint-$v
+    extra=(--single-camera)
+    [ "$v" = known ] && extra=(--intrinsics "$(set_intrinsics "$s")")
+    if [ "$s" = kitti ]; then
+      "$tp" track "${imgs[@]}" -o "$work/kitti-tracks.txt" >/dev/null
+      echo "* 718.856 718.856 607.1928 185.2157" > "$work/kitti-intrinsics.txt"
+      extra=(--tracks "$work/kitti-tracks.txt" --pairs sequential:4 --intrinsics "$work/kitti-intrinsics.txt")
+      t0=$(now)
+      "$tp" reconstruct "${imgs[@]}" -o "$o" --threads "$threads" \
+        --device "$device" -q "${extra[@]}" > "$work/log" 2>&1 || true
+    else
+      t0=$(now)
+      "$tp" reconstruct "${imgs[@]}" -o "$o" --threads "$threads" --device "$device" -q "${extra[@]}" \
+        > "$work/log" 2>&1 || true
+    fi
+    t1=$(now)
+    secs=$(python3 -c "print($t1-$t0)")
+    stages=$(python3 -c "import json;r=json.load(open('$o/report.json'));print(json.dumps({k:v.get('seconds') for k,v in r['stages'].items()}))" 2>/dev/null || echo '{}')
+    echo "   tiepoint $v: $secs s"; cat "$work/log" | head -5
+    record "$s" tiepoint "$v" "$o/sparse/0" "$secs" "$stages"
+    # The real colmap reads both formats of the model and reports the same counts.
+    if [ $have_colmap = 1 ] && [ -d "$o/sparse/0" ]; then
+      for fmt in txt bin; do
+        d=$work/$s-$v-$fmt; mkdir -p "$d"; cp "$o"/sparse/0/*.$fmt "$d"/
+        colmap model_analyzer --path "$d" > "$d.analyzer" 2>&1 || true
+      done
+      python3 - "$records" "$s" "$v" "$work/$s-$v-txt.analyzer" "$work/$s-$v-bin.analyzer" "$o/report.json" <<'PY'
+import json, re, sys
+path, s, v, a_txt, a_bin, rep = sys.argv[1:]
+def parse(p):
+    t = open(p).read()
+    g = lambda k: (re.search(k + r":\s*([0-9.]+)", t) or [None, None])[1]
+    return {"registered_images": g("Registered images"), "points": g("Points"),
+            "observations": g("Observations"), "mean_reprojection_error": g("Mean reprojection error"),
+            "raw": t[-600:]}
+r = json.load(open(rep))["models"][0]
+open(path, "a").write(json.dumps({"set": s, "tool": "colmap model_analyzer on tiepoint's model", "variant": v,
+    "text": parse(a_txt), "binary": parse(a_bin),
+    "tiepoint_report": {k: r[k] for k in ("registered_images", "points", "observations", "mean_reprojection_error_px")}}) + "\n")
+PY
+    fi
+  done
+  # COLMAP, defaults, one SIMPLE_RADIAL camera.
+  if [ $have_colmap = 1 ] && [ "$s" != kitti ]; then
+    c=$work/$s-colmap; mkdir -p "$c/images" "$c/sparse"
+    for f in "${imgs[@]}"; do ln -s "$f" "$c/images/$(basename "$f")"; done
+    t0=$(now)
+    colmap feature_extractor --database_path "$c/db.db" --image_path "$c/images" --ImageReader.single_camera 1 \
+      --ImageReader.camera_model SIMPLE_RADIAL --SiftExtraction.use_gpu 0 --SiftExtraction.num_threads "$threads" > "$c/log" 2>&1 || true
+    t1=$(now)
+    colmap exhaustive_matcher --database_path "$c/db.db" --SiftMatching.use_gpu 0 --SiftMatching.num_threads "$threads" >> "$c/log" 2>&1 || true
+    t2=$(now)
+    colmap mapper --database_path "$c/db.db" --image_path "$c/images" --output_path "$c/sparse" \
+      --Mapper.num_threads "$threads" >> "$c/log" 2>&1 || true
+    t3=$(now)
+    stages=$(python3 -c "print('{\"extract\": %f, \"match\": %f, \"map\": %f}' % ($t1-$t0, $t2-$t1, $t3-$t2))")
+    secs=$(python3 -c "print($t3-$t0)")
+    echo "   colmap: $secs s"
+    record "$s" colmap self "$c/sparse/0" "$secs" "$stages"
+  fi
+done
+
+python3 - "$records" "$out_json" "$tp" "$threads" "$device" <<'PY'
+import json, subprocess, sys, platform, datetime, os
+records, out, tp, threads, device = sys.argv[1:]
+rows = [json.loads(l) for l in open(records)]
+ver = subprocess.run([tp, "version"], capture_output=True, text=True).stdout
+doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpus": os.cpu_count(),
+       "threads": int(threads), "device": device, "tiepoint_version": ver, "runs": rows}
+try:
+    doc["colmap_version"] = subprocess.run(["colmap", "help"], capture_output=True, text=True).stdout.splitlines()[0]
+except Exception:
+    doc["colmap_version"] = None
+json.dump(doc, open(out, "w"), indent=1)
+print("wrote", out)
+PY

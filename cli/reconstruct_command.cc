@@ -1,0 +1,127 @@
+// `tiepoint reconstruct`: photos in, a COLMAP sparse model out (sfm/reconstruction_pipeline.h).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "sfm/reconstruction_pipeline.h"
+
+namespace tiepoint::cli {
+namespace {
+
+struct ReconstructArgs {
+  std::vector<std::string> images;
+  std::string output;
+  std::string device = "cpu";
+  std::string camera_model = "simple_radial";
+  bool single_camera = false;
+  std::string intrinsics;
+  std::string pairs = "exhaustive";
+  std::string tracks;
+  std::string format = "both";
+  int threads = 0;
+  int max_features = 8192;
+  bool no_upsample = false;
+  int cuda_streams = 8;
+  uint64_t seed = 0;
+  bool quiet = false;
+};
+
+int RunReconstruct(const ReconstructArgs& a) {
+  const char* cmd = "reconstruct";
+  ReconstructionPipelineOptions o;
+  Status s = DeviceFromString(a.device, &o.device);
+  if (!s.ok()) return ReportError(cmd, Status::InvalidOptions("--" + s.message()));
+  if (!(s = CameraModelFromName(a.camera_model, &o.camera_model)).ok())
+    return ReportError(cmd, Status::InvalidOptions("--camera-model: " + s.message()));
+  o.image_paths = a.images;
+  o.output_dir = a.output;
+  o.single_camera = a.single_camera;
+  o.intrinsics_file = a.intrinsics;
+  o.tracks_file = a.tracks;
+  o.num_threads = a.threads;
+  o.sift.max_features = a.max_features;
+  o.sift.upsample = !a.no_upsample;
+  o.sift.cuda_streams = a.cuda_streams;
+  o.seed = a.seed;
+  if (a.pairs == "exhaustive") {
+    o.pairs = PairSelection::kExhaustive;
+  } else if (a.pairs.rfind("sequential:", 0) == 0) {
+    o.pairs = PairSelection::kSequential;
+    try {
+      size_t used = 0;
+      o.sequential_overlap = std::stoi(a.pairs.substr(11), &used);
+      if (used != a.pairs.size() - 11) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      return ReportError(cmd, Status::InvalidOptions("--pairs " + a.pairs + ": expected sequential:K with K an integer"));
+    }
+  } else {
+    o.pairs = PairSelection::kFile;
+    o.pairs_file = a.pairs;
+  }
+  if (!a.tracks.empty() && o.pairs == PairSelection::kExhaustive) {
+    // With tracks every pair of frames sharing a track is a candidate; sequential:K limits it.
+  }
+  if (a.format == "both") {
+    o.write_text = o.write_binary = true;
+  } else if (a.format == "text") {
+    o.write_text = true;
+    o.write_binary = false;
+  } else if (a.format == "binary") {
+    o.write_text = false;
+    o.write_binary = true;
+  } else {
+    return ReportError(cmd, Status::InvalidOptions("--format " + a.format + ": expected text, binary or both"));
+  }
+  o.show_progress = !a.quiet && StderrIsTerminal();
+  if (!(s = o.Check()).ok()) return ReportError(cmd, s);
+  ReconstructionPipelineResult result;
+  s = RunReconstructionPipeline(o, &result);
+  if (!s.ok()) return ReportError(cmd, s);
+  const auto& models = result.report["models"];
+  std::printf("%zu model(s) in %s/sparse (%.2f s)\n", models.size(), a.output.c_str(),
+              result.report.value("total_seconds", 0.0));
+  for (const auto& m : models)
+    std::printf("  sparse/%d: %d of %d images, %d points, %lld observations, mean track length %.2f, "
+                "mean reprojection error %.3f px\n",
+                m["index"].get<int>(), m["registered_images"].get<int>(),
+                result.report["images"].get<int>(), m["points"].get<int>(),
+                m["observations"].get<long long>(), m["mean_track_length"].get<double>(),
+                m["mean_reprojection_error_px"].get<double>());
+  for (const auto& u : result.report["unregistered_images"])
+    std::printf("  not registered: %s (%s)\n", u["image"].get<std::string>().c_str(),
+                u["reason"].get<std::string>().c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner RegisterReconstruct(CLI::App& app) {
+  auto a = std::make_shared<ReconstructArgs>();
+  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM)")->required();
+  app.add_option("-o,--output", a->output, "Output folder: sparse/N/, points.ply, report.json, overview.svg")
+      ->required();
+  app.add_option("--device", a->device, "cpu | cuda (feature extraction and matching)")->capture_default_str();
+  app.add_option("--camera-model", a->camera_model, "simple_pinhole | pinhole | simple_radial | radial")
+      ->capture_default_str();
+  app.add_flag("--single-camera", a->single_camera, "One camera (shared intrinsics) for all images of one size");
+  app.add_option("--intrinsics", a->intrinsics,
+                 "Known intrinsics, held fixed: lines 'NAME fx fy cx cy' or a Middlebury *_par.txt");
+  app.add_option("--pairs", a->pairs, "exhaustive | sequential:K | a file of 'NAME1 NAME2' lines")
+      ->capture_default_str();
+  app.add_option("--tracks", a->tracks,
+                 "Correspondences from `tiepoint track` (lines 'track_id frame x y'; frame = index of the image)");
+  app.add_option("--format", a->format, "COLMAP model format: text | binary | both")->capture_default_str();
+  app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
+  app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");
+  app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: images in flight")->capture_default_str();
+  app.add_option("--seed", a->seed, "Seed of the RANSAC samplers")->capture_default_str();
+  app.add_flag("-q,--quiet", a->quiet, "No progress lines");
+  return [a] { return RunReconstruct(*a); };
+}
+
+}  // namespace tiepoint::cli

@@ -1,0 +1,894 @@
+#include "sfm/incremental_mapper.h"
+
+#include <Eigen/Core>
+#include <Eigen/Geometry>
+#include <Eigen/LU>
+#include <Eigen/SVD>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+#include "sfm/geometry_adapters.h"
+#include "solver/reconstruction_ba.h"
+
+namespace tiepoint {
+namespace {
+
+constexpr double kDeg = M_PI / 180.0;
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+Eigen::Matrix3d RotationOf(const Image& im) {
+  double R[9];
+  QuaternionToRotation(im.qvec, R);
+  return Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(R);
+}
+
+Eigen::Vector3d CentreOf(const Image& im) {
+  return -RotationOf(im).transpose() * Eigen::Vector3d(im.tvec[0], im.tvec[1], im.tvec[2]);
+}
+
+Pose34 PoseOf(const Image& im) {
+  Pose34 P;
+  P.block<3, 3>(0, 0) = RotationOf(im);
+  P.col(3) = Eigen::Vector3d(im.tvec[0], im.tvec[1], im.tvec[2]);
+  return P;
+}
+
+class Mapper {
+ public:
+  Mapper(const MapperOptions& options, const std::vector<MapperImage>& images,
+         const std::map<uint32_t, Camera>& cameras, const std::vector<MapperPair>& pairs,
+         const std::vector<Track>& tracks, MapperSummary* summary, const MapperProgress& progress)
+      : o_(options), images_(images), cameras_(cameras), pairs_(pairs), tracks_(tracks),
+        summary_(summary), progress_(progress) {
+    const int n = static_cast<int>(images.size());
+    feature_track_.resize(n);
+    for (int i = 0; i < n; ++i) feature_track_[i].assign(images[i].keypoints.size(), -1);
+    for (size_t t = 0; t < tracks.size(); ++t)
+      for (const TrackElementRef& e : tracks[t].elements) feature_track_[e.image][e.feature] = static_cast<int>(t);
+    image_model_.assign(n, -1);
+    summary_->images.assign(n, MapperImageStatus());
+    for (int i = 0; i < n; ++i) summary_->images[i].reason = "not connected to a model";
+    pair_tried_.assign(pairs.size(), 0);
+    image_pairs_.resize(n);
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      image_pairs_[pairs[p].image1].push_back(static_cast<int>(p));
+      image_pairs_[pairs[p].image2].push_back(static_cast<int>(p));
+    }
+  }
+
+  Status Run(std::vector<Reconstruction>* models) {
+    for (int m = 0; m < o_.max_models; ++m) {
+      bool started = false;
+      TIEPOINT_RETURN_IF_ERROR(BuildModel(static_cast<int>(done_.size()), &started));
+      if (!started) break;
+      if (static_cast<int>(rec_.images.size()) >= std::max(o_.min_model_size, 2)) {
+        for (const auto& [id, im] : rec_.images) image_model_[id - 1] = static_cast<int>(done_.size());
+        done_.push_back(Save());
+      } else {
+        for (const auto& [id, im] : rec_.images) {
+          summary_->images[id - 1].registered = false;
+          summary_->images[id - 1].reason = "its model stayed below the minimum size";
+        }
+      }
+      rec_ = Reconstruction();
+    }
+    // Models that share tracks are merged (a similarity from their common points), and the
+    // merged model grows further.
+    for (bool merged = true; merged;) {
+      merged = false;
+      for (size_t i = 0; i < done_.size() && !merged; ++i)
+        for (size_t j = 0; j < done_.size() && !merged; ++j) {
+          if (i == j || done_[i].rec.images.size() < done_[j].rec.images.size()) continue;
+          bool ok = false;
+          TIEPOINT_RETURN_IF_ERROR(TryMerge(i, j, &ok));
+          if (!ok) continue;
+          merged = true;
+          ++summary_->merges;
+          done_.erase(done_.begin() + j);
+          std::fill(image_model_.begin(), image_model_.end(), -1);
+          for (size_t m = 0; m < done_.size(); ++m)
+            for (const auto& [id, im] : done_[m].rec.images) image_model_[id - 1] = static_cast<int>(m);
+        }
+    }
+    // The largest model may take the images of the others: they are released, the largest
+    // grows (an image there can register with the pose-supported rule that needs images
+    // registered on both sides), and what it leaves builds new models.
+    if (done_.size() > 1) {
+      std::stable_sort(done_.begin(), done_.end(), [](const ModelState& a, const ModelState& b) {
+        return a.rec.images.size() > b.rec.images.size();
+      });
+      const size_t before = done_[0].rec.images.size();
+      std::vector<ModelState> others;
+      for (size_t m = 1; m < done_.size(); ++m) others.push_back(std::move(done_[m]));
+      done_.resize(1);
+      std::fill(image_model_.begin(), image_model_.end(), -1);
+      for (const auto& [id, im] : done_[0].rec.images) image_model_[id - 1] = 0;
+      Load(std::move(done_[0]));
+      TIEPOINT_RETURN_IF_ERROR(Grow(0));
+      if (getenv("TIEPOINT_DEBUG_MERGE"))
+        for (size_t i = 0; i < images_.size(); ++i)
+          if (!Registered(static_cast<int>(i))) fprintf(stderr, "  %s: %s\n", images_[i].name.c_str(), summary_->images[i].reason.c_str());
+      done_[0] = Save();
+      for (const auto& [id, im] : done_[0].rec.images) image_model_[id - 1] = 0;
+      if (done_[0].rec.images.size() == before) {
+        // Nothing changed: keep the other models as they were.
+        for (ModelState& m : others) {
+          for (const auto& [id, im] : m.rec.images) image_model_[id - 1] = static_cast<int>(done_.size());
+          done_.push_back(std::move(m));
+        }
+      } else {
+        for (size_t p = 0; p < pairs_.size(); ++p)
+          if (image_model_[pairs_[p].image1] < 0 && image_model_[pairs_[p].image2] < 0) pair_tried_[p] = 0;
+        for (int m = static_cast<int>(done_.size()); m < o_.max_models; ++m) {
+          bool started = false;
+          TIEPOINT_RETURN_IF_ERROR(BuildModel(static_cast<int>(done_.size()), &started));
+          if (!started) break;
+          if (static_cast<int>(rec_.images.size()) >= std::max(o_.min_model_size, 2)) {
+            for (const auto& [id, im] : rec_.images) image_model_[id - 1] = static_cast<int>(done_.size());
+            done_.push_back(Save());
+          } else {
+              }
+          rec_ = Reconstruction();
+        }
+      }
+    }
+    // Images in no model: say so (their reason was set where they failed).
+    for (size_t i = 0; i < images_.size(); ++i)
+      if (image_model_[i] < 0) summary_->images[i].registered = false;
+    summary_->initial_pairs.clear();
+    for (ModelState& m : done_) {
+      models->push_back(std::move(m.rec));
+      summary_->initial_pairs.push_back(m.init);
+    }
+    done_.clear();
+    // Largest model first.
+    std::vector<size_t> order(models->size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return (*models)[a].images.size() > (*models)[b].images.size();
+    });
+    std::vector<Reconstruction> sorted;
+    std::vector<std::pair<int, int>> init_sorted;
+    std::vector<int> new_index(models->size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      new_index[order[k]] = static_cast<int>(k);
+      sorted.push_back(std::move((*models)[order[k]]));
+      init_sorted.push_back(summary_->initial_pairs[order[k]]);
+    }
+    *models = std::move(sorted);
+    summary_->initial_pairs = init_sorted;
+    for (size_t i = 0; i < images_.size(); ++i) {
+      if (image_model_[i] >= 0) {
+        summary_->images[i].model = new_index[image_model_[i]];
+        summary_->images[i].registered = true;
+        summary_->images[i].reason.clear();
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // --- model state -------------------------------------------------------------------------
+  uint32_t ImageId(int i) const { return static_cast<uint32_t>(i + 1); }
+  bool Registered(int i) const { return rec_.images.count(ImageId(i)) > 0; }
+  const Camera& CameraOf(int i) const { return rec_.cameras.at(images_[i].camera_id); }
+
+  Eigen::Vector2d Normalized(int i, uint32_t f) const {
+    const Camera& c = CameraOf(i);
+    const Point2D& p = images_[i].keypoints[f];
+    double u, v;
+    CameraPixelToNormalized(c.model, c.params.data(), p.x, p.y, &u, &v);
+    return {u, v};
+  }
+
+  void AddImage(int i, const Eigen::Matrix3d& R, const Eigen::Vector3d& t) {
+    if (!rec_.cameras.count(images_[i].camera_id))
+      rec_.cameras[images_[i].camera_id] = cameras_.at(images_[i].camera_id);
+    Image im;
+    im.image_id = ImageId(i);
+    im.camera_id = images_[i].camera_id;
+    im.name = images_[i].name;
+    const Eigen::Matrix<double, 3, 3, Eigen::RowMajor> Rr = R;
+    RotationToQuaternion(Rr.data(), im.qvec);
+    for (int k = 0; k < 3; ++k) im.tvec[k] = t[k];
+    im.points2D = images_[i].keypoints;
+    for (Point2D& p : im.points2D) p.point3D_id = kInvalidPoint3DId;
+    rec_.images[im.image_id] = std::move(im);
+    summary_->images[i].registered = true;
+    summary_->images[i].reason.clear();
+  }
+
+  uint64_t AddPoint(const Eigen::Vector3d& X, int track, const std::vector<TrackElementRef>& obs) {
+    const uint64_t id = next_point_id_++;
+    Point3D p;
+    for (int k = 0; k < 3; ++k) p.xyz[k] = X[k];
+    const MapperImage& first = images_[obs[0].image];
+    const uint8_t g = first.gray.size() > obs[0].feature ? first.gray[obs[0].feature] : 128;
+    p.rgb[0] = p.rgb[1] = p.rgb[2] = g;
+    for (const TrackElementRef& e : obs) {
+      p.track.push_back({ImageId(e.image), e.feature});
+      rec_.images.at(ImageId(e.image)).points2D[e.feature].point3D_id = id;
+    }
+    rec_.points3D[id] = std::move(p);
+    point_track_[id] = track;
+    track_point_[track] = id;
+    return id;
+  }
+
+  void AddObservation(uint64_t pid, int i, uint32_t f) {
+    rec_.points3D.at(pid).track.push_back({ImageId(i), f});
+    rec_.images.at(ImageId(i)).points2D[f].point3D_id = pid;
+  }
+
+  void DeletePoint(uint64_t pid) {
+    auto it = rec_.points3D.find(pid);
+    if (it == rec_.points3D.end()) return;
+    for (const TrackElement& e : it->second.track)
+      rec_.images.at(e.image_id).points2D[e.point2D_idx].point3D_id = kInvalidPoint3DId;
+    track_point_.erase(point_track_.at(pid));
+    point_track_.erase(pid);
+    rec_.points3D.erase(it);
+  }
+
+  bool HasPoint(int track) const { return track_point_.count(track) > 0; }
+
+  // Reprojection error (pixels) of point X in image i at feature f; infinity behind.
+  double ReprojError(int i, uint32_t f, const double* X) const {
+    const Image& im = rec_.images.at(ImageId(i));
+    double x, y;
+    if (!ProjectToImage(CameraOf(i), im, X, &x, &y)) return std::numeric_limits<double>::infinity();
+    const Point2D& p = images_[i].keypoints[f];
+    return std::hypot(x - p.x, y - p.y);
+  }
+
+  // Focal length in pixels of image i (for thresholds in normalized units).
+  double Focal(int i) const { return CameraOf(i).MeanFocal(); }
+
+  // --- triangulation --------------------------------------------------------------------
+  // Creates the track's point from its registered views, or adds views that fit.
+  int TriangulateOrContinue(int track) {
+    const Track& tr = tracks_[track];
+    int added = 0;
+    if (HasPoint(track)) {
+      const uint64_t pid = track_point_.at(track);
+      for (const TrackElementRef& e : tr.elements) {
+        if (!Registered(e.image)) continue;
+        const Image& im = rec_.images.at(ImageId(e.image));
+        if (im.points2D[e.feature].point3D_id == pid) continue;
+        if (ReprojError(e.image, e.feature, rec_.points3D.at(pid).xyz) <= o_.filter_max_reproj_error_px) {
+          AddObservation(pid, e.image, e.feature);
+          ++added;
+        }
+      }
+      return added;
+    }
+    std::vector<TrackElementRef> views;
+    std::vector<Pose34> poses;
+    std::vector<Eigen::Vector2d> xn;
+    double min_focal = 1e300;
+    for (const TrackElementRef& e : tr.elements) {
+      if (!Registered(e.image)) continue;
+      views.push_back(e);
+      poses.push_back(PoseOf(rec_.images.at(ImageId(e.image))));
+      xn.push_back(Normalized(e.image, e.feature));
+      min_focal = std::min(min_focal, Focal(e.image));
+    }
+    if (views.size() < 2) return 0;
+    Eigen::Vector3d X;
+    std::vector<uint8_t> inlier;
+    if (!RobustTriangulate(poses, xn, o_.filter_max_reproj_error_px / min_focal,
+                           o_.tri_min_angle_deg * kDeg, &X, &inlier))
+      return 0;
+    std::vector<TrackElementRef> obs;
+    for (size_t k = 0; k < views.size(); ++k)
+      if (inlier[k]) obs.push_back(views[k]);
+    if (obs.size() < 2) return 0;
+    AddPoint(X, track, obs);
+    return static_cast<int>(obs.size());
+  }
+
+  void TriangulateImage(int i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t f = 0; f < feature_track_[i].size(); ++f) {
+      const int t = feature_track_[i][f];
+      if (t >= 0) TriangulateOrContinue(t);
+    }
+    summary_->seconds_triangulation += Seconds(t0);
+  }
+
+  void Retriangulate() {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t t = 0; t < tracks_.size(); ++t) {
+      int reg = 0;
+      for (const TrackElementRef& e : tracks_[t].elements) reg += Registered(e.image);
+      if (reg >= 2) TriangulateOrContinue(static_cast<int>(t));
+    }
+    summary_->seconds_triangulation += Seconds(t0);
+  }
+
+  // Removes observations with a large reprojection error or behind the camera, points
+  // with fewer than two observations and (when check_angle) points whose largest
+  // triangulation angle is below the minimum. Restricted to `images` when non-empty.
+  void Filter(const std::set<uint32_t>& images, bool check_angle) {
+    std::vector<uint64_t> ids;
+    for (const auto& [pid, p] : rec_.points3D) {
+      if (images.empty()) { ids.push_back(pid); continue; }
+      for (const TrackElement& e : p.track)
+        if (images.count(e.image_id)) { ids.push_back(pid); break; }
+    }
+    for (uint64_t pid : ids) {
+      Point3D& p = rec_.points3D.at(pid);
+      std::vector<TrackElement> keep;
+      for (const TrackElement& e : p.track) {
+        const int i = static_cast<int>(e.image_id) - 1;
+        if (ReprojError(i, e.point2D_idx, p.xyz) <= o_.filter_max_reproj_error_px) {
+          keep.push_back(e);
+        } else {
+          rec_.images.at(e.image_id).points2D[e.point2D_idx].point3D_id = kInvalidPoint3DId;
+          ++summary_->filtered_observations;
+        }
+      }
+      p.track = keep;
+      bool remove = p.track.size() < 2;
+      if (!remove && check_angle) {
+        const Eigen::Vector3d X(p.xyz[0], p.xyz[1], p.xyz[2]);
+        double best = 0;
+        std::vector<Eigen::Vector3d> rays;
+        for (const TrackElement& e : p.track) rays.push_back((X - CentreOf(rec_.images.at(e.image_id))).normalized());
+        for (size_t a = 0; a < rays.size() && best < o_.filter_min_tri_angle_deg * kDeg; ++a)
+          for (size_t b = a + 1; b < rays.size(); ++b)
+            best = std::max(best, std::acos(std::clamp(rays[a].dot(rays[b]), -1.0, 1.0)));
+        remove = best < o_.filter_min_tri_angle_deg * kDeg;
+      }
+      if (remove) DeletePoint(pid);
+    }
+    // Point errors for the output.
+    for (auto& [pid, p] : rec_.points3D) {
+      double sum = 0;
+      for (const TrackElement& e : p.track) sum += ReprojError(static_cast<int>(e.image_id) - 1, e.point2D_idx, p.xyz);
+      p.error = p.track.empty() ? -1 : sum / p.track.size();
+    }
+  }
+
+  // --- bundle adjustment ------------------------------------------------------------------
+  Status Adjust(const std::set<uint32_t>& variable, bool global, int max_iterations) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ReconstructionBAOptions bo;
+    bo.max_iterations = max_iterations;
+    bo.fix_intrinsics = !o_.refine_intrinsics || rec_.images.size() < 3;
+    bo.refine_principal_point = o_.refine_principal_point;
+    bo.loss.type = LossType::kCauchy;
+    bo.loss.scale = 1.0;
+    ReconstructionBAConfig config;
+    config.variable_images = variable;
+    config.only_points_of_variable_images = !global;
+    // Gauge: the first image of the model keeps its pose; in a global BA the second
+    // image's distance to it is free (LM's damping holds the scale).
+    if (variable.count(first_image_)) config.fixed_pose_images.insert(first_image_);
+    ReconstructionBASummary s;
+    TIEPOINT_RETURN_IF_ERROR(BundleAdjustReconstruction(bo, config, &rec_, &s));
+    summary_->seconds_ba += Seconds(t0);
+    (global ? summary_->global_ba_runs : summary_->local_ba_runs)++;
+    return Status::Ok();
+  }
+
+  Status GlobalAdjust(int max_iterations) {
+    std::set<uint32_t> all;
+    for (const auto& [id, im] : rec_.images) all.insert(id);
+    TIEPOINT_RETURN_IF_ERROR(Adjust(all, true, max_iterations));
+    Filter({}, true);
+    return Status::Ok();
+  }
+
+  Status LocalAdjust(int i) {
+    // The images sharing most points with image i.
+    std::unordered_map<uint32_t, int> shared;
+    for (const Point2D& p : rec_.images.at(ImageId(i)).points2D) {
+      if (p.point3D_id == kInvalidPoint3DId) continue;
+      for (const TrackElement& e : rec_.points3D.at(p.point3D_id).track)
+        if (e.image_id != ImageId(i)) ++shared[e.image_id];
+    }
+    std::vector<std::pair<int, uint32_t>> ranked;
+    for (const auto& [id, n] : shared) ranked.push_back({-n, id});
+    std::sort(ranked.begin(), ranked.end());
+    std::set<uint32_t> variable = {ImageId(i)};
+    for (size_t k = 0; k < ranked.size() && static_cast<int>(variable.size()) < o_.local_ba_num_images; ++k)
+      variable.insert(ranked[k].second);
+    TIEPOINT_RETURN_IF_ERROR(Adjust(variable, false, o_.ba_local_max_iterations));
+    Filter(variable, false);
+    return Status::Ok();
+  }
+
+  // --- initialisation ---------------------------------------------------------------------
+  bool TryInitialPair(int p) {
+    const MapperPair& pr = pairs_[p];
+    const int a = pr.image1, b = pr.image2;
+    rec_ = Reconstruction();
+    track_point_.clear();
+    point_track_.clear();
+    first_image_ = ImageId(a);
+    AddImage(a, Eigen::Matrix3d::Identity(), Eigen::Vector3d::Zero());
+    const Eigen::Matrix3d R = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(pr.rotation);
+    const Eigen::Vector3d t(pr.translation[0], pr.translation[1], pr.translation[2]);
+    AddImage(b, R, t);
+    std::vector<double> angles;
+    for (const auto& [fa, fb] : pr.inliers) {
+      const int ta = feature_track_[a][fa];
+      if (ta < 0 || ta != feature_track_[b][fb] || HasPoint(ta)) continue;
+      std::vector<Pose34> poses = {PoseOf(rec_.images.at(ImageId(a))), PoseOf(rec_.images.at(ImageId(b)))};
+      std::vector<Eigen::Vector2d> xn = {Normalized(a, fa), Normalized(b, fb)};
+      Eigen::Vector3d X;
+      std::vector<uint8_t> inl;
+      const double thr = o_.filter_max_reproj_error_px / std::min(Focal(a), Focal(b));
+      if (!RobustTriangulate(poses, xn, thr, o_.tri_min_angle_deg * kDeg, &X, &inl) || !inl[0] || !inl[1])
+        continue;
+      const Eigen::Vector3d r1 = X, r2 = X - CentreOf(rec_.images.at(ImageId(b)));
+      angles.push_back(std::acos(std::clamp(r1.normalized().dot(r2.normalized()), -1.0, 1.0)));
+      AddPoint(X, ta, {{a, fa}, {b, fb}});
+    }
+    if (static_cast<int>(angles.size()) < o_.init_min_points) return false;
+    std::nth_element(angles.begin(), angles.begin() + angles.size() / 2, angles.end());
+    if (angles[angles.size() / 2] < o_.init_min_tri_angle_deg * kDeg) return false;
+    if (!GlobalAdjust(o_.ba_global_max_iterations).ok()) return false;
+    return static_cast<int>(rec_.points3D.size()) >= o_.init_min_points;
+  }
+
+  // --- models -----------------------------------------------------------------------------
+  struct ModelState {
+    Reconstruction rec;
+    std::unordered_map<int, uint64_t> track_point;
+    std::unordered_map<uint64_t, int> point_track;
+    uint32_t first_image = 0;
+    std::pair<int, int> init{-1, -1};
+  };
+
+  ModelState Save() {
+    ModelState m;
+    m.rec = std::move(rec_);
+    m.track_point = std::move(track_point_);
+    m.point_track = std::move(point_track_);
+    m.first_image = first_image_;
+    m.init = current_init_;
+    rec_ = Reconstruction();
+    track_point_.clear();
+    point_track_.clear();
+    return m;
+  }
+
+  void Load(ModelState&& m) {
+    rec_ = std::move(m.rec);
+    track_point_ = std::move(m.track_point);
+    point_track_ = std::move(m.point_track);
+    first_image_ = m.first_image;
+    current_init_ = m.init;
+  }
+
+  // Merges model j into model i when enough of their common tracks agree on a similarity
+  // (RANSAC over 3-point Umeyama fits; inliers within 1% of model i's median point
+  // distance from its centroid); then adjusts and grows the merged model.
+  Status TryMerge(size_t i, size_t j, bool* merged) {
+    *merged = false;
+    ModelState& a = done_[i];
+    ModelState& b = done_[j];
+    std::vector<Eigen::Vector3d> xa, xb;
+    for (const auto& [track, pb] : b.track_point) {
+      auto it = a.track_point.find(track);
+      if (it == a.track_point.end()) continue;
+      const double* pa = a.rec.points3D.at(it->second).xyz;
+      const double* pbx = b.rec.points3D.at(pb).xyz;
+      xa.emplace_back(pa[0], pa[1], pa[2]);
+      xb.emplace_back(pbx[0], pbx[1], pbx[2]);
+    }
+    const int n = static_cast<int>(xa.size());
+    if (getenv("TIEPOINT_DEBUG_MERGE")) fprintf(stderr, "merge %zu<-%zu: %d common tracks\n", i, j, n);
+    if (n < 6) return Status::Ok();
+    Eigen::Vector3d centroid = Eigen::Vector3d::Zero();
+    std::vector<double> radii;
+    for (const auto& [pid, p] : a.rec.points3D) centroid += Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]);
+    centroid /= std::max<size_t>(1, a.rec.points3D.size());
+    for (const auto& [pid, p] : a.rec.points3D)
+      radii.push_back((Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]) - centroid).norm());
+    std::nth_element(radii.begin(), radii.begin() + radii.size() / 2, radii.end());
+    const double thr = 0.01 * radii[radii.size() / 2];
+    uint64_t state = o_.seed * 6364136223846793005ULL + 1442695040888963407ULL + n;
+    auto next = [&]() {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<int>((state >> 33) % static_cast<uint64_t>(n));
+    };
+    auto count = [&](const Eigen::Matrix4d& T, std::vector<uint8_t>* mask) {
+      int c = 0;
+      if (mask) mask->assign(n, 0);
+      for (int k = 0; k < n; ++k) {
+        const Eigen::Vector3d y = T.block<3, 3>(0, 0) * xb[k] + T.block<3, 1>(0, 3);
+        if ((y - xa[k]).norm() <= thr) {
+          ++c;
+          if (mask) (*mask)[k] = 1;
+        }
+      }
+      return c;
+    };
+    Eigen::Matrix4d best = Eigen::Matrix4d::Identity();
+    int best_count = -1;
+    for (int it = 0; it < 500; ++it) {
+      const int s0 = next(), s1 = next(), s2 = next();
+      if (s0 == s1 || s1 == s2 || s0 == s2) continue;
+      Eigen::Matrix3d A, B;
+      A << xb[s0], xb[s1], xb[s2];
+      B << xa[s0], xa[s1], xa[s2];
+      const Eigen::Matrix4d T = Eigen::umeyama(A, B, true);
+      if (!T.allFinite()) continue;
+      const int c = count(T, nullptr);
+      if (c > best_count) { best_count = c; best = T; }
+    }
+    if (getenv("TIEPOINT_DEBUG_MERGE")) fprintf(stderr, "merge %zu<-%zu: %d common tracks, %d agree (thr %g)\n", i, j, n, best_count, thr);
+    if (best_count < std::max(6, n / 3)) return Status::Ok();
+    std::vector<uint8_t> mask;
+    count(best, &mask);
+    Eigen::Matrix3Xd A(3, best_count), B(3, best_count);
+    for (int k = 0, c = 0; k < n; ++k)
+      if (mask[k]) { A.col(c) = xb[k]; B.col(c) = xa[k]; ++c; }
+    const Eigen::Matrix4d T = Eigen::umeyama(A, B, true);
+    if (count(T, nullptr) < std::max(6, n / 3)) return Status::Ok();
+    const double scale = T.block<3, 3>(0, 0).col(0).norm();
+    const Eigen::Matrix3d Q = T.block<3, 3>(0, 0) / scale;
+    const Eigen::Vector3d tr = T.block<3, 1>(0, 3);
+
+    // Move b's images and points into a's frame, into the current model.
+    ModelState bs = std::move(done_[j]);
+    Load(std::move(done_[i]));
+    for (const auto& [id, im] : bs.rec.images) {
+      double R[9];
+      QuaternionToRotation(im.qvec, R);
+      const Eigen::Matrix3d Rb = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(R);
+      const Eigen::Matrix3d Rn = Rb * Q.transpose();
+      const Eigen::Vector3d tn = scale * Eigen::Vector3d(im.tvec[0], im.tvec[1], im.tvec[2]) - Rn * tr;
+      AddImage(static_cast<int>(id) - 1, Rn, tn);
+    }
+    for (const auto& [pid, p] : bs.rec.points3D) {
+      const int track = bs.point_track.at(pid);
+      std::vector<TrackElementRef> obs;
+      for (const TrackElement& e : p.track) obs.push_back({static_cast<int>(e.image_id) - 1, e.point2D_idx});
+      if (HasPoint(track)) {
+        for (const TrackElementRef& e : obs) AddObservation(track_point_.at(track), e.image, e.feature);
+      } else {
+        const Eigen::Vector3d X = scale * Q * Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]) + tr;
+        AddPoint(X, track, obs);
+      }
+    }
+    TIEPOINT_RETURN_IF_ERROR(GlobalAdjust(o_.ba_global_max_iterations));
+    Retriangulate();
+    TIEPOINT_RETURN_IF_ERROR(Grow(static_cast<int>(i)));
+    done_[i] = Save();
+    *merged = true;
+    return Status::Ok();
+  }
+
+  // --- registration -----------------------------------------------------------------------
+  // Visibility pyramid score of image i's features that see a point (COLMAP's ranking).
+  double PyramidScore(int i, int* num_visible) const {
+    const Camera& c = cameras_.at(images_[i].camera_id);
+    const double w = std::max(c.width, 1), h = std::max(c.height, 1);
+    constexpr int kLevels = 4;
+    std::vector<std::set<int>> cells(kLevels);
+    int vis = 0;
+    for (size_t f = 0; f < feature_track_[i].size(); ++f) {
+      const int t = feature_track_[i][f];
+      if (t < 0 || !HasPoint(t)) continue;
+      ++vis;
+      const Point2D& p = images_[i].keypoints[f];
+      for (int l = 0; l < kLevels; ++l) {
+        const int n = 2 << l;
+        const int cx = std::clamp(static_cast<int>(p.x / w * n), 0, n - 1);
+        const int cy = std::clamp(static_cast<int>(p.y / h * n), 0, n - 1);
+        cells[l].insert(cy * n + cx);
+      }
+    }
+    double score = 0;
+    for (int l = 0; l < kLevels; ++l) score += static_cast<double>(cells[l].size()) * (2 << l);
+    *num_visible = vis;
+    return score;
+  }
+
+  // Fewest 2D-3D inliers that register an image whose pose a verified pair confirms.
+  static constexpr int kMinSupportedInliers = 8;
+
+  // The rotation predicted for image i by its verified pairs with registered images
+  // (relative pose of the pair composed with the registered image's rotation). Where a
+  // ring's views overlap only two at a time, an image sees few points that are already
+  // triangulated (most tracks have two views), and a pose from few 2D-3D inliers is
+  // accepted when a pair with a relative pose agrees with it within 2 degrees.
+  bool RotationSupportedByPair(int i, const Eigen::Matrix3d& R) const {
+    for (int p : image_pairs_[i]) {
+      const MapperPair& pr = pairs_[p];
+      if (!pr.has_pose || static_cast<int>(pr.inliers.size()) < o_.abs_pose_min_inliers) continue;
+      const int other = pr.image1 == i ? pr.image2 : pr.image1;
+      if (!Registered(other)) continue;
+      const Eigen::Matrix3d Rrel = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(pr.rotation);
+      const Eigen::Matrix3d Ro = RotationOf(rec_.images.at(ImageId(other)));
+      const Eigen::Matrix3d pred = pr.image1 == other ? Eigen::Matrix3d(Rrel * Ro) : Eigen::Matrix3d(Rrel.transpose() * Ro);
+      const Eigen::Matrix3d E = pred * R.transpose();
+      if (std::acos(std::clamp((E.trace() - 1) / 2, -1.0, 1.0)) < 2.0 * kDeg) return true;
+    }
+    return false;
+  }
+
+  // Fallback registration for an image that sees too few points for P3P: its rotation
+  // and direction of travel come from a strong verified pair with a registered image (the
+  // pair's relative pose composed with that image's pose), and only the distance along
+  // that direction is estimated from the 2D-3D correspondences (one unknown: each
+  // correspondence proposes a value, the one most correspondences agree with is kept).
+  // Needs kMinPairScaleInliers agreeing correspondences; the pose is then refined on them
+  // when they are enough to fix all six degrees of freedom.
+  static constexpr int kMinPairScaleInliers = 4;
+  bool RegisterFromPair(int i, const std::vector<Eigen::Vector2d>& xn, const std::vector<Eigen::Vector3d>& X,
+                        double focal, Eigen::Matrix3d* R_out, Eigen::Vector3d* t_out,
+                        std::vector<uint8_t>* inliers_out) {
+    const double thr = o_.abs_pose_max_error_px / focal;
+    int best_support = 0;
+    for (int p : image_pairs_[i]) {
+      const MapperPair& pr = pairs_[p];
+      if (!pr.has_pose || static_cast<int>(pr.inliers.size()) < 2 * o_.abs_pose_min_inliers) continue;
+      const int other = pr.image1 == i ? pr.image2 : pr.image1;
+      if (!Registered(other)) continue;
+      const Image& im = rec_.images.at(ImageId(other));
+      const Eigen::Matrix3d Rr = RotationOf(im);
+      const Eigen::Vector3d tr(im.tvec[0], im.tvec[1], im.tvec[2]);
+      const Eigen::Matrix3d Rrel = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(pr.rotation);
+      const Eigen::Vector3d trel(pr.translation[0], pr.translation[1], pr.translation[2]);
+      Eigen::Matrix3d Ri;
+      Eigen::Vector3d a, b;  // t_i = a + lambda b
+      if (pr.image1 == other) {
+        Ri = Rrel * Rr;
+        a = Rrel * tr;
+        b = trel;
+      } else {
+        Ri = Rrel.transpose() * Rr;
+        a = Rrel.transpose() * tr;
+        b = -Rrel.transpose() * trel;
+      }
+      auto error = [&](size_t k, double lambda) {
+        const Eigen::Vector3d P = Ri * X[k] + a + lambda * b;
+        if (P.z() <= 0) return std::numeric_limits<double>::infinity();
+        return (Eigen::Vector2d(P.x() / P.z(), P.y() / P.z()) - xn[k]).norm();
+      };
+      for (size_t k = 0; k < X.size(); ++k) {
+        const Eigen::Vector3d c = Ri * X[k] + a;
+        const double den = b.x() - xn[k].x() * b.z();
+        if (std::abs(den) < 1e-12) continue;
+        const double lambda = (xn[k].x() * c.z() - c.x()) / den;
+        if (!(lambda > 0) || !std::isfinite(lambda)) continue;
+        int support = 0;
+        for (size_t q = 0; q < X.size(); ++q) support += error(q, lambda) <= thr;
+        if (support > best_support) {
+          best_support = support;
+          *R_out = Ri;
+          *t_out = a + lambda * b;
+          inliers_out->assign(X.size(), 0);
+          for (size_t q = 0; q < X.size(); ++q) (*inliers_out)[q] = error(q, lambda) <= thr;
+        }
+      }
+    }
+    if (best_support < kMinPairScaleInliers) return false;
+    if (best_support >= kMinSupportedInliers) {
+      Eigen::Matrix3d Rr = *R_out;
+      Eigen::Vector3d tr = *t_out;
+      if (RefineAbsolutePosePair(xn, X, *inliers_out, &Rr, &tr)) {
+        *R_out = Rr;
+        *t_out = tr;
+      }
+    }
+    return true;
+  }
+
+  bool TryRegister(int i) {
+    std::vector<Eigen::Vector2d> xn;
+    std::vector<Eigen::Vector3d> X;
+    std::vector<std::pair<uint32_t, uint64_t>> corr;
+    // Temporarily make the camera available for Normalized().
+    const bool had_camera = rec_.cameras.count(images_[i].camera_id) > 0;
+    if (!had_camera) rec_.cameras[images_[i].camera_id] = cameras_.at(images_[i].camera_id);
+    for (size_t f = 0; f < feature_track_[i].size(); ++f) {
+      const int t = feature_track_[i][f];
+      if (t < 0 || !HasPoint(t)) continue;
+      const uint64_t pid = track_point_.at(t);
+      const double* p = rec_.points3D.at(pid).xyz;
+      xn.push_back(Normalized(i, static_cast<uint32_t>(f)));
+      X.emplace_back(p[0], p[1], p[2]);
+      corr.push_back({static_cast<uint32_t>(f), pid});
+    }
+    const double focal = Focal(i);
+    const int n = static_cast<int>(xn.size());
+    const int need = std::max(o_.abs_pose_min_inliers, static_cast<int>(std::ceil(o_.abs_pose_min_inlier_ratio * n)));
+    Eigen::Matrix3d R;
+    Eigen::Vector3d t;
+    std::vector<uint8_t> inliers;
+    int num_inliers = 0;
+    bool ok = n >= kMinSupportedInliers &&
+              SolveAbsolutePose(xn, X, o_.abs_pose_max_error_px / focal, o_.seed + i, &R, &t, &inliers,
+                                &num_inliers) &&
+              (num_inliers >= need ||
+               (num_inliers >= kMinSupportedInliers && RotationSupportedByPair(i, R)));
+    if (!ok && RegisterFromPair(i, xn, X, focal, &R, &t, &inliers)) {
+      ok = true;
+      ++summary_->pair_registrations;
+    }
+    if (!ok) {
+      if (!had_camera) rec_.cameras.erase(images_[i].camera_id);
+      summary_->images[i].reason = "absolute pose: " + std::to_string(num_inliers) + " inliers of " +
+                                   std::to_string(n) + " 2D-3D correspondences (needs " +
+                                   std::to_string(need) + ")";
+      return false;
+    }
+    AddImage(i, R, t);
+    for (size_t k = 0; k < corr.size(); ++k)
+      if (inliers[k]) AddObservation(corr[k].second, i, corr[k].first);
+    return true;
+  }
+
+  Status BuildModel(int model_index, bool* started) {
+    *started = false;
+    // Initial pair candidates.
+    std::vector<int> cand;
+    for (size_t p = 0; p < pairs_.size(); ++p) {
+      const MapperPair& pr = pairs_[p];
+      if (pair_tried_[p] || !pr.has_pose || image_model_[pr.image1] >= 0 || image_model_[pr.image2] >= 0)
+        continue;
+      if (pr.num_h_inliers > o_.max_h_inlier_ratio * pr.inliers.size()) continue;
+      if (static_cast<int>(pr.inliers.size()) < o_.init_min_points) continue;
+      cand.push_back(static_cast<int>(p));
+    }
+    // COLMAP's order: the first image is the one with most verified correspondences
+    // overall (a well-connected view starts a model that can grow), then its pairs by
+    // inlier count.
+    std::vector<int64_t> weight(images_.size(), 0);
+    for (const MapperPair& pr : pairs_) {
+      if (!pr.has_pose) continue;
+      weight[pr.image1] += static_cast<int64_t>(pr.inliers.size());
+      weight[pr.image2] += static_cast<int64_t>(pr.inliers.size());
+    }
+    auto key = [&](int p) {
+      const MapperPair& pr = pairs_[p];
+      const int first = weight[pr.image1] >= weight[pr.image2] ? pr.image1 : pr.image2;
+      return std::make_tuple(-weight[first], first, -static_cast<int64_t>(pr.inliers.size()));
+    };
+    std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) { return key(a) < key(b); });
+    int trials = 0;
+    bool init = false;
+    int init_pair = -1;
+    for (int p : cand) {
+      if (trials++ >= o_.init_max_trials) break;
+      pair_tried_[p] = 1;
+      const auto t0 = std::chrono::steady_clock::now();
+      init = TryInitialPair(p);
+      summary_->seconds_registration += Seconds(t0);
+      if (init) {
+        current_init_ = {pairs_[p].image1, pairs_[p].image2};
+        init_pair = p;
+        break;
+      }
+      for (const auto& [id, im] : rec_.images) {
+        summary_->images[id - 1].registered = false;
+        summary_->images[id - 1].reason = "not connected to a model";
+      }
+    }
+    if (!init) {
+      rec_ = Reconstruction();
+      return Status::Ok();
+    }
+    *started = true;
+    const int total = static_cast<int>(images_.size());
+    if (progress_) {
+      progress_(model_index, pairs_[init_pair].image1, 1, total);
+      progress_(model_index, pairs_[init_pair].image2, 2, total);
+    }
+    return Grow(model_index);
+  }
+
+  // Registers images into the current model while any registers, then adjusts it all.
+  Status Grow(int model_index) {
+    const int total = static_cast<int>(images_.size());
+    size_t last_global = rec_.images.size();
+    std::vector<int> tried_at(images_.size(), -1);  // model size at the last failed try
+    while (true) {
+      // Rank the candidates.
+      std::vector<std::pair<double, int>> ranked;
+      for (int i = 0; i < total; ++i) {
+        if (image_model_[i] >= 0 || Registered(i)) continue;
+        if (tried_at[i] == static_cast<int>(rec_.points3D.size())) continue;  // nothing changed
+        int vis = 0;
+        const double score = PyramidScore(i, &vis);
+        if (vis < kMinPairScaleInliers) {
+          summary_->images[i].reason = vis == 0 ? "sees no point of the model" :
+              "sees " + std::to_string(vis) + " points of the model (needs " + std::to_string(o_.abs_pose_min_inliers) + ")";
+          continue;
+        }
+        ranked.push_back({-score, i});
+      }
+      if (ranked.empty()) break;
+      std::sort(ranked.begin(), ranked.end());
+      int registered = -1;
+      for (const auto& [score, i] : ranked) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool ok = TryRegister(i);
+        summary_->seconds_registration += Seconds(t0);
+        if (ok) { registered = i; break; }
+        tried_at[i] = static_cast<int>(rec_.points3D.size());
+      }
+      if (registered < 0) break;
+      TriangulateImage(registered);
+      TIEPOINT_RETURN_IF_ERROR(LocalAdjust(registered));
+      if (rec_.images.size() <= 8 || rec_.images.size() >= o_.global_ba_ratio * last_global) {
+        TIEPOINT_RETURN_IF_ERROR(GlobalAdjust(o_.ba_global_max_iterations));
+        Retriangulate();
+        last_global = rec_.images.size();
+      }
+      if (progress_) progress_(model_index, registered, static_cast<int>(rec_.images.size()), total);
+    }
+    // Final adjustment.
+    TIEPOINT_RETURN_IF_ERROR(GlobalAdjust(o_.ba_global_max_iterations));
+    Retriangulate();
+    TIEPOINT_RETURN_IF_ERROR(GlobalAdjust(o_.ba_global_max_iterations));
+    return Status::Ok();
+  }
+
+  const MapperOptions& o_;
+  const std::vector<MapperImage>& images_;
+  const std::map<uint32_t, Camera>& cameras_;
+  const std::vector<MapperPair>& pairs_;
+  const std::vector<Track>& tracks_;
+  MapperSummary* summary_;
+  const MapperProgress& progress_;
+
+  std::vector<std::vector<int>> feature_track_;
+  std::vector<int> image_model_;
+  std::vector<uint8_t> pair_tried_;
+  Reconstruction rec_;
+  std::unordered_map<int, uint64_t> track_point_;
+  std::unordered_map<uint64_t, int> point_track_;
+  uint64_t next_point_id_ = 1;
+  uint32_t first_image_ = 0;
+  std::vector<ModelState> done_;
+  std::vector<std::vector<int>> image_pairs_;  // per image: its pairs
+  std::pair<int, int> current_init_{-1, -1};
+};
+
+}  // namespace
+
+Status MapperOptions::Check() const {
+  if (init_min_points < 5) return Status::InvalidOptions("mapper: init_min_points must be >= 5");
+  if (!(abs_pose_max_error_px > 0)) return Status::InvalidOptions("mapper: abs_pose_max_error_px must be > 0");
+  if (abs_pose_min_inliers < 4) return Status::InvalidOptions("mapper: abs_pose_min_inliers must be >= 4");
+  if (!(filter_max_reproj_error_px > 0)) return Status::InvalidOptions("mapper: filter_max_reproj_error_px must be > 0");
+  if (local_ba_num_images < 1) return Status::InvalidOptions("mapper: local_ba_num_images must be >= 1");
+  if (!(global_ba_ratio >= 1)) return Status::InvalidOptions("mapper: global_ba_ratio must be >= 1");
+  return Status::Ok();
+}
+
+Status RunIncrementalMapper(const MapperOptions& options, const std::vector<MapperImage>& images,
+                            const std::map<uint32_t, Camera>& cameras,
+                            const std::vector<MapperPair>& pairs, const std::vector<Track>& tracks,
+                            std::vector<Reconstruction>* models, MapperSummary* summary,
+                            const MapperProgress& progress) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  *summary = MapperSummary();
+  models->clear();
+  for (size_t i = 0; i < images.size(); ++i)
+    if (!cameras.count(images[i].camera_id))
+      return Status::InvalidInput("mapper: image " + images[i].name + " names camera " +
+                                  std::to_string(images[i].camera_id) + ", which is not given");
+  for (const MapperPair& p : pairs)
+    if (p.image1 < 0 || p.image2 < 0 || p.image1 >= static_cast<int>(images.size()) ||
+        p.image2 >= static_cast<int>(images.size()))
+      return Status::InvalidInput("mapper: a pair names an image out of range");
+  Mapper mapper(options, images, cameras, pairs, tracks, summary, progress);
+  return mapper.Run(models);
+}
+
+}  // namespace tiepoint

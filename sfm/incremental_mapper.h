@@ -1,0 +1,115 @@
+// The incremental mapper, in the manner of Bundler and COLMAP, on tiepoint's own parts:
+// two-view initialisation, image registration by absolute pose (P3P in LO-RANSAC,
+// solver/geometry/absolute_pose.h), multi-view triangulation (solver/geometry/
+// triangulation.h), bundle adjustment with shared intrinsics (solver/reconstruction_ba.h),
+// outlier filtering after each adjustment.
+//
+// Loop (per model):
+//  1. Initial pair: verified pairs with a relative pose (essential matrix with the
+//     cameras' current intrinsics), not dominated by a homography (H inliers / E inliers
+//     below max_h_inlier_ratio), sorted by inlier count; the first that triangulates at
+//     least init_min_points points with a median triangulation angle of at least
+//     init_min_tri_angle_deg, and survives a two-view BA, starts the model.
+//  2. Next image: among unregistered images, those seeing most triangulated points, ranked
+//     by a visibility pyramid score (how evenly the points spread over the image, as
+//     COLMAP); the first whose absolute pose has at least abs_pose_min_inliers inliers
+//     within abs_pose_max_error_px is registered.
+//  3. The new image continues existing points (observations within
+//     filter_max_reproj_error_px) and triangulates tracks that now have two registered
+//     views (angle >= tri_min_angle_deg, in front, within the error).
+//  4. Local BA over the new image and the images sharing most points with it; filter; when
+//     the model has grown by global_ba_ratio since the last global BA, global BA over all,
+//     filter, retriangulate.
+//  5. When nothing more registers: a final global BA; images left over may start another
+//     model. Models whose common tracks agree on a similarity (RANSAC over 3-point fits of
+//     the tracks' two points) are merged, adjusted together and grown further; what stays
+//     apart comes out as separate models, largest first.
+// Coordinates are COLMAP's (io/reconstruction.h): a keypoint (x, y) of tiepoint's features
+// enters as (x + 0.5, y + 0.5).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/base/status.h"
+#include "io/reconstruction.h"
+#include "sfm/tracks.h"
+
+namespace tiepoint {
+
+struct MapperOptions {
+  int init_min_points = 100;
+  double init_min_tri_angle_deg = 4.0;
+  double max_h_inlier_ratio = 0.8;
+  int init_max_trials = 20;
+  double abs_pose_max_error_px = 8.0;
+  int abs_pose_min_inliers = 15;
+  double abs_pose_min_inlier_ratio = 0.2;
+  double tri_min_angle_deg = 1.5;
+  double filter_max_reproj_error_px = 4.0;
+  double filter_min_tri_angle_deg = 1.5;
+  int local_ba_num_images = 6;
+  double global_ba_ratio = 1.1;
+  int max_models = 10;
+  int min_model_size = 3;
+  // Intrinsics: fixed (known calibration) or refined by BA.
+  bool refine_intrinsics = true;
+  bool refine_principal_point = false;
+  int ba_local_max_iterations = 25;
+  int ba_global_max_iterations = 50;
+  uint64_t seed = 0;
+  int num_threads = 0;
+
+  Status Check() const;
+};
+
+// One image as the mapper sees it.
+struct MapperImage {
+  std::string name;
+  uint32_t camera_id = 0;
+  std::vector<Point2D> keypoints;  // COLMAP convention; point3D_id ignored
+  std::vector<uint8_t> gray;       // optional: one value per keypoint, for point colours
+};
+
+// A verified pair, with its relative pose when it has one.
+struct MapperPair {
+  int image1 = 0, image2 = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> inliers;  // feature indices
+  bool has_pose = false;
+  double rotation[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};  // cam2_from_cam1
+  double translation[3] = {0, 0, 0};
+  int num_h_inliers = 0;  // inliers of a homography fitted to the same matches
+};
+
+struct MapperImageStatus {
+  bool registered = false;
+  int model = -1;
+  std::string reason;  // why not registered
+};
+
+struct MapperSummary {
+  std::vector<MapperImageStatus> images;
+  std::vector<std::pair<int, int>> initial_pairs;  // per model
+  int local_ba_runs = 0, global_ba_runs = 0;
+  double seconds_registration = 0, seconds_triangulation = 0, seconds_ba = 0;
+  int64_t filtered_observations = 0;
+  int merges = 0;  // models merged into larger ones through common tracks
+  int pair_registrations = 0;  // images registered by a pair's pose and a fitted distance
+};
+
+// `progress(model, image, registered_count, total)` is called after each registration.
+using MapperProgress = std::function<void(int model, int image, int num_registered, int total)>;
+
+// Builds models from the images, cameras (initial intrinsics, keyed by camera_id), pairs
+// and tracks. Models come out largest first. An empty result with OK status means no pair
+// initialised (the summary says why per image).
+Status RunIncrementalMapper(const MapperOptions& options, const std::vector<MapperImage>& images,
+                            const std::map<uint32_t, Camera>& cameras,
+                            const std::vector<MapperPair>& pairs, const std::vector<Track>& tracks,
+                            std::vector<Reconstruction>* models, MapperSummary* summary,
+                            const MapperProgress& progress = nullptr);
+
+}  // namespace tiepoint

@@ -1,0 +1,561 @@
+#include "sfm/reconstruction_pipeline.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+#include "io/colmap_model.h"
+#include "io/image.h"
+#include "io/matches.h"
+#include "io/reconstruction_export.h"
+#include "io/report.h"
+#include "io/track_file.h"
+#include "sfm/tracks.h"
+#include "solver/geometry/two_view_geometry.h"
+
+namespace tiepoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string BaseName(const std::string& path) { return fs::path(path).filename().string(); }
+
+void Progress(const ReconstructionPipelineOptions& o, const std::string& line) {
+  if (o.show_progress) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// Image pairs (i < j) by the chosen selection.
+Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std::string>& names,
+                   std::vector<std::pair<int, int>>* pairs) {
+  const int n = static_cast<int>(names.size());
+  pairs->clear();
+  if (o.pairs == PairSelection::kExhaustive) {
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j) pairs->push_back({i, j});
+  } else if (o.pairs == PairSelection::kSequential) {
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n && j <= i + o.sequential_overlap; ++j) pairs->push_back({i, j});
+  } else {
+    std::ifstream in(o.pairs_file);
+    if (!in) return Status::IoError(o.pairs_file + ": cannot open the pairs file");
+    std::map<std::string, int> index;
+    for (int i = 0; i < n; ++i) index[names[i]] = i;
+    std::set<std::pair<int, int>> seen;
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      std::istringstream ls(line);
+      std::string a, b, extra;
+      if (!(ls >> a) || a[0] == '#') continue;
+      if (!(ls >> b) || (ls >> extra))
+        return Status::InvalidInput(o.pairs_file + ":" + std::to_string(line_no) +
+                                    ": expected two image names");
+      auto ia = index.find(a), ib = index.find(b);
+      if (ia == index.end() || ib == index.end())
+        return Status::InvalidInput(o.pairs_file + ":" + std::to_string(line_no) + ": image '" +
+                                    (ia == index.end() ? a : b) + "' is not among the inputs");
+      if (ia->second == ib->second)
+        return Status::InvalidInput(o.pairs_file + ":" + std::to_string(line_no) + ": a pair of one image");
+      const auto p = std::minmax(ia->second, ib->second);
+      if (seen.insert(p).second) pairs->push_back(p);
+    }
+  }
+  return Status::Ok();
+}
+
+struct PairResult {
+  std::vector<std::pair<uint32_t, uint32_t>> inliers;
+  bool verified = false, has_pose = false;
+  double R[9], t[3];
+  int num_matches = 0, num_e_inliers = 0, num_h_inliers = 0;
+  std::string model;  // "calibrated", "uncalibrated", "planar", "none"
+};
+
+// Intrinsics of a camera as the two-view code wants them (tiepoint's pixel convention).
+Intrinsics ToIntrinsics(const Camera& c) {
+  Intrinsics k;
+  k.fx = c.fx();
+  k.fy = c.fy();
+  k.cx = c.cx() - 0.5;
+  k.cy = c.cy() - 0.5;
+  return k;
+}
+
+void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2D>& k1,
+                const std::vector<Point2D>& k2, const Camera& c1, const Camera& c2,
+                const std::vector<std::pair<uint32_t, uint32_t>>& matches, bool known_intrinsics,
+                uint64_t seed, PairResult* out) {
+  out->num_matches = static_cast<int>(matches.size());
+  out->model = "none";
+  if (static_cast<int>(matches.size()) < o.verify_min_inliers) return;
+  std::vector<std::array<double, 2>> x1, x2;
+  for (const auto& [a, b] : matches) {
+    // Undistorted with the prior, in tiepoint's convention.
+    double u, v;
+    CameraPixelToNormalized(c1.model, c1.params.data(), k1[a].x, k1[a].y, &u, &v);
+    x1.push_back({c1.fx() * u + c1.cx() - 0.5, c1.fy() * v + c1.cy() - 0.5});
+    CameraPixelToNormalized(c2.model, c2.params.data(), k2[b].x, k2[b].y, &u, &v);
+    x2.push_back({c2.fx() * u + c2.cx() - 0.5, c2.fy() * v + c2.cy() - 0.5});
+  }
+  RansacOptions ro;
+  ro.max_error_px = o.verify_max_error_px;
+  ro.min_inliers = o.verify_min_inliers;
+  ro.seed = seed;
+  // Unrelated pairs have no model to find: RANSAC runs to its maximum on them, so it is
+  // kept at 2,000 draws (COLMAP's 10,000 buys nothing here: at the 25% inlier ratio of the
+  // weakest real pairs, 7-point samples reach 99.99% confidence in 2,400 draws, and those
+  // pairs add little).
+  ro.max_iterations = 2000;
+  TwoViewGeometry F;
+  if (!EstimateTwoViewGeometry(TwoViewModel::kFundamental, x1, x2, nullptr, nullptr, ro, &F).ok() ||
+      !F.verified)
+    return;
+  std::vector<std::array<double, 2>> y1, y2;
+  std::vector<std::pair<uint32_t, uint32_t>> f_inliers;
+  for (size_t k = 0; k < matches.size(); ++k)
+    if (F.inlier_mask[k]) {
+      f_inliers.push_back(matches[k]);
+      y1.push_back(x1[k]);
+      y2.push_back(x2[k]);
+    }
+  const Intrinsics i1 = ToIntrinsics(c1), i2 = ToIntrinsics(c2);
+  TwoViewGeometry E, H;
+  if (EstimateTwoViewGeometry(TwoViewModel::kEssential, y1, y2, &i1, &i2, ro, &E).ok() && E.verified) {
+    out->num_e_inliers = E.num_inliers;
+    out->has_pose = true;
+    std::copy(E.rotation, E.rotation + 9, out->R);
+    std::copy(E.translation, E.translation + 3, out->t);
+  }
+  // Which correspondences go on to the tracks. With known intrinsics a pair must fit an
+  // essential matrix and only its inliers count. Otherwise the fundamental matrix's
+  // inliers count, but a pair without a relative pose must have twice the minimum: on the
+  // Middlebury temple, unrelated views give 15-20 chance inliers of 7-point F fits among
+  // 30-50 matches, and those pairs put wrong matches into the tracks.
+  if (known_intrinsics) {
+    if (!out->has_pose) return;
+    for (size_t k = 0; k < f_inliers.size(); ++k)
+      if (E.inlier_mask[k]) out->inliers.push_back(f_inliers[k]);
+    out->model = "calibrated";
+  } else {
+    if (!out->has_pose && static_cast<int>(f_inliers.size()) < 2 * o.verify_min_inliers) return;
+    out->inliers = f_inliers;
+    out->model = out->has_pose ? "calibrated" : "uncalibrated";
+  }
+  out->verified = true;
+  if (EstimateTwoViewGeometry(TwoViewModel::kHomography, y1, y2, nullptr, nullptr, ro, &H).ok() &&
+      H.verified) {
+    out->num_h_inliers = H.num_inliers;
+    if (H.num_inliers > o.mapper.max_h_inlier_ratio * std::max<int>(1, out->num_e_inliers))
+      out->model = "planar or panoramic";
+  }
+}
+
+// Moves `from` onto `to`, replacing what was there (a directory or a file).
+Status ReplacePath(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::path old;
+  if (fs::exists(to, ec)) {
+    old = to;
+    old += ".old-" + std::to_string(getpid());
+    fs::rename(to, old, ec);
+    if (ec) return Status::IoError(to.string() + ": cannot replace: " + ec.message());
+  }
+  fs::rename(from, to, ec);
+  if (ec) return Status::IoError(to.string() + ": cannot move the new output into place: " + ec.message());
+  if (!old.empty()) fs::remove_all(old, ec);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReconstructionPipelineOptions::Check() const {
+  if (output_dir.empty()) return Status::InvalidOptions("reconstruct: an output directory (-o) is required");
+  if (image_paths.empty()) return Status::InvalidOptions("reconstruct: no images given");
+  if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
+  if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
+  if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
+  TIEPOINT_RETURN_IF_ERROR(sift.Check());
+  TIEPOINT_RETURN_IF_ERROR(matcher.Check());
+  TIEPOINT_RETURN_IF_ERROR(mapper.Check());
+  return Status::Ok();
+}
+
+Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
+                                 ReconstructionPipelineResult* result) {
+  TIEPOINT_RETURN_IF_ERROR(o.Check());
+  using json = nlohmann::json;
+  const auto t_all = std::chrono::steady_clock::now();
+  json& report = result->report;
+  report = json::object();
+  report["stages"] = json::object();
+  const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+
+  // Names must be unique: the model refers to images by file name.
+  std::map<std::string, std::string> by_name;
+  for (const std::string& p : o.image_paths) {
+    auto [it, inserted] = by_name.emplace(BaseName(p), p);
+    if (!inserted)
+      return Status::InvalidInput("duplicate image name '" + it->first + "': " + it->second + " and " + p);
+  }
+  // Check the output directory before the work.
+  {
+    std::error_code ec;
+    fs::create_directories(o.output_dir, ec);
+    if (ec || !fs::is_directory(o.output_dir))
+      return Status::IoError(o.output_dir + ": cannot create the output directory");
+    if (access(o.output_dir.c_str(), W_OK) != 0)
+      return Status::IoError(o.output_dir + ": the output directory is not writable");
+  }
+  // Backends first, so a missing GPU fails at once.
+  std::unique_ptr<FeatureExtractor> extractor;
+  std::unique_ptr<DescriptorMatcher> matcher;
+  SiftOptions sift = o.sift;
+  sift.num_threads = threads;
+  MatcherOptions mo = o.matcher;
+  mo.num_threads = threads;
+  if (o.tracks_file.empty()) {
+    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(sift, o.device, &extractor));
+    TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
+  }
+  std::map<std::string, CameraIntrinsics> known;
+  if (!o.intrinsics_file.empty()) TIEPOINT_RETURN_IF_ERROR(ReadIntrinsicsTable(o.intrinsics_file, &known));
+
+  // 1. Images.
+  auto t0 = std::chrono::steady_clock::now();
+  const int n_in = static_cast<int>(o.image_paths.size());
+  std::vector<GrayImage> gray(n_in);
+  std::vector<Status> read_status(n_in);
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (int i = 0; i < n_in; ++i) read_status[i] = ReadImageGray(o.image_paths[i], &gray[i]);
+  std::vector<int> usable;
+  json skipped = json::array();
+  for (int i = 0; i < n_in; ++i) {
+    if (read_status[i].ok() && !gray[i].empty()) {
+      usable.push_back(i);
+    } else {
+      const std::string why = read_status[i].ok() ? "empty image" : read_status[i].message();
+      skipped.push_back({{"image", BaseName(o.image_paths[i])}, {"path", o.image_paths[i]}, {"reason", why}});
+      std::fprintf(stderr, "tiepoint reconstruct: skipping %s: %s\n", o.image_paths[i].c_str(), why.c_str());
+      gray[i] = GrayImage();
+    }
+  }
+  report["stages"]["read"] = {{"seconds", Since(t0)}, {"images", usable.size()}, {"skipped", skipped.size()}};
+  report["skipped_images"] = skipped;
+  if (usable.size() < 2)
+    return Status::Numerical("fewer than two usable images (" + std::to_string(usable.size()) + " of " +
+                             std::to_string(n_in) + " could be read): nothing to reconstruct");
+  const int n = static_cast<int>(usable.size());
+  std::vector<std::string> names(n);
+  for (int k = 0; k < n; ++k) names[k] = BaseName(o.image_paths[usable[k]]);
+  Progress(o, "read " + std::to_string(n) + " images" +
+                  (skipped.empty() ? "" : " (" + std::to_string(skipped.size()) + " skipped)"));
+
+  // 2. Cameras: known intrinsics (fixed), else the prior, one per image or per size.
+  std::map<uint32_t, Camera> cameras;
+  std::vector<uint32_t> image_camera(n);
+  {
+    std::map<std::array<double, 6>, uint32_t> shared;  // (w, h, fx, fy, cx, cy) -> camera
+    for (int k = 0; k < n; ++k) {
+      const GrayImage& g = gray[usable[k]];
+      Camera c;
+      c.width = g.width;
+      c.height = g.height;
+      std::array<double, 6> key{double(g.width), double(g.height), 0, 0, 0, 0};
+      if (!known.empty()) {
+        auto it = known.find(names[k]);
+        if (it == known.end()) it = known.find("*");
+        if (it == known.end())
+          return Status::InvalidInput(o.intrinsics_file + ": no intrinsics for image '" + names[k] + "'");
+        const CameraIntrinsics& K = it->second;
+        // COLMAP's convention puts the top-left pixel's centre at (0.5, 0.5).
+        if (std::abs(K.fx - K.fy) > 1e-9 * K.fx) {
+          c.model = CameraModelId::kPinhole;
+          c.params = {K.fx, K.fy, K.cx + 0.5, K.cy + 0.5};
+        } else {
+          c.model = CameraModelId::kSimplePinhole;
+          c.params = {K.fx, K.cx + 0.5, K.cy + 0.5};
+        }
+        key = {double(g.width), double(g.height), K.fx, K.fy, K.cx, K.cy};
+      } else {
+        c.model = o.camera_model;
+        const double f = 1.2 * std::max(g.width, g.height);
+        const double cx = g.width / 2.0, cy = g.height / 2.0;
+        switch (o.camera_model) {
+          case CameraModelId::kSimplePinhole: c.params = {f, cx, cy}; break;
+          case CameraModelId::kPinhole: c.params = {f, f, cx, cy}; break;
+          case CameraModelId::kSimpleRadial: c.params = {f, cx, cy, 0}; break;
+          case CameraModelId::kRadial: c.params = {f, cx, cy, 0, 0}; break;
+        }
+      }
+      const bool share = o.single_camera || !known.empty();
+      auto it = share ? shared.find(key) : shared.end();
+      if (it != shared.end()) {
+        image_camera[k] = it->second;
+      } else {
+        c.camera_id = static_cast<uint32_t>(cameras.size() + 1);
+        cameras[c.camera_id] = c;
+        image_camera[k] = c.camera_id;
+        if (share) shared[key] = c.camera_id;
+      }
+    }
+  }
+
+  std::vector<MapperImage> mimages(n);
+  std::vector<PairCorrespondences> correspondences;
+  std::vector<MapperPair> mpairs;
+  json pair_report = json::array();
+  if (o.tracks_file.empty()) {
+    // 3. Features.
+    t0 = std::chrono::steady_clock::now();
+    std::vector<const GrayImage*> ptrs;
+    for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
+    std::vector<Features> features;
+    std::vector<Status> fstatus;
+    extractor->ExtractBatch(ptrs, &features, &fstatus);
+    for (int k = 0; k < n; ++k)
+      if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
+    int64_t total_features = 0;
+    for (int k = 0; k < n; ++k) {
+      const GrayImage& g = gray[usable[k]];
+      mimages[k].name = names[k];
+      mimages[k].camera_id = image_camera[k];
+      for (const Keypoint& kp : features[k].keypoints) {
+        Point2D p;
+        p.x = kp.x + 0.5;
+        p.y = kp.y + 0.5;
+        mimages[k].keypoints.push_back(p);
+        const int xi = std::clamp(static_cast<int>(std::lround(kp.x)), 0, g.width - 1);
+        const int yi = std::clamp(static_cast<int>(std::lround(kp.y)), 0, g.height - 1);
+        mimages[k].gray.push_back(static_cast<uint8_t>(std::clamp(g.at(xi, yi), 0.0f, 1.0f) * 255 + 0.5f));
+      }
+      total_features += static_cast<int64_t>(features[k].size());
+    }
+    report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features}};
+    Progress(o, "extracted " + std::to_string(total_features) + " features");
+
+    // 4. Matching.
+    t0 = std::chrono::steady_clock::now();
+    std::vector<std::pair<int, int>> pairs;
+    TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names, &pairs));
+    std::vector<const Features*> fptrs;
+    for (const Features& f : features) fptrs.push_back(&f);
+    std::vector<std::vector<FeatureMatch>> matches;
+    TIEPOINT_RETURN_IF_ERROR(matcher->MatchPairs(fptrs, pairs, &matches));
+    report["stages"]["match"] = {{"seconds", Since(t0)}, {"pairs", pairs.size()}};
+    Progress(o, "matched " + std::to_string(pairs.size()) + " pairs");
+
+    // 5. Verification, pairs spread over the threads.
+    t0 = std::chrono::steady_clock::now();
+    std::vector<PairResult> results(pairs.size());
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      std::vector<std::pair<uint32_t, uint32_t>> m;
+      for (const FeatureMatch& fm : matches[p]) m.push_back({fm.index1, fm.index2});
+      const auto [a, b] = pairs[p];
+      VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
+                 cameras.at(image_camera[b]), m, !known.empty(), o.seed + p, &results[p]);
+    }
+    int verified = 0;
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      const PairResult& r = results[p];
+      if (!r.verified) continue;
+      ++verified;
+      correspondences.push_back({pairs[p].first, pairs[p].second, r.inliers});
+      MapperPair mp;
+      mp.image1 = pairs[p].first;
+      mp.image2 = pairs[p].second;
+      mp.inliers = r.inliers;
+      mp.has_pose = r.has_pose;
+      std::copy(r.R, r.R + 9, mp.rotation);
+      std::copy(r.t, r.t + 3, mp.translation);
+      mp.num_h_inliers = r.num_h_inliers;
+      mpairs.push_back(std::move(mp));
+      pair_report.push_back({{"image1", names[pairs[p].first]}, {"image2", names[pairs[p].second]},
+                             {"matches", r.num_matches}, {"inliers", r.inliers.size()},
+                             {"e_inliers", r.num_e_inliers}, {"h_inliers", r.num_h_inliers},
+                             {"configuration", r.model}});
+    }
+    report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
+    Progress(o, "verified " + std::to_string(verified) + " of " + std::to_string(pairs.size()) + " pairs");
+  } else {
+    // Sequence mode: observations of `tiepoint track`.
+    t0 = std::chrono::steady_clock::now();
+    std::vector<TrackObservation> obs;
+    TIEPOINT_RETURN_IF_ERROR(ReadTrackFile(o.tracks_file, &obs));
+    std::vector<int> frame_to_image(n_in, -1);
+    for (int k = 0; k < n; ++k) frame_to_image[usable[k]] = k;
+    // track id -> (image, feature)
+    std::map<int64_t, std::vector<std::pair<int, uint32_t>>> by_track;
+    for (const TrackObservation& t : obs) {
+      if (t.frame < 0 || t.frame >= n_in)
+        return Status::InvalidInput(o.tracks_file + ": frame " + std::to_string(t.frame) +
+                                    " is not among the " + std::to_string(n_in) + " images given");
+      const int k = frame_to_image[t.frame];
+      if (k < 0) continue;
+      Point2D p;
+      p.x = t.x + 0.5;
+      p.y = t.y + 0.5;
+      by_track[t.track_id].push_back({k, static_cast<uint32_t>(mimages[k].keypoints.size())});
+      mimages[k].keypoints.push_back(p);
+      const GrayImage& g = gray[usable[k]];
+      const int xi = std::clamp(static_cast<int>(std::lround(t.x)), 0, g.width - 1);
+      const int yi = std::clamp(static_cast<int>(std::lround(t.y)), 0, g.height - 1);
+      mimages[k].gray.push_back(static_cast<uint8_t>(std::clamp(g.at(xi, yi), 0.0f, 1.0f) * 255 + 0.5f));
+    }
+    for (int k = 0; k < n; ++k) {
+      mimages[k].name = names[k];
+      mimages[k].camera_id = image_camera[k];
+    }
+    std::map<std::pair<int, int>, std::vector<std::pair<uint32_t, uint32_t>>> pm;
+    for (const auto& [id, elems] : by_track)
+      for (size_t a = 0; a < elems.size(); ++a)
+        for (size_t b = a + 1; b < elems.size(); ++b) {
+          auto x = elems[a], y = elems[b];
+          if (x.first == y.first) continue;
+          if (x.first > y.first) std::swap(x, y);
+          if (o.pairs == PairSelection::kSequential && y.first - x.first > o.sequential_overlap) continue;
+          pm[{x.first, y.first}].push_back({x.second, y.second});
+        }
+    report["stages"]["tracks_file"] = {{"seconds", Since(t0)}, {"observations", obs.size()}};
+    t0 = std::chrono::steady_clock::now();
+    std::vector<std::pair<std::pair<int, int>, std::vector<std::pair<uint32_t, uint32_t>>>> plist(pm.begin(), pm.end());
+    std::vector<PairResult> results(plist.size());
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (size_t p = 0; p < plist.size(); ++p) {
+      const auto [a, b] = plist[p].first;
+      VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
+                 cameras.at(image_camera[b]), plist[p].second, !known.empty(), o.seed + p, &results[p]);
+    }
+    int verified = 0;
+    for (size_t p = 0; p < plist.size(); ++p) {
+      const PairResult& r = results[p];
+      if (!r.verified) continue;
+      ++verified;
+      const auto [a, b] = plist[p].first;
+      correspondences.push_back({a, b, r.inliers});
+      MapperPair mp;
+      mp.image1 = a;
+      mp.image2 = b;
+      mp.inliers = r.inliers;
+      mp.has_pose = r.has_pose;
+      std::copy(r.R, r.R + 9, mp.rotation);
+      std::copy(r.t, r.t + 3, mp.translation);
+      mp.num_h_inliers = r.num_h_inliers;
+      mpairs.push_back(std::move(mp));
+      pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
+                             {"inliers", r.inliers.size()}, {"e_inliers", r.num_e_inliers},
+                             {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
+    }
+    report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
+  }
+  report["pairs"] = pair_report;
+
+  // 6. Tracks.
+  t0 = std::chrono::steady_clock::now();
+  std::vector<int> num_features(n);
+  for (int k = 0; k < n; ++k) num_features[k] = static_cast<int>(mimages[k].keypoints.size());
+  std::vector<Track> tracks;
+  TrackSummary ts;
+  TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks, &ts));
+  report["stages"]["tracks"] = {{"seconds", Since(t0)},
+                                {"tracks", ts.num_tracks},
+                                {"observations", ts.num_observations},
+                                {"mean_length", ts.mean_track_length},
+                                {"conflicting_matches_split", ts.conflicting_matches},
+                                {"short_tracks_dropped", ts.dropped_short_tracks}};
+  Progress(o, "built " + std::to_string(ts.num_tracks) + " tracks (" +
+                  std::to_string(ts.conflicting_matches) + " matches not joined: they would put two features of one image in a track)");
+
+  // 7. Mapping.
+  t0 = std::chrono::steady_clock::now();
+  MapperOptions mo2 = o.mapper;
+  mo2.seed = o.seed;
+  mo2.num_threads = threads;
+  if (!known.empty()) mo2.refine_intrinsics = false;
+  MapperSummary ms;
+  auto progress = [&](int model, int image, int num_registered, int total) {
+    Progress(o, "model " + std::to_string(model) + ": registered " + names[image] + " (" +
+                    std::to_string(num_registered) + " of " + std::to_string(total) + ")");
+  };
+  TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
+  report["stages"]["map"] = {{"seconds", Since(t0)},
+                             {"registration_seconds", ms.seconds_registration},
+                             {"triangulation_seconds", ms.seconds_triangulation},
+                             {"ba_seconds", ms.seconds_ba},
+                             {"local_ba", ms.local_ba_runs},
+                             {"global_ba", ms.global_ba_runs},
+                             {"filtered_observations", ms.filtered_observations}};
+  json unregistered = json::array();
+  for (int k = 0; k < n; ++k)
+    if (!ms.images[k].registered) unregistered.push_back({{"image", names[k]}, {"reason", ms.images[k].reason}});
+  for (const json& s : skipped) unregistered.push_back({{"image", s["image"]}, {"reason", "unreadable: " + s["reason"].get<std::string>()}});
+  report["unregistered_images"] = unregistered;
+  json models = json::array();
+  for (size_t m = 0; m < result->models.size(); ++m) {
+    const Reconstruction& r = result->models[m];
+    json cams = json::array();
+    for (const auto& [id, c] : r.cameras)
+      cams.push_back({{"camera_id", id}, {"model", CameraModelName(c.model)}, {"width", c.width},
+                      {"height", c.height}, {"params", c.params}});
+    models.push_back({{"index", m},
+                      {"registered_images", r.images.size()},
+                      {"points", r.points3D.size()},
+                      {"observations", r.NumObservations()},
+                      {"mean_track_length", r.MeanTrackLength()},
+                      {"mean_reprojection_error_px", r.MeanReprojectionError()},
+                      {"initial_pair", {names[ms.initial_pairs[m].first], names[ms.initial_pairs[m].second]}},
+                      {"cameras", cams}});
+  }
+  report["models"] = models;
+  report["images"] = n_in;
+  if (result->models.empty())
+    return Status::Numerical("no image pair initialises a model (" + std::to_string(mpairs.size()) +
+                             " verified pairs; see the pairs' inlier counts): nothing written under sparse/");
+
+  // 8. Outputs: everything under a temporary directory, renamed into place at the end.
+  t0 = std::chrono::steady_clock::now();
+  const fs::path out(o.output_dir);
+  const fs::path tmp = out / (".tmp-reconstruct-" + std::to_string(getpid()));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() { std::error_code e; fs::remove_all(p, e); }
+  } cleanup{tmp};
+  for (size_t m = 0; m < result->models.size(); ++m) {
+    const fs::path dir = tmp / "sparse" / std::to_string(m);
+    fs::create_directories(dir, ec);
+    if (ec) return Status::IoError(dir.string() + ": " + ec.message());
+    if (o.write_text) TIEPOINT_RETURN_IF_ERROR(WriteColmapModel(dir.string(), result->models[m], ColmapFormat::kText));
+    if (o.write_binary) TIEPOINT_RETURN_IF_ERROR(WriteColmapModel(dir.string(), result->models[m], ColmapFormat::kBinary));
+    TIEPOINT_RETURN_IF_ERROR(WriteReconstructionBal((dir / "model.bal").string(), result->models[m]));
+  }
+  TIEPOINT_RETURN_IF_ERROR(WriteReconstructionPly((tmp / "points.ply").string(), result->models[0]));
+  TIEPOINT_RETURN_IF_ERROR(WriteReconstructionOverviewSvg((tmp / "overview.svg").string(), result->models[0]));
+  report["stages"]["write"] = {{"seconds", Since(t0)}};
+  report["total_seconds"] = Since(t_all);
+  report["build"] = DescribeBuild();
+  report["threads"] = threads;
+  report["device"] = ToString(o.device);
+  TIEPOINT_RETURN_IF_ERROR(WriteJson((tmp / "report.json").string(), report));
+  for (const char* name : {"sparse", "points.ply", "overview.svg", "report.json"})
+    TIEPOINT_RETURN_IF_ERROR(ReplacePath(tmp / name, out / name));
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

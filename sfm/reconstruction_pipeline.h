@@ -1,0 +1,80 @@
+// Photos in, cameras and points out: the pipeline behind `tiepoint reconstruct`.
+//
+//  1. read the images (unreadable ones are named, skipped and reported);
+//  2. SIFT on each (features/sift.h, CPU or CUDA), upsampled first octave by default;
+//  3. descriptor matching of the chosen pairs (features/matcher.h, ratio test);
+//  4. two-view verification of each pair (solver/geometry/two_view_geometry.h): a
+//     fundamental matrix for the inliers, then with the cameras' intrinsics (given, or the
+//     prior f = 1.2 max(width, height)) an essential matrix for the relative pose and a
+//     homography for the planar / pure-rotation test (COLMAP's classification);
+//  5. tracks (sfm/tracks.h) and the incremental mapper (sfm/incremental_mapper.h);
+//  6. outputs into OUT/ (written under a temporary name and renamed at the end, so a
+//     crash or kill leaves no half-written model):
+//       OUT/sparse/N/{cameras,images,points3D}.{txt,bin}  COLMAP model, largest first
+//       OUT/sparse/N/model.bal                             BAL export
+//       OUT/points.ply                                     coloured points + camera centres
+//       OUT/report.json, OUT/overview.svg
+// Sequence mode (`tracks_file`): correspondences come from `tiepoint track` output
+// ("track_id frame x y", frame = index into the images) instead of SIFT matching.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "features/matcher.h"
+#include "features/sift.h"
+#include "io/base/device.h"
+#include "io/base/status.h"
+#include "io/reconstruction.h"
+#include "nlohmann/json.hpp"
+#include "sfm/incremental_mapper.h"
+
+namespace tiepoint {
+
+enum class PairSelection { kExhaustive, kSequential, kFile };
+
+struct ReconstructionPipelineOptions {
+  std::vector<std::string> image_paths;
+  std::string output_dir;
+  Device device = Device::kCpu;
+  CameraModelId camera_model = CameraModelId::kSimpleRadial;
+  // One camera for all images of one size (else one camera per image, as COLMAP's default).
+  bool single_camera = false;
+  // Known intrinsics (lines "NAME fx fy cx cy" or Middlebury *_par.txt): held fixed.
+  std::string intrinsics_file;
+  PairSelection pairs = PairSelection::kExhaustive;
+  int sequential_overlap = 10;  // K of sequential:K
+  std::string pairs_file;       // lines "NAME1 NAME2"
+  std::string tracks_file;      // sequence mode
+  int num_threads = 0;
+  SiftOptions sift;             // max_features 8192, upsample on (set by the constructor)
+  MatcherOptions matcher;
+  double verify_max_error_px = 4.0;
+  int verify_min_inliers = 15;
+  uint64_t seed = 0;
+  MapperOptions mapper;
+  bool write_text = true, write_binary = true;
+  bool show_progress = false;  // a progress line per stage and a line per registered image
+
+  ReconstructionPipelineOptions() {
+    sift.max_features = 8192;
+    sift.upsample = true;
+  }
+  Status Check() const;
+};
+
+struct ReconstructionPipelineResult {
+  std::vector<Reconstruction> models;
+  nlohmann::json report;  // what report.json holds
+};
+
+// Runs everything and writes the outputs. Errors: kInvalidInput when fewer than two
+// images can be read, duplicate image names (naming both paths), a bad intrinsics, pairs
+// or tracks file; kNumerical when no pair initialises a model (nothing written under
+// sparse/); kUnavailable for --device cuda without a GPU.
+Status RunReconstructionPipeline(const ReconstructionPipelineOptions& options,
+                                 ReconstructionPipelineResult* result);
+
+}  // namespace tiepoint

@@ -1,0 +1,89 @@
+// Bundle adjustment of an image-based reconstruction (io/reconstruction.h): a pose block
+// per image plus an index into intrinsics blocks shared by every image of one camera (one
+// physical camera, many images: COLMAP's --single-camera case), and the 3D points.
+// tiepoint's own Levenberg-Marquardt; no Ceres (tests compare against Ceres with a shared
+// parameter block).
+//
+// Residual of observation (image i, point X), in pixels (COLMAP's image convention):
+//   X_cam = R_i X + t_i,  (u, v) = X_cam.xy / X_cam.z,
+//   r = CameraNormalizedToPixel(model_c, params_c, u, v) - observed.
+// Cost = 1/2 sum rho(|r|^2) (solver/loss.h; Ceres's convention).
+//
+// Parametrisation of the step: the rotation is updated on the left, R <- exp([dw]x) R,
+// t <- t + dt, X <- X + dX, params <- params + dparams; so d X_cam / d dw = -[R X]x.
+// Which parameters move: images in `variable_images` (others and those in
+// `fixed_pose_images` keep their pose), cameras' intrinsics unless fix_intrinsics (the
+// principal point only with refine_principal_point, the focal length(s) and radial terms
+// otherwise), points unless listed in `fixed_points`. Observations of points seen by
+// variable images in other images count as constraints (COLMAP's local BA).
+//
+// Linear solver: each LM step eliminates the points (Schur complement) and solves the
+// reduced system over poses and intrinsics, S dx_c = b, by dense Cholesky (Eigen LLT; the
+// mapper's problems have at most a few hundred images), then back-substitutes the points.
+// D = mu diag(J^T J) (Marquardt), mu adapted by the gain ratio (Nielsen's rule).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/base/status.h"
+#include "io/reconstruction.h"
+#include "solver/loss.h"
+
+namespace tiepoint {
+
+struct ReconstructionBAOptions {
+  int max_iterations = 50;
+  // Stop when the relative cost decrease of an accepted step is below this.
+  double function_tolerance = 1e-6;
+  // Stop when |dx| <= parameter_tolerance (|x| + parameter_tolerance).
+  double parameter_tolerance = 1e-8;
+  double initial_mu = 1e-4;
+  LossFunction loss;  // default: none (least squares)
+  bool fix_intrinsics = false;
+  bool refine_principal_point = false;
+  bool refine_focal = true;
+  bool refine_extra = true;  // radial terms
+
+  Status Check() const;
+};
+
+// Which parts of the reconstruction move.
+struct ReconstructionBAConfig {
+  std::set<uint32_t> variable_images;     // image ids whose pose is optimised (and whose
+                                          // points are optimised)
+  std::set<uint32_t> fixed_pose_images;   // subset of variable_images held fixed (gauge)
+  std::set<uint64_t> fixed_points;        // points held fixed
+  // When true, only the points observed by a variable image are in the problem (local BA);
+  // otherwise every point of the reconstruction is.
+  bool only_points_of_variable_images = true;
+  // Cameras whose intrinsics are held fixed even when options allow refining.
+  std::set<uint32_t> fixed_cameras;
+};
+
+struct ReconstructionBASummary {
+  int iterations = 0;
+  int num_residuals = 0;       // 2 per observation
+  int num_variable_images = 0;
+  int num_variable_points = 0;
+  double initial_cost = 0, final_cost = 0;
+  double seconds = 0;
+  bool converged = false;
+  std::string termination;
+};
+
+Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
+                                  const ReconstructionBAConfig& config, Reconstruction* rec,
+                                  ReconstructionBASummary* summary);
+
+// Residual (pixels) and Jacobians of one observation, for tests and for the solver:
+//   jpose: 2x6 row-major over (dw, dt); jpoint: 2x3; jparams: 2 x NumParams(model).
+// Any Jacobian pointer may be null. Returns false when the point is behind the camera
+// (Z <= 0); the residual is then still computed.
+bool ReconstructionResidual(CameraModelId model, const double* params, const double* R,
+                            const double* t, const double* X, const double* observed,
+                            double* residual, double* jpose, double* jpoint, double* jparams);
+
+}  // namespace tiepoint

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# reconstruct.sh TIEPOINT SFM_EVAL OUTDIR: `tiepoint reconstruct` end to end on a scene
+# tiepoint renders itself (known cameras), and its bad-input behaviour.
+set -u
+tp=$1; eval_bin=$2; d=$3
+rm -rf "$d"; mkdir -p "$d"
+fail() { echo "FAIL: $*"; exit 1; }
+"$tp" render-scene -o "$d/scene" --views 8 --width 640 --height 480 >/dev/null || fail "render-scene"
+imgs=("$d"/scene/*.png)
+[ ${#imgs[@]} = 8 ] || fail "expected 8 rendered views, got ${#imgs[@]}"
+
+# 1. A model comes out, complete, and agrees with the cameras that rendered the images.
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec" --single-camera --no-upsample -q > "$d/stdout" 2> "$d/stderr" \
+  || { cat "$d/stderr"; fail "reconstruct exited $?"; }
+for f in sparse/0/cameras.txt sparse/0/images.txt sparse/0/points3D.txt sparse/0/cameras.bin \
+         sparse/0/images.bin sparse/0/points3D.bin sparse/0/model.bal points.ply report.json overview.svg; do
+  [ -s "$d/rec/$f" ] || fail "missing $f"
+done
+ls -a "$d/rec" | grep -q "tmp-reconstruct" && fail "temporary directory left behind"
+"$eval_bin" "$d/rec/sparse/0" --gt-par "$d/scene/scene_par.txt" > "$d/eval.json" || fail "sfm_eval could not read the model"
+python3 - "$d/eval.json" <<'PY' || exit 1
+import json, sys
+e = json.load(open(sys.argv[1]))
+ok = e["registered"] == 8 and e["aligned"]["median_rotation_error_deg"] < 0.5 \
+     and e["aligned"]["median_centre_error_fraction_of_extent"] < 0.01
+print("registered", e["registered"], "median rotation error", e["aligned"]["median_rotation_error_deg"],
+      "centre error", e["aligned"]["median_centre_error_fraction_of_extent"])
+sys.exit(0 if ok else 1)
+PY
+[ $? = 0 ] || fail "model disagrees with the rendering cameras"
+# The BAL export runs through `tiepoint ba` unchanged, starting at the model's own error.
+"$tp" ba "$d/rec/sparse/0/model.bal" --max-iterations 3 --report "$d/ba.json" > /dev/null || fail "ba on model.bal"
+python3 - "$d/ba.json" "$d/rec/report.json" <<'PY' || fail "BAL export does not reproduce the reprojection error"
+import json, sys, math
+ba = json.load(open(sys.argv[1])); rep = json.load(open(sys.argv[2]))
+rms = math.sqrt(2 * ba["initial_cost"] / (2 * ba["num_observations"]))
+mean = rep["models"][0]["mean_reprojection_error_px"]
+print("BAL initial RMS per coordinate", rms, "model mean error", mean)
+sys.exit(0 if rms < 2 * mean + 0.05 and ba["num_observations"] == rep["models"][0]["observations"] else 1)
+PY
+
+# 2. An unreadable image is named, skipped and listed; the rest still reconstructs.
+printf 'not an image' > "$d/broken.png"
+"$tp" reconstruct "${imgs[@]}" "$d/broken.png" -o "$d/rec2" --single-camera --no-upsample -q > /dev/null 2> "$d/err2" \
+  || fail "one broken image must not stop the run"
+grep -q "broken.png" "$d/err2" || fail "the broken image is not named on stderr"
+grep -q "broken.png" "$d/rec2/report.json" || fail "the broken image is not in the report"
+
+# 3. Fewer than two usable images: exit 1, no sparse/.
+"$tp" reconstruct "${imgs[0]}" "$d/broken.png" -o "$d/rec3" -q > /dev/null 2> "$d/err3"; rc=$?
+[ $rc = 1 ] || fail "one usable image: exit $rc, expected 1"
+grep -q "fewer than two usable images" "$d/err3" || fail "message: $(cat "$d/err3")"
+[ -e "$d/rec3/sparse" ] && fail "sparse/ written without a model"
+
+# 4. Duplicate file names: exit 2 naming both paths.
+mkdir -p "$d/dup"; cp "${imgs[0]}" "$d/dup/"
+"$tp" reconstruct "${imgs[@]}" "$d/dup/$(basename "${imgs[0]}")" -o "$d/rec4" -q > /dev/null 2> "$d/err4"; rc=$?
+[ $rc = 2 ] || fail "duplicate names: exit $rc, expected 2"
+grep -q "${imgs[0]}" "$d/err4" && grep -q "$d/dup/" "$d/err4" || fail "duplicate message: $(cat "$d/err4")"
+
+# 5. Images that share nothing: exit 1, no sparse/.
+# (Two views of one scene seen from opposite sides, 180 degrees apart, share no points.)
+"$tp" render-scene -o "$d/other" --views 2 --width 320 --height 240 > /dev/null
+"$tp" reconstruct "$d/other/"*.png -o "$d/rec5" -q --no-upsample > /dev/null 2> "$d/err5"; rc=$?
+[ $rc = 1 ] || fail "no initial pair: exit $rc, expected 1: $(cat "$d/err5")"
+grep -q "no image pair initialises" "$d/err5" || fail "message: $(cat "$d/err5")"
+[ -e "$d/rec5/sparse" ] && fail "sparse/ written without a model"
+
+# 6. --device cuda without a GPU: exit 3 naming --device cpu.
+if ! "$tp" version | grep -q "^cuda device"; then
+  "$tp" reconstruct "${imgs[@]}" -o "$d/rec6" --device cuda -q > /dev/null 2> "$d/err6"; rc=$?
+  [ $rc = 3 ] || fail "--device cuda without GPU: exit $rc, expected 3"
+  grep -q -- "--device cpu" "$d/err6" || fail "message lacks --device cpu: $(cat "$d/err6")"
+fi
+echo ok

@@ -1,0 +1,5 @@
+# `tiepoint reconstruct` (issue 16) through the command line, on a scene tiepoint renders.
+add_test(NAME cli.reconstruct.end_to_end
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/reconstruct.sh $<TARGET_FILE:tiepoint>
+                 $<TARGET_FILE:sfm_eval> ${CMAKE_CURRENT_BINARY_DIR}/cli_out/reconstruct)
+set_tests_properties(cli.reconstruct.end_to_end PROPERTIES TIMEOUT 300)

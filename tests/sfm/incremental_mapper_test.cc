@@ -1,0 +1,246 @@
+// The incremental mapper (sfm/incremental_mapper.h) on a synthetic multi-view scene with
+// known cameras: noisy keypoints, wrong matches mixed in, pairs verified by tiepoint's own
+// essential-matrix RANSAC. Every image must register and the cameras must agree with the
+// truth up to a similarity.
+#include "sfm/incremental_mapper.h"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <Eigen/Geometry>
+#include <random>
+
+#include "sfm/tracks.h"
+#include "solver/geometry/two_view_geometry.h"
+
+namespace tiepoint {
+namespace {
+
+struct Truth {
+  std::vector<Eigen::Matrix3d> R;
+  std::vector<Eigen::Vector3d> C;
+};
+
+struct Scene {
+  Truth truth;
+  std::vector<MapperImage> images;
+  std::vector<std::vector<int>> point_of;  // per image, per keypoint: true point or -1
+  std::map<uint32_t, Camera> cameras;
+};
+
+Scene MakeScene(int num_images, int num_points, double noise, double focal_error, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.5, 1.5);
+  std::normal_distribution<double> n(0, noise);
+  Scene s;
+  Camera cam;
+  cam.camera_id = 1;
+  cam.model = CameraModelId::kSimpleRadial;
+  cam.width = 640;
+  cam.height = 480;
+  cam.params = {800, 320, 240, 0};
+  Camera start = cam;
+  start.params[0] *= focal_error;
+  s.cameras[1] = start;
+  std::vector<Eigen::Vector3d> X;
+  for (int j = 0; j < num_points; ++j) X.emplace_back(u(rng), u(rng) * 0.7, u(rng));
+  for (int i = 0; i < num_images; ++i) {
+    const double a = 2 * M_PI * i / num_images;
+    const Eigen::Vector3d C(7 * std::sin(a), 0.5 * std::sin(3 * a), -7 * std::cos(a));
+    const Eigen::Vector3d z = (Eigen::Vector3d(0.1, 0, 0) - C).normalized();
+    const Eigen::Vector3d x = Eigen::Vector3d::UnitY().cross(z).normalized();
+    Eigen::Matrix3d R;
+    R.row(0) = x;
+    R.row(1) = z.cross(x);
+    R.row(2) = z;
+    s.truth.R.push_back(R);
+    s.truth.C.push_back(C);
+    MapperImage im;
+    im.name = "view" + std::to_string(i) + ".png";
+    im.camera_id = 1;
+    std::vector<int> pof;
+    for (int j = 0; j < num_points; ++j) {
+      const Eigen::Vector3d P = R * (X[j] - C);
+      if (P.z() <= 0) continue;
+      double px, py;
+      CameraNormalizedToPixel(cam.model, cam.params.data(), P.x() / P.z(), P.y() / P.z(), &px, &py);
+      if (px < 0 || py < 0 || px > 640 || py > 480) continue;
+      Point2D p;
+      p.x = px + n(rng);
+      p.y = py + n(rng);
+      im.keypoints.push_back(p);
+      pof.push_back(j);
+    }
+    // Distractors.
+    std::uniform_real_distribution<double> ux(0, 640), uy(0, 480);
+    for (int k = 0; k < 40; ++k) {
+      Point2D p;
+      p.x = ux(rng);
+      p.y = uy(rng);
+      im.keypoints.push_back(p);
+      pof.push_back(-1);
+    }
+    s.images.push_back(im);
+    s.point_of.push_back(pof);
+  }
+  return s;
+}
+
+// Matches of every pair: the true ones plus 15% wrong ones; verified with E (intrinsics of
+// the camera as given to the mapper).
+std::vector<MapperPair> MakePairs(const Scene& s, std::vector<PairCorrespondences>* corr, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<MapperPair> pairs;
+  const int n = static_cast<int>(s.images.size());
+  const Camera& c = s.cameras.at(1);
+  Intrinsics K;
+  K.fx = K.fy = c.params[0];
+  K.cx = c.params[1] - 0.5;
+  K.cy = c.params[2] - 0.5;
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) {
+      std::map<int, uint32_t> in_b;
+      for (size_t k = 0; k < s.point_of[b].size(); ++k)
+        if (s.point_of[b][k] >= 0) in_b[s.point_of[b][k]] = static_cast<uint32_t>(k);
+      std::vector<std::pair<uint32_t, uint32_t>> m;
+      for (size_t k = 0; k < s.point_of[a].size(); ++k) {
+        auto it = in_b.find(s.point_of[a][k]);
+        if (s.point_of[a][k] >= 0 && it != in_b.end()) m.push_back({static_cast<uint32_t>(k), it->second});
+      }
+      std::uniform_int_distribution<uint32_t> fa(0, s.images[a].keypoints.size() - 1), fb(0, s.images[b].keypoints.size() - 1);
+      const size_t wrong = m.size() * 15 / 100;
+      for (size_t k = 0; k < wrong; ++k) m.push_back({fa(rng), fb(rng)});
+      if (m.size() < 30) continue;
+      std::vector<std::array<double, 2>> x1, x2;
+      for (const auto& [i, j] : m) {
+        x1.push_back({s.images[a].keypoints[i].x - 0.5, s.images[a].keypoints[i].y - 0.5});
+        x2.push_back({s.images[b].keypoints[j].x - 0.5, s.images[b].keypoints[j].y - 0.5});
+      }
+      RansacOptions ro;
+      ro.max_error_px = 4;
+      ro.seed = a * 100 + b;
+      TwoViewGeometry E;
+      if (!EstimateTwoViewGeometry(TwoViewModel::kEssential, x1, x2, &K, &K, ro, &E).ok() || !E.verified) continue;
+      MapperPair p;
+      p.image1 = a;
+      p.image2 = b;
+      for (size_t k = 0; k < m.size(); ++k)
+        if (E.inlier_mask[k]) p.inliers.push_back(m[k]);
+      p.has_pose = true;
+      std::copy(E.rotation, E.rotation + 9, p.rotation);
+      std::copy(E.translation, E.translation + 3, p.translation);
+      corr->push_back({a, b, p.inliers});
+      pairs.push_back(p);
+    }
+  return pairs;
+}
+
+void CheckAgainstTruth(const Reconstruction& rec, const Scene& s, double max_rot_deg, double max_centre_frac) {
+  std::vector<int> idx;
+  Eigen::Matrix3Xd A(3, rec.images.size()), B(3, rec.images.size());
+  int k = 0;
+  for (const auto& [id, im] : rec.images) {
+    double R[9];
+    QuaternionToRotation(im.qvec, R);
+    const Eigen::Matrix3d Rm = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(R);
+    A.col(k) = -Rm.transpose() * Eigen::Vector3d(im.tvec[0], im.tvec[1], im.tvec[2]);
+    B.col(k) = s.truth.C[id - 1];
+    idx.push_back(id - 1);
+    ++k;
+  }
+  const Eigen::Matrix4d T = Eigen::umeyama(A, B, true);
+  const double scale = T.block<3, 3>(0, 0).col(0).norm();
+  const Eigen::Matrix3d Q = T.block<3, 3>(0, 0) / scale;
+  k = 0;
+  for (const auto& [id, im] : rec.images) {
+    double R[9];
+    QuaternionToRotation(im.qvec, R);
+    const Eigen::Matrix3d Rm = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(R);
+    const Eigen::Matrix3d E = Rm * Q.transpose() * s.truth.R[id - 1].transpose();
+    const double rot = std::acos(std::clamp((E.trace() - 1) / 2, -1.0, 1.0)) * 180 / M_PI;
+    const Eigen::Vector3d c = scale * Q * A.col(k) + T.block<3, 1>(0, 3);
+    EXPECT_LT(rot, max_rot_deg) << im.name;
+    EXPECT_LT((c - B.col(k)).norm() / 14.0, max_centre_frac) << im.name;
+    ++k;
+  }
+}
+
+TEST(IncrementalMapper, RecoversARingWithKnownIntrinsics) {
+  Scene s = MakeScene(12, 800, 0.5, 1.0, 1);
+  std::vector<PairCorrespondences> corr;
+  std::vector<MapperPair> pairs = MakePairs(s, &corr, 2);
+  std::vector<int> nf;
+  for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
+  std::vector<Track> tracks;
+  TrackSummary ts;
+  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  MapperOptions o;
+  o.refine_intrinsics = false;
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &models, &ms).ok());
+  ASSERT_EQ(models.size(), 1u);
+  std::printf("tracks %lld conflicts %lld obs %lld; points %zu obs %lld filtered %lld\n", (long long)ts.num_tracks,
+              (long long)ts.conflicting_matches, (long long)ts.num_observations, models[0].points3D.size(),
+              (long long)models[0].NumObservations(), (long long)ms.filtered_observations);
+  EXPECT_EQ(models[0].images.size(), 12u);
+  EXPECT_GT(models[0].points3D.size(), 500u);
+  EXPECT_LT(models[0].MeanReprojectionError(), 1.0);
+  CheckAgainstTruth(models[0], s, 0.1, 0.002);
+}
+
+TEST(IncrementalMapper, SelfCalibratesASharedFocalLength) {
+  // The mapper starts 10% off in focal length and must find it.
+  Scene s = MakeScene(12, 800, 0.5, 1.1, 3);
+  std::vector<PairCorrespondences> corr;
+  std::vector<MapperPair> pairs = MakePairs(s, &corr, 4);
+  std::vector<int> nf;
+  for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
+  std::vector<Track> tracks;
+  TrackSummary ts;
+  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  MapperOptions o;
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &models, &ms).ok());
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].images.size(), 12u);
+  EXPECT_NEAR(models[0].cameras.at(1).params[0], 800, 8);
+  CheckAgainstTruth(models[0], s, 0.2, 0.005);
+}
+
+TEST(IncrementalMapper, DisconnectedImagesMakeTwoModelsOrReasons) {
+  // Two rings far apart share no points: two models, largest first.
+  Scene a = MakeScene(8, 500, 0.5, 1.0, 5);
+  Scene b = MakeScene(6, 500, 0.5, 1.0, 6);
+  Scene s = a;
+  for (size_t i = 0; i < b.images.size(); ++i) {
+    MapperImage im = b.images[i];
+    im.name = "other" + std::to_string(i) + ".png";
+    s.images.push_back(im);
+    std::vector<int> pof = b.point_of[i];
+    for (int& p : pof)
+      if (p >= 0) p += 100000;
+    s.point_of.push_back(pof);
+    s.truth.R.push_back(b.truth.R[i]);
+    s.truth.C.push_back(b.truth.C[i]);
+  }
+  std::vector<PairCorrespondences> corr;
+  std::vector<MapperPair> pairs = MakePairs(s, &corr, 7);
+  std::vector<int> nf;
+  for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
+  std::vector<Track> tracks;
+  TrackSummary ts;
+  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  MapperOptions o;
+  o.refine_intrinsics = false;
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &models, &ms).ok());
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0].images.size(), 8u);
+  EXPECT_EQ(models[1].images.size(), 6u);
+}
+
+}  // namespace
+}  // namespace tiepoint

@@ -1,0 +1,268 @@
+// Bundle adjustment with shared intrinsics (solver/reconstruction_ba.h): analytic
+// Jacobians against central differences for every camera model, and the solve against
+// Ceres with one shared intrinsics parameter block (double precision, automatic
+// derivatives, a different rotation parametrisation: angle-axis instead of tiepoint's
+// left-multiplicative update).
+#include "solver/reconstruction_ba.h"
+
+#include <ceres/ceres.h>
+#include <ceres/rotation.h>
+#include <gtest/gtest.h>
+
+#include <Eigen/Geometry>
+#include <random>
+
+namespace tiepoint {
+namespace {
+
+void RandomRotation(std::mt19937& rng, double scale, double* R) {
+  std::normal_distribution<double> n(0, scale);
+  const Eigen::Vector3d w(n(rng), n(rng), n(rng));
+  const Eigen::Matrix<double, 3, 3, Eigen::RowMajor> M =
+      w.norm() > 0 ? Eigen::AngleAxisd(w.norm(), w.normalized()).toRotationMatrix() : Eigen::Matrix3d::Identity();
+  std::copy(M.data(), M.data() + 9, R);
+}
+
+std::vector<double> ParamsFor(CameraModelId m) {
+  switch (m) {
+    case CameraModelId::kSimplePinhole: return {800, 320, 240};
+    case CameraModelId::kPinhole: return {800, 780, 320, 240};
+    case CameraModelId::kSimpleRadial: return {800, 320, 240, -0.08};
+    case CameraModelId::kRadial: return {800, 320, 240, -0.08, 0.02};
+  }
+  return {};
+}
+
+TEST(ReconstructionBA, JacobiansMatchCentralDifferences) {
+  std::mt19937 rng(3);
+  for (CameraModelId m : {CameraModelId::kSimplePinhole, CameraModelId::kPinhole,
+                          CameraModelId::kSimpleRadial, CameraModelId::kRadial}) {
+    std::vector<double> params = ParamsFor(m);
+    const int np = static_cast<int>(params.size());
+    for (int trial = 0; trial < 5; ++trial) {
+      double R[9];
+      RandomRotation(rng, 0.5, R);
+      std::uniform_real_distribution<double> u(-1, 1);
+      double t[3] = {u(rng), u(rng), 4 + u(rng)};
+      double X[3] = {u(rng), u(rng), u(rng)};
+      const double obs[2] = {300, 250};
+      double r[2], jpose[12], jpt[6], jprm[10];
+      ASSERT_TRUE(ReconstructionResidual(m, params.data(), R, t, X, obs, r, jpose, jpt, jprm));
+      const double h = 1e-6;
+      // Pose: left rotation increment and translation.
+      for (int q = 0; q < 6; ++q) {
+        double rp[2], rm[2];
+        for (int sgn : {1, -1}) {
+          double Rn[9], tn[3] = {t[0], t[1], t[2]};
+          if (q < 3) {
+            double w[3] = {0, 0, 0};
+            w[q] = sgn * h;
+            const Eigen::Matrix3d dR = Eigen::AngleAxisd(h, Eigen::Vector3d(w[0], w[1], w[2]).normalized()).toRotationMatrix();
+            const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
+            const Eigen::Matrix<double, 3, 3, Eigen::RowMajor> out = dR * Rm;
+            std::copy(out.data(), out.data() + 9, Rn);
+          } else {
+            std::copy(R, R + 9, Rn);
+            tn[q - 3] += sgn * h;
+          }
+          ReconstructionResidual(m, params.data(), Rn, tn, X, obs, sgn > 0 ? rp : rm, nullptr, nullptr, nullptr);
+        }
+        for (int k = 0; k < 2; ++k)
+          EXPECT_NEAR(jpose[6 * k + q], (rp[k] - rm[k]) / (2 * h), 1e-4 * (1 + std::abs(jpose[6 * k + q])))
+              << CameraModelName(m) << " pose column " << q;
+      }
+      for (int q = 0; q < 3; ++q) {
+        double rp[2], rm[2];
+        double Xp[3] = {X[0], X[1], X[2]}, Xm[3] = {X[0], X[1], X[2]};
+        Xp[q] += h;
+        Xm[q] -= h;
+        ReconstructionResidual(m, params.data(), R, t, Xp, obs, rp, nullptr, nullptr, nullptr);
+        ReconstructionResidual(m, params.data(), R, t, Xm, obs, rm, nullptr, nullptr, nullptr);
+        for (int k = 0; k < 2; ++k)
+          EXPECT_NEAR(jpt[3 * k + q], (rp[k] - rm[k]) / (2 * h), 1e-4 * (1 + std::abs(jpt[3 * k + q])));
+      }
+      for (int q = 0; q < np; ++q) {
+        double rp[2], rm[2];
+        std::vector<double> pp = params, pm = params;
+        const double hq = h * std::max(1.0, std::abs(params[q]));
+        pp[q] += hq;
+        pm[q] -= hq;
+        ReconstructionResidual(m, pp.data(), R, t, X, obs, rp, nullptr, nullptr, nullptr);
+        ReconstructionResidual(m, pm.data(), R, t, X, obs, rm, nullptr, nullptr, nullptr);
+        for (int k = 0; k < 2; ++k)
+          EXPECT_NEAR(jprm[np * k + q], (rp[k] - rm[k]) / (2 * hq), 1e-4 * (1 + std::abs(jprm[np * k + q])))
+              << CameraModelName(m) << " param " << q;
+      }
+    }
+  }
+}
+
+// A ring of images around a cloud of points, one shared SIMPLE_RADIAL camera.
+Reconstruction MakeScene(std::mt19937& rng, int num_images, int num_points, double noise_px) {
+  Reconstruction rec;
+  Camera cam;
+  cam.camera_id = 1;
+  cam.model = CameraModelId::kSimpleRadial;
+  cam.width = 640;
+  cam.height = 480;
+  cam.params = {700, 320, 240, -0.05};
+  rec.cameras[1] = cam;
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::normal_distribution<double> n(0, noise_px);
+  std::vector<Eigen::Vector3d> X;
+  for (int j = 0; j < num_points; ++j) X.emplace_back(u(rng), u(rng), u(rng));
+  for (int i = 0; i < num_images; ++i) {
+    const double a = 2 * M_PI * i / num_images * 0.5;  // half ring
+    const Eigen::Vector3d C(5 * std::sin(a), 0.3 * u(rng), -5 * std::cos(a));
+    // Look at the origin: z axis towards -C.
+    const Eigen::Vector3d z = (-C).normalized();
+    const Eigen::Vector3d x = Eigen::Vector3d::UnitY().cross(z).normalized();
+    const Eigen::Vector3d y = z.cross(x);
+    Eigen::Matrix3d R;
+    R.row(0) = x;
+    R.row(1) = y;
+    R.row(2) = z;
+    const Eigen::Vector3d t = -R * C;
+    Image im;
+    im.image_id = i + 1;
+    im.camera_id = 1;
+    im.name = "img" + std::to_string(i);
+    const Eigen::Matrix<double, 3, 3, Eigen::RowMajor> Rr = R;
+    RotationToQuaternion(Rr.data(), im.qvec);
+    for (int k = 0; k < 3; ++k) im.tvec[k] = t[k];
+    rec.images[im.image_id] = im;
+  }
+  for (int j = 0; j < num_points; ++j) {
+    Point3D p;
+    for (int k = 0; k < 3; ++k) p.xyz[k] = X[j][k];
+    rec.points3D[j + 1] = p;
+  }
+  for (auto& [id, im] : rec.images) {
+    for (auto& [pid, p] : rec.points3D) {
+      double x, y;
+      if (!ProjectToImage(cam, im, p.xyz, &x, &y)) continue;
+      Point2D q;
+      q.x = x + n(rng);
+      q.y = y + n(rng);
+      q.point3D_id = pid;
+      p.track.push_back({id, static_cast<uint32_t>(im.points2D.size())});
+      im.points2D.push_back(q);
+    }
+  }
+  return rec;
+}
+
+struct CeresResidual {
+  CeresResidual(double x, double y) : x(x), y(y) {}
+  template <typename T>
+  bool operator()(const T* pose, const T* intr, const T* point, T* r) const {
+    T P[3];
+    ceres::AngleAxisRotatePoint(pose, point, P);
+    for (int k = 0; k < 3; ++k) P[k] += pose[3 + k];
+    const T u = P[0] / P[2], v = P[1] / P[2];
+    const T d = T(1) + intr[1] * (u * u + v * v);
+    // intr = (f, k); principal point fixed (as tiepoint's default).
+    r[0] = intr[0] * u * d + T(320) - T(x);
+    r[1] = intr[0] * v * d + T(240) - T(y);
+    return true;
+  }
+  double x, y;
+};
+
+TEST(ReconstructionBA, SharedIntrinsicsMatchesCeres) {
+  std::mt19937 rng(7);
+  Reconstruction truth = MakeScene(rng, 8, 150, 0.5);
+  // Perturb: poses (except the first, held fixed), focal, distortion, points.
+  Reconstruction rec = truth;
+  std::normal_distribution<double> n(0, 1);
+  for (auto& [id, im] : rec.images) {
+    if (id == 1) continue;
+    double R[9], dR[9], out[9];
+    QuaternionToRotation(im.qvec, R);
+    RandomRotation(rng, 0.01, dR);
+    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> A(dR), B(R);
+    Eigen::Map<Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> outm(out);
+    outm = A * B;
+    RotationToQuaternion(out, im.qvec);
+    for (int k = 0; k < 3; ++k) im.tvec[k] += 0.05 * n(rng);
+  }
+  rec.cameras[1].params[0] *= 1.05;
+  rec.cameras[1].params[3] = 0;
+  for (auto& [pid, p] : rec.points3D)
+    for (int k = 0; k < 3; ++k) p.xyz[k] += 0.02 * n(rng);
+  Reconstruction start = rec;
+
+  ReconstructionBAOptions options;
+  options.max_iterations = 100;
+  options.function_tolerance = 1e-12;
+  options.parameter_tolerance = 1e-14;
+  ReconstructionBAConfig config;
+  for (const auto& [id, im] : rec.images) config.variable_images.insert(id);
+  config.fixed_pose_images.insert(1);
+  config.only_points_of_variable_images = false;
+  ReconstructionBASummary summary;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
+  EXPECT_LT(summary.final_cost, 0.01 * summary.initial_cost);
+
+  // Ceres on the same start, one shared intrinsics block (f, k).
+  ceres::Problem problem;
+  std::map<uint32_t, std::array<double, 6>> poses;
+  std::array<double, 2> intr = {start.cameras[1].params[0], start.cameras[1].params[3]};
+  std::map<uint64_t, std::array<double, 3>> points;
+  for (const auto& [id, im] : start.images) {
+    double R[9];
+    QuaternionToRotation(im.qvec, R);
+    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
+    const Eigen::AngleAxisd aa{Eigen::Matrix3d(Rm)};
+    const Eigen::Vector3d w = aa.axis() * aa.angle();
+    poses[id] = {w[0], w[1], w[2], im.tvec[0], im.tvec[1], im.tvec[2]};
+  }
+  for (const auto& [pid, p] : start.points3D) points[pid] = {p.xyz[0], p.xyz[1], p.xyz[2]};
+  for (const auto& [pid, p] : start.points3D)
+    for (const TrackElement& e : p.track) {
+      const Point2D& q = start.images.at(e.image_id).points2D[e.point2D_idx];
+      problem.AddResidualBlock(new ceres::AutoDiffCostFunction<CeresResidual, 2, 6, 2, 3>(new CeresResidual(q.x, q.y)),
+                               nullptr, poses[e.image_id].data(), intr.data(), points[pid].data());
+    }
+  problem.SetParameterBlockConstant(poses[1].data());
+  ceres::Solver::Options so;
+  so.linear_solver_type = ceres::DENSE_SCHUR;
+  so.max_num_iterations = 200;
+  so.function_tolerance = 1e-14;
+  so.gradient_tolerance = 1e-14;
+  so.parameter_tolerance = 1e-14;
+  ceres::Solver::Summary cs;
+  ceres::Solve(so, &problem, &cs);
+  EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
+      << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
+  EXPECT_NEAR(rec.cameras[1].params[0], intr[0], 1e-4 * intr[0]);
+  EXPECT_NEAR(rec.cameras[1].params[3], intr[1], 1e-5);
+  // Focal recovered near the truth (noise 0.5 px).
+  EXPECT_NEAR(rec.cameras[1].params[0], truth.cameras[1].params[0], 0.01 * truth.cameras[1].params[0]);
+  for (const auto& [id, im] : rec.images) {
+    EXPECT_NEAR(im.tvec[0], poses[id][3], 1e-5);
+    EXPECT_NEAR(im.tvec[2], poses[id][5], 1e-5);
+  }
+}
+
+TEST(ReconstructionBA, FixedIntrinsicsAndPointsStayFixed) {
+  std::mt19937 rng(11);
+  Reconstruction rec = MakeScene(rng, 5, 60, 0.3);
+  const Reconstruction before = rec;
+  ReconstructionBAOptions options;
+  options.fix_intrinsics = true;
+  ReconstructionBAConfig config;
+  config.variable_images = {2, 3};
+  config.fixed_points = {1, 2, 3};
+  ReconstructionBASummary summary;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
+  EXPECT_EQ(rec.cameras[1].params, before.cameras.at(1).params);
+  for (uint64_t pid : {1, 2, 3})
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(rec.points3D[pid].xyz[k], before.points3D.at(pid).xyz[k]);
+  for (uint32_t id : {1u, 4u, 5u})
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(rec.images[id].tvec[k], before.images.at(id).tvec[k]);
+  EXPECT_LE(summary.final_cost, summary.initial_cost);
+}
+
+}  // namespace
+}  // namespace tiepoint
