@@ -26,8 +26,10 @@ bool SolveAbsolutePose(const std::vector<Eigen::Vector2d>& normalized,
 
 bool RefineAbsolutePosePair(const std::vector<Eigen::Vector2d>& normalized,
                             const std::vector<Eigen::Vector3d>& world, const std::vector<uint8_t>& inliers,
-                            Eigen::Matrix3d* R, Eigen::Vector3d* t) {
-  return RefineAbsolutePose(normalized, world, inliers, R, t);
+                            Eigen::Matrix3d* R, Eigen::Vector3d* t, double loss_scale) {
+  AbsolutePoseRefineOptions options;
+  options.loss_scale = loss_scale;
+  return RefineAbsolutePose(normalized, world, inliers, R, t, options);
 }
 
 bool RobustTriangulate(const std::vector<Pose34>& poses, const std::vector<Eigen::Vector2d>& normalized,

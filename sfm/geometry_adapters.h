@@ -18,11 +18,12 @@ bool SolveAbsolutePose(const std::vector<Eigen::Vector2d>& normalized,
                        Eigen::Matrix3d* R, Eigen::Vector3d* t, std::vector<uint8_t>* inliers,
                        int* num_inliers);
 
-// Least-squares refinement of a pose on the inlier correspondences; false (pose
+// Refinement of a pose on the correspondences flagged in `inliers` (all when empty), least
+// squares or, with loss_scale > 0 (normalized units), under a Cauchy loss; false (pose
 // untouched) when it cannot be refined.
 bool RefineAbsolutePosePair(const std::vector<Eigen::Vector2d>& normalized,
                             const std::vector<Eigen::Vector3d>& world, const std::vector<uint8_t>& inliers,
-                            Eigen::Matrix3d* R, Eigen::Vector3d* t);
+                            Eigen::Matrix3d* R, Eigen::Vector3d* t, double loss_scale = 0);
 
 // A point from two or more views that agrees with as many of them as possible (within
 // max_error, in front, from a pair of views at least min_angle_rad apart), refined on

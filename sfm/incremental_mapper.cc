@@ -112,9 +112,6 @@ class Mapper {
       for (const auto& [id, im] : done_[0].rec.images) image_model_[id - 1] = 0;
       Load(std::move(done_[0]));
       TIEPOINT_RETURN_IF_ERROR(Grow(0));
-      if (getenv("TIEPOINT_DEBUG_MERGE"))
-        for (size_t i = 0; i < images_.size(); ++i)
-          if (!Registered(static_cast<int>(i))) fprintf(stderr, "  %s: %s\n", images_[i].name.c_str(), summary_->images[i].reason.c_str());
       done_[0] = Save();
       for (const auto& [id, im] : done_[0].rec.images) image_model_[id - 1] = 0;
       if (done_[0].rec.images.size() == before) {
@@ -487,7 +484,6 @@ class Mapper {
       xb.emplace_back(pbx[0], pbx[1], pbx[2]);
     }
     const int n = static_cast<int>(xa.size());
-    if (getenv("TIEPOINT_DEBUG_MERGE")) fprintf(stderr, "merge %zu<-%zu: %d common tracks\n", i, j, n);
     if (n < 6) return Status::Ok();
     Eigen::Vector3d centroid = Eigen::Vector3d::Zero();
     std::vector<double> radii;
@@ -527,7 +523,6 @@ class Mapper {
       const int c = count(T, nullptr);
       if (c > best_count) { best_count = c; best = T; }
     }
-    if (getenv("TIEPOINT_DEBUG_MERGE")) fprintf(stderr, "merge %zu<-%zu: %d common tracks, %d agree (thr %g)\n", i, j, n, best_count, thr);
     if (best_count < std::max(6, n / 3)) return Status::Ok();
     std::vector<uint8_t> mask;
     count(best, &mask);
@@ -658,6 +653,13 @@ class Mapper {
         if (P.z() <= 0) return std::numeric_limits<double>::infinity();
         return (Eigen::Vector2d(P.x() / P.z(), P.y() / P.z()) - xn[k]).norm();
       };
+      // The pair's pose is only as good as its essential matrix (with self-calibrated
+      // intrinsics, a degree or so off: tens of pixels at a long focal length), so the
+      // distance is chosen with a loose threshold and the pose then refined from there
+      // under a robust loss before the inliers are counted at the real threshold.
+      const double loose = 8 * thr;
+      double best_lambda = -1;
+      int best_loose = 0;
       for (size_t k = 0; k < X.size(); ++k) {
         const Eigen::Vector3d c = Ri * X[k] + a;
         const double den = b.x() - xn[k].x() * b.z();
@@ -665,26 +667,35 @@ class Mapper {
         const double lambda = (xn[k].x() * c.z() - c.x()) / den;
         if (!(lambda > 0) || !std::isfinite(lambda)) continue;
         int support = 0;
-        for (size_t q = 0; q < X.size(); ++q) support += error(q, lambda) <= thr;
-        if (support > best_support) {
-          best_support = support;
-          *R_out = Ri;
-          *t_out = a + lambda * b;
-          inliers_out->assign(X.size(), 0);
-          for (size_t q = 0; q < X.size(); ++q) (*inliers_out)[q] = error(q, lambda) <= thr;
+        for (size_t q = 0; q < X.size(); ++q) support += error(q, lambda) <= loose;
+        if (support > best_loose) {
+          best_loose = support;
+          best_lambda = lambda;
         }
       }
-    }
-    if (best_support < kMinPairScaleInliers) return false;
-    if (best_support >= kMinSupportedInliers) {
-      Eigen::Matrix3d Rr = *R_out;
-      Eigen::Vector3d tr = *t_out;
-      if (RefineAbsolutePosePair(xn, X, *inliers_out, &Rr, &tr)) {
-        *R_out = Rr;
-        *t_out = tr;
+      if (best_loose < kMinPairScaleInliers) continue;
+      Eigen::Matrix3d Rc = Ri;
+      Eigen::Vector3d tc = a + best_lambda * b;
+      std::vector<uint8_t> loose_mask(X.size(), 0);
+      for (size_t q = 0; q < X.size(); ++q) loose_mask[q] = error(q, best_lambda) <= loose;
+      if (!RefineAbsolutePosePair(xn, X, loose_mask, &Rc, &tc, thr)) continue;
+      const Eigen::Matrix3d D = Rc * Ri.transpose();
+      if (std::acos(std::clamp((D.trace() - 1) / 2, -1.0, 1.0)) > 3.0 * kDeg) continue;
+      std::vector<uint8_t> mask(X.size(), 0);
+      int support = 0;
+      for (size_t q = 0; q < X.size(); ++q) {
+        const Eigen::Vector3d P = Rc * X[q] + tc;
+        mask[q] = P.z() > 0 && (Eigen::Vector2d(P.x() / P.z(), P.y() / P.z()) - xn[q]).norm() <= thr;
+        support += mask[q];
+      }
+      if (support > best_support) {
+        best_support = support;
+        *R_out = Rc;
+        *t_out = tc;
+        *inliers_out = mask;
       }
     }
-    return true;
+    return best_support >= kMinPairScaleInliers;
   }
 
   bool TryRegister(int i) {

@@ -80,6 +80,7 @@ Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std
 
 struct PairResult {
   std::vector<std::pair<uint32_t, uint32_t>> inliers;
+  std::vector<std::pair<uint32_t, uint32_t>> f_inliers;  // of the fundamental matrix
   bool verified = false, has_pose = false;
   double R[9], t[3];
   int num_matches = 0, num_e_inliers = 0, num_h_inliers = 0;
@@ -99,8 +100,10 @@ Intrinsics ToIntrinsics(const Camera& c) {
 void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2D>& k1,
                 const std::vector<Point2D>& k2, const Camera& c1, const Camera& c2,
                 const std::vector<std::pair<uint32_t, uint32_t>>& matches, bool known_intrinsics,
-                uint64_t seed, PairResult* out) {
-  out->num_matches = static_cast<int>(matches.size());
+                uint64_t seed, PairResult* out, bool matches_are_f_inliers = false) {
+  const int num_matches = out->num_matches;
+  *out = PairResult();
+  out->num_matches = matches_are_f_inliers ? num_matches : static_cast<int>(matches.size());
   out->model = "none";
   if (static_cast<int>(matches.size()) < o.verify_min_inliers) return;
   std::vector<std::array<double, 2>> x1, x2;
@@ -122,11 +125,15 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
   // pairs add little).
   ro.max_iterations = 2000;
   TwoViewGeometry F;
-  if (!EstimateTwoViewGeometry(TwoViewModel::kFundamental, x1, x2, nullptr, nullptr, ro, &F).ok() ||
-      !F.verified)
+  if (matches_are_f_inliers) {
+    F.verified = true;
+    F.inlier_mask.assign(matches.size(), 1);
+  } else if (!EstimateTwoViewGeometry(TwoViewModel::kFundamental, x1, x2, nullptr, nullptr, ro, &F).ok() ||
+             !F.verified) {
     return;
+  }
   std::vector<std::array<double, 2>> y1, y2;
-  std::vector<std::pair<uint32_t, uint32_t>> f_inliers;
+  std::vector<std::pair<uint32_t, uint32_t>>& f_inliers = out->f_inliers;
   for (size_t k = 0; k < matches.size(); ++k)
     if (F.inlier_mask[k]) {
       f_inliers.push_back(matches[k]);
@@ -319,6 +326,36 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   std::vector<PairCorrespondences> correspondences;
   std::vector<MapperPair> mpairs;
   json pair_report = json::array();
+  // The verified pairs: candidates (vpairs) and their results, turned into the tracks'
+  // correspondences and the mapper's pairs.
+  std::vector<std::pair<int, int>> vpairs;
+  std::vector<PairResult> vresults;
+  auto CollectPairs = [&]() {
+    correspondences.clear();
+    mpairs.clear();
+    pair_report = json::array();
+    int verified = 0;
+    for (size_t p = 0; p < vpairs.size(); ++p) {
+      const PairResult& r = vresults[p];
+      if (!r.verified) continue;
+      ++verified;
+      const auto [a, b] = vpairs[p];
+      correspondences.push_back({a, b, r.inliers});
+      MapperPair mp;
+      mp.image1 = a;
+      mp.image2 = b;
+      mp.inliers = r.inliers;
+      mp.has_pose = r.has_pose;
+      std::copy(r.R, r.R + 9, mp.rotation);
+      std::copy(r.t, r.t + 3, mp.translation);
+      mp.num_h_inliers = r.num_h_inliers;
+      mpairs.push_back(std::move(mp));
+      pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
+                             {"inliers", r.inliers.size()}, {"e_inliers", r.num_e_inliers},
+                             {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
+    }
+    return verified;
+  };
   if (o.tracks_file.empty()) {
     // 3. Features.
     t0 = std::chrono::steady_clock::now();
@@ -370,26 +407,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
                  cameras.at(image_camera[b]), m, !known.empty(), o.seed + p, &results[p]);
     }
-    int verified = 0;
-    for (size_t p = 0; p < pairs.size(); ++p) {
-      const PairResult& r = results[p];
-      if (!r.verified) continue;
-      ++verified;
-      correspondences.push_back({pairs[p].first, pairs[p].second, r.inliers});
-      MapperPair mp;
-      mp.image1 = pairs[p].first;
-      mp.image2 = pairs[p].second;
-      mp.inliers = r.inliers;
-      mp.has_pose = r.has_pose;
-      std::copy(r.R, r.R + 9, mp.rotation);
-      std::copy(r.t, r.t + 3, mp.translation);
-      mp.num_h_inliers = r.num_h_inliers;
-      mpairs.push_back(std::move(mp));
-      pair_report.push_back({{"image1", names[pairs[p].first]}, {"image2", names[pairs[p].second]},
-                             {"matches", r.num_matches}, {"inliers", r.inliers.size()},
-                             {"e_inliers", r.num_e_inliers}, {"h_inliers", r.num_h_inliers},
-                             {"configuration", r.model}});
-    }
+    vpairs = pairs;
+    vresults = std::move(results);
+    const int verified = CollectPairs();
     report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
     Progress(o, "verified " + std::to_string(verified) + " of " + std::to_string(pairs.size()) + " pairs");
   } else {
@@ -441,26 +461,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
                  cameras.at(image_camera[b]), plist[p].second, !known.empty(), o.seed + p, &results[p]);
     }
-    int verified = 0;
-    for (size_t p = 0; p < plist.size(); ++p) {
-      const PairResult& r = results[p];
-      if (!r.verified) continue;
-      ++verified;
-      const auto [a, b] = plist[p].first;
-      correspondences.push_back({a, b, r.inliers});
-      MapperPair mp;
-      mp.image1 = a;
-      mp.image2 = b;
-      mp.inliers = r.inliers;
-      mp.has_pose = r.has_pose;
-      std::copy(r.R, r.R + 9, mp.rotation);
-      std::copy(r.t, r.t + 3, mp.translation);
-      mp.num_h_inliers = r.num_h_inliers;
-      mpairs.push_back(std::move(mp));
-      pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
-                             {"inliers", r.inliers.size()}, {"e_inliers", r.num_e_inliers},
-                             {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
-    }
+    for (const auto& pl : plist) vpairs.push_back(pl.first);
+    vresults = std::move(results);
+    const int verified = CollectPairs();
     report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
   }
   report["pairs"] = pair_report;
@@ -493,6 +496,49 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                     std::to_string(num_registered) + " of " + std::to_string(total) + ")");
   };
   TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
+  // Self-calibration, second pass: the prior focal length (1.2 max(w, h)) can be far off
+  // (the Middlebury rings: 2x and 4x), and the pairs' relative poses, the initial pair and
+  // the pose-from-pair registrations were all computed with it. The intrinsics the first
+  // model refined go back into the essential matrices of the verified pairs (their
+  // fundamental-matrix inliers are kept), and the mapper runs again from there; the second
+  // result is kept when it registers at least as many images.
+  if (known.empty() && !result->models.empty()) {
+    const auto t1 = std::chrono::steady_clock::now();
+    std::map<uint32_t, Camera> refined = cameras;
+    for (const auto& [id, c] : result->models[0].cameras) refined[id] = c;
+    std::vector<PairResult> second(vresults.size());
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (size_t p = 0; p < vresults.size(); ++p) {
+      if (!vresults[p].verified) continue;
+      const auto [a, b] = vpairs[p];
+      second[p].num_matches = vresults[p].num_matches;
+      VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, refined.at(image_camera[a]),
+                 refined.at(image_camera[b]), vresults[p].f_inliers, false, o.seed + p, &second[p], true);
+    }
+    std::swap(vresults, second);
+    CollectPairs();
+    std::vector<Track> tracks2;
+    TrackSummary ts2;
+    TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks2, &ts2));
+    std::vector<Reconstruction> models2;
+    MapperSummary ms2;
+    TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, refined, mpairs, tracks2, &models2, &ms2, progress));
+    auto registered = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
+    const bool keep = registered(models2) >= registered(result->models);
+    report["stages"]["self_calibration_pass"] = {{"seconds", Since(t1)}, {"kept", keep},
+                                                 {"registered_first_pass", registered(result->models)},
+                                                 {"registered_second_pass", registered(models2)}};
+    if (keep) {
+      result->models = std::move(models2);
+      ms = std::move(ms2);
+      ts = ts2;
+      tracks = std::move(tracks2);
+    } else {
+      std::swap(vresults, second);
+      CollectPairs();
+    }
+    report["pairs"] = pair_report;
+  }
   report["stages"]["map"] = {{"seconds", Since(t0)},
                              {"registration_seconds", ms.seconds_registration},
                              {"triangulation_seconds", ms.seconds_triangulation},
