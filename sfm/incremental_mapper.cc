@@ -432,7 +432,7 @@ class Mapper {
     }
     if (static_cast<int>(angles.size()) < o_.init_min_points) return false;
     std::nth_element(angles.begin(), angles.begin() + angles.size() / 2, angles.end());
-    if (angles[angles.size() / 2] < o_.init_min_tri_angle_deg * kDeg) return false;
+    if (angles[angles.size() / 2] < init_angle_deg_ * kDeg) return false;
     if (!GlobalAdjust(o_.ba_global_max_iterations).ok()) return false;
     return static_cast<int>(rec_.points3D.size()) >= o_.init_min_points;
   }
@@ -673,6 +673,24 @@ class Mapper {
           best_lambda = lambda;
         }
       }
+      // The pair's pose as it is, with the distance that most correspondences agree with
+      // at the real threshold (what works when the intrinsics are known).
+      for (size_t k = 0; k < X.size(); ++k) {
+        const Eigen::Vector3d c = Ri * X[k] + a;
+        const double den = b.x() - xn[k].x() * b.z();
+        if (std::abs(den) < 1e-12) continue;
+        const double lambda = (xn[k].x() * c.z() - c.x()) / den;
+        if (!(lambda > 0) || !std::isfinite(lambda)) continue;
+        int support = 0;
+        for (size_t q = 0; q < X.size(); ++q) support += error(q, lambda) <= thr;
+        if (support > best_support) {
+          best_support = support;
+          *R_out = Ri;
+          *t_out = a + lambda * b;
+          inliers_out->assign(X.size(), 0);
+          for (size_t q = 0; q < X.size(); ++q) (*inliers_out)[q] = error(q, lambda) <= thr;
+        }
+      }
       if (best_loose < kMinPairScaleInliers) continue;
       Eigen::Matrix3d Rc = Ri;
       Eigen::Vector3d tc = a + best_lambda * b;
@@ -773,8 +791,17 @@ class Mapper {
     int trials = 0;
     bool init = false;
     int init_pair = -1;
-    for (int p : cand) {
-      if (trials++ >= o_.init_max_trials) break;
+    // Candidates are tried at the required median triangulation angle, then, if none
+    // starts a model, once more at a quarter of it: a short sequence moving forward (KITTI)
+    // has no pair with a wide angle.
+    std::vector<int> cand2;
+    for (int p : cand) cand2.push_back(p);
+    for (int p : cand) cand2.push_back(-1 - p);
+    for (int pp : cand2) {
+      const int p = pp >= 0 ? pp : -1 - pp;
+      if (pp == -1 - cand.front()) trials = 0;
+      init_angle_deg_ = pp >= 0 ? o_.init_min_tri_angle_deg : o_.init_min_tri_angle_deg / 4;
+      if (trials++ >= o_.init_max_trials) continue;
       pair_tried_[p] = 1;
       const auto t0 = std::chrono::steady_clock::now();
       init = TryInitialPair(p);
@@ -868,6 +895,7 @@ class Mapper {
   std::vector<ModelState> done_;
   std::vector<std::vector<int>> image_pairs_;  // per image: its pairs
   std::pair<int, int> current_init_{-1, -1};
+  double init_angle_deg_ = 0;
 };
 
 }  // namespace
