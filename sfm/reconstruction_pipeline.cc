@@ -564,6 +564,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                       {"observations", r.NumObservations()},
                       {"mean_track_length", r.MeanTrackLength()},
                       {"mean_reprojection_error_px", r.MeanReprojectionError()},
+                      // What `colmap model_analyzer` prints: the mean of the points' errors.
+                      {"mean_point_error_px", r.MeanPointError()},
                       {"initial_pair", {names[ms.initial_pairs[m].first], names[ms.initial_pairs[m].second]}},
                       {"cameras", cams}});
   }
