@@ -653,44 +653,43 @@ class Mapper {
         if (P.z() <= 0) return std::numeric_limits<double>::infinity();
         return (Eigen::Vector2d(P.x() / P.z(), P.y() / P.z()) - xn[k]).norm();
       };
+      // The distance along b that most correspondences agree with at `threshold`: each
+      // correspondence proposes the one that puts its point on its image x coordinate.
+      auto best_distance = [&](double threshold, int* best_count) {
+        double best = -1;
+        *best_count = 0;
+        for (size_t k = 0; k < X.size(); ++k) {
+          const Eigen::Vector3d c = Ri * X[k] + a;
+          const double den = b.x() - xn[k].x() * b.z();
+          if (std::abs(den) < 1e-12) continue;
+          const double lambda = (xn[k].x() * c.z() - c.x()) / den;
+          if (!(lambda > 0) || !std::isfinite(lambda)) continue;
+          int support = 0;
+          for (size_t q = 0; q < X.size(); ++q) support += error(q, lambda) <= threshold;
+          if (support > *best_count) {
+            *best_count = support;
+            best = lambda;
+          }
+        }
+        return best;
+      };
+      // The pair's pose as it is (what works when the intrinsics are known).
+      int strict_count = 0;
+      const double strict_lambda = best_distance(thr, &strict_count);
+      if (strict_count > best_support) {
+        best_support = strict_count;
+        *R_out = Ri;
+        *t_out = a + strict_lambda * b;
+        inliers_out->assign(X.size(), 0);
+        for (size_t q = 0; q < X.size(); ++q) (*inliers_out)[q] = error(q, strict_lambda) <= thr;
+      }
       // The pair's pose is only as good as its essential matrix (with self-calibrated
       // intrinsics, a degree or so off: tens of pixels at a long focal length), so the
       // distance is chosen with a loose threshold and the pose then refined from there
       // under a robust loss before the inliers are counted at the real threshold.
       const double loose = 8 * thr;
-      double best_lambda = -1;
       int best_loose = 0;
-      for (size_t k = 0; k < X.size(); ++k) {
-        const Eigen::Vector3d c = Ri * X[k] + a;
-        const double den = b.x() - xn[k].x() * b.z();
-        if (std::abs(den) < 1e-12) continue;
-        const double lambda = (xn[k].x() * c.z() - c.x()) / den;
-        if (!(lambda > 0) || !std::isfinite(lambda)) continue;
-        int support = 0;
-        for (size_t q = 0; q < X.size(); ++q) support += error(q, lambda) <= loose;
-        if (support > best_loose) {
-          best_loose = support;
-          best_lambda = lambda;
-        }
-      }
-      // The pair's pose as it is, with the distance that most correspondences agree with
-      // at the real threshold (what works when the intrinsics are known).
-      for (size_t k = 0; k < X.size(); ++k) {
-        const Eigen::Vector3d c = Ri * X[k] + a;
-        const double den = b.x() - xn[k].x() * b.z();
-        if (std::abs(den) < 1e-12) continue;
-        const double lambda = (xn[k].x() * c.z() - c.x()) / den;
-        if (!(lambda > 0) || !std::isfinite(lambda)) continue;
-        int support = 0;
-        for (size_t q = 0; q < X.size(); ++q) support += error(q, lambda) <= thr;
-        if (support > best_support) {
-          best_support = support;
-          *R_out = Ri;
-          *t_out = a + lambda * b;
-          inliers_out->assign(X.size(), 0);
-          for (size_t q = 0; q < X.size(); ++q) (*inliers_out)[q] = error(q, lambda) <= thr;
-        }
-      }
+      const double best_lambda = best_distance(loose, &best_loose);
       if (best_loose < kMinPairScaleInliers) continue;
       Eigen::Matrix3d Rc = Ri;
       Eigen::Vector3d tc = a + best_lambda * b;
