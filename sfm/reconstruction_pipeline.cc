@@ -38,6 +38,14 @@ void Progress(const ReconstructionPipelineOptions& o, const std::string& line) {
   if (o.show_progress) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
+// The 8-bit grey value at the pixel nearest (x, y) (tiepoint's pixel convention, clamped
+// to the image): a point's colour.
+uint8_t GrayAt(const GrayImage& g, double x, double y) {
+  const int xi = std::clamp(static_cast<int>(std::lround(x)), 0, g.width - 1);
+  const int yi = std::clamp(static_cast<int>(std::lround(y)), 0, g.height - 1);
+  return static_cast<uint8_t>(std::clamp(g.at(xi, yi), 0.0f, 1.0f) * 255 + 0.5f);
+}
+
 // Image pairs (i < j) by the chosen selection.
 Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std::string>& names,
                    std::vector<std::pair<int, int>>* pairs) {
@@ -376,9 +384,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         p.x = kp.x + 0.5;
         p.y = kp.y + 0.5;
         mimages[k].keypoints.push_back(p);
-        const int xi = std::clamp(static_cast<int>(std::lround(kp.x)), 0, g.width - 1);
-        const int yi = std::clamp(static_cast<int>(std::lround(kp.y)), 0, g.height - 1);
-        mimages[k].gray.push_back(static_cast<uint8_t>(std::clamp(g.at(xi, yi), 0.0f, 1.0f) * 255 + 0.5f));
+        mimages[k].gray.push_back(GrayAt(g, kp.x, kp.y));
       }
       total_features += static_cast<int64_t>(features[k].size());
     }
@@ -433,9 +439,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       by_track[t.track_id].push_back({k, static_cast<uint32_t>(mimages[k].keypoints.size())});
       mimages[k].keypoints.push_back(p);
       const GrayImage& g = gray[usable[k]];
-      const int xi = std::clamp(static_cast<int>(std::lround(t.x)), 0, g.width - 1);
-      const int yi = std::clamp(static_cast<int>(std::lround(t.y)), 0, g.height - 1);
-      mimages[k].gray.push_back(static_cast<uint8_t>(std::clamp(g.at(xi, yi), 0.0f, 1.0f) * 255 + 0.5f));
+      mimages[k].gray.push_back(GrayAt(g, t.x, t.y));
     }
     for (int k = 0; k < n; ++k) {
       mimages[k].name = names[k];
