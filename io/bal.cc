@@ -1,6 +1,13 @@
 // BAL reader and writer.
 //
-// Reading: a ByteSource (plain file, bzip2 decompressor or std::istream) fills a 1 MiB
+// Reading, by default (BalReadOptions::parallel): the file is read whole into memory
+// (ReadFileBytes, several threads), a ".bz2" is decoded over its blocks on all threads
+// (bz2_parallel.h), and the text is parsed on all threads (bal_parallel.cc). Both
+// parallel stages either give exactly the serial result or decline; then the serial
+// reader below runs on the same bytes, so every error message is the serial one.
+//
+// The serial reader: a ByteSource (plain file, bzip2 decompressor, std::istream, or
+// text already in memory) fills a 1 MiB
 // chunk buffer; a Tokenizer splits it into whitespace-separated tokens (tokens may
 // straddle refills), counting '\n' for line numbers; numbers are parsed in place with
 // std::from_chars, with a slower path only for unusual or bad tokens. The scene is built
@@ -19,6 +26,8 @@
 #include "io/bal.h"
 
 #include <bzlib.h>
+#include <omp.h>
+#include <string.h>  // memrchr
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -28,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <new>
 #include <ostream>
@@ -35,8 +45,13 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
+#include "io/bal_internal.h"
 #include "io/base/atomic_file.h"
+#include "io/base/file_bytes.h"
+#include "io/base/timer.h"
+#include "io/bz2_parallel.h"
 
 namespace tiepoint {
 namespace {
@@ -44,12 +59,18 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Limits.
 
-constexpr int64_t kMaxCameras = 10'000'000;
-constexpr int64_t kMaxPoints = 1'000'000'000;
-constexpr int64_t kMaxObservations = 2'147'483'647;  // observation indices are int32
+using bal_internal::IsSpace;
+using bal_internal::kMaxCameras;
+using bal_internal::kMaxObservations;
+using bal_internal::kMaxPoints;
+using bal_internal::kMaxTokenLength;
+using bal_internal::NumberKind;
+using bal_internal::ParseDouble;
+using bal_internal::ParseInt;
+using bal_internal::TextPiece;
+
 constexpr size_t kMaxReserve = size_t{16} << 20;      // elements reserved before reading
 constexpr size_t kChunkSize = size_t{1} << 20;        // bytes per read from a source
-constexpr size_t kMaxTokenLength = 4096;              // longer tokens are garbage
 // Reserve guesses where the input's size is not known: a stream reserves for at most
 // kUnknownSizeReserveBytes of text (and reads that much at a time), a bzip2 file for kBz2RatioGuess times its size (BAL
 // files compress 3-4x; a larger ratio just means the vectors grow as they are read).
@@ -147,18 +168,54 @@ class FileSource : public ByteSource {
 
 class MemorySource : public ByteSource {
  public:
-  MemorySource(const char* data, size_t size) : data_(data), size_(size) {}
+  // `exact_size`: what ExactSize() reports (the file's size, or -1 where the bytes came
+  // from a pipe, so that messages and checks are those of the original source).
+  MemorySource(const char* data, size_t size, int64_t exact_size)
+      : data_(data), size_(size), exact_size_(exact_size) {}
+  MemorySource(const char* data, size_t size)
+      : MemorySource(data, size, static_cast<int64_t>(size)) {}
   Status Read(char* out, size_t n, size_t* got) override {
     *got = std::min(n, size_ - pos_);
     if (*got > 0) std::memcpy(out, data_ + pos_, *got);
     pos_ += *got;
     return Status::Ok();
   }
-  int64_t ExactSize() const override { return static_cast<int64_t>(size_); }
+  int64_t ExactSize() const override { return exact_size_; }
 
  private:
   const char* data_;
   size_t size_;
+  int64_t exact_size_;
+  size_t pos_ = 0;
+};
+
+// Decoded text held as pieces (the blocks of a parallel bzip2 decode), read in order;
+// it stands in for the bzip2 stream it came from (size unknown, as Bz2Source's).
+class PiecesSource : public ByteSource {
+ public:
+  PiecesSource(const std::vector<TextPiece>& pieces, int64_t size_guess)
+      : pieces_(pieces), size_guess_(size_guess) {}
+  Status Read(char* out, size_t n, size_t* got) override {
+    *got = 0;
+    while (*got < n && piece_ < pieces_.size()) {
+      const TextPiece& p = pieces_[piece_];
+      const size_t take = std::min(n - *got, p.size - pos_);
+      if (take > 0) std::memcpy(out + *got, p.data + pos_, take);
+      *got += take;
+      pos_ += take;
+      if (pos_ == p.size) {
+        ++piece_;
+        pos_ = 0;
+      }
+    }
+    return Status::Ok();
+  }
+  int64_t SizeGuess() const override { return size_guess_; }
+
+ private:
+  const std::vector<TextPiece>& pieces_;
+  int64_t size_guess_;
+  size_t piece_ = 0;
   size_t pos_ = 0;
 };
 
@@ -280,59 +337,7 @@ class Bz2Source : public ByteSource {
 };
 
 // ---------------------------------------------------------------------------------------
-// Tokenizer.
-
-struct SpaceTable {
-  bool space[256] = {};
-  constexpr SpaceTable() {
-    space[static_cast<unsigned char>(' ')] = true;
-    space[static_cast<unsigned char>('\t')] = true;
-    space[static_cast<unsigned char>('\n')] = true;
-    space[static_cast<unsigned char>('\r')] = true;
-    space[static_cast<unsigned char>('\v')] = true;
-    space[static_cast<unsigned char>('\f')] = true;
-  }
-};
-constexpr SpaceTable kSpace;
-
-inline bool IsSpace(char c) { return kSpace.space[static_cast<unsigned char>(c)]; }
-
-// ---------------------------------------------------------------------------------------
-// Value parsing.
-
-std::string_view StripPlus(std::string_view t) {
-  if (t.size() > 1 && t[0] == '+' && t[1] != '+' && t[1] != '-') t.remove_prefix(1);
-  return t;
-}
-
-enum class NumberKind { kOk, kNotNumber, kNotFinite, kOutOfRange };
-
-NumberKind ParseDouble(std::string_view token, double* value) {
-  const std::string_view t = StripPlus(token);
-  const char* first = t.data();
-  const char* last = t.data() + t.size();
-  auto [ptr, ec] = std::from_chars(first, last, *value);
-  if (ptr != last || t.empty()) return NumberKind::kNotNumber;
-  if (ec == std::errc::result_out_of_range) {
-    // from_chars reports underflow as out of range too; strtod gives the nearest value
-    // (0 or a subnormal), which is fine. Overflow is not.
-    const std::string copy(t);
-    char* end = nullptr;
-    *value = std::strtod(copy.c_str(), &end);
-    if (!std::isfinite(*value)) return NumberKind::kOutOfRange;
-    return NumberKind::kOk;
-  }
-  if (ec != std::errc()) return NumberKind::kNotNumber;
-  if (!std::isfinite(*value)) return NumberKind::kNotFinite;
-  return NumberKind::kOk;
-}
-
-bool ParseInt(std::string_view token, int64_t* value) {
-  const std::string_view t = StripPlus(token);
-  const char* last = t.data() + t.size();
-  auto [ptr, ec] = std::from_chars(t.data(), last, *value);
-  return ec == std::errc() && ptr == last && !t.empty();
-}
+// Value parsing (IsSpace, ParseInt, ParseDouble: bal_internal.h) and the tokenizer.
 
 bool LooksLikeNumber(std::string_view token) {
   double v;
@@ -775,6 +780,112 @@ Status ReadFromSource(ByteSource* source, const std::string& name, Scene* scene)
 }
 
 // ---------------------------------------------------------------------------------------
+// Parallel reading (bal_parallel.cc parses, bz2_parallel.cc decompresses); the serial
+// reader above runs on the same bytes whenever they decline, so its messages stand.
+
+int ThreadsFor(const BalReadOptions& options) {
+  return options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+}
+
+// The decoded blocks as pieces that end at line ends: a block's whole lines are used in
+// place; the line a block boundary cuts is copied, whole, into a seam of its own (a
+// deque: the seams must not move).
+std::vector<TextPiece> LinePieces(const std::vector<std::string>& blocks,
+                                  std::deque<std::string>* seams) {
+  std::vector<TextPiece> pieces;
+  pieces.reserve(2 * blocks.size() + 1);
+  std::string carry;
+  for (const std::string& block : blocks) {
+    const char* d = block.data();
+    const size_t n = block.size();
+    const void* first = std::memchr(d, '\n', n);
+    if (first == nullptr) {
+      carry.append(d, n);
+      continue;
+    }
+    const size_t after_first = static_cast<size_t>(static_cast<const char*>(first) - d) + 1;
+    size_t start = 0;
+    if (!carry.empty()) {
+      carry.append(d, after_first);
+      seams->push_back(std::move(carry));
+      carry.clear();
+      pieces.push_back({seams->back().data(), seams->back().size()});
+      start = after_first;
+    }
+    const size_t after_last =
+        static_cast<size_t>(static_cast<const char*>(memrchr(d, '\n', n)) - d) + 1;
+    if (after_last > start) pieces.push_back({d + start, after_last - start});
+    carry.assign(d + after_last, n - after_last);
+  }
+  if (!carry.empty()) {
+    seams->push_back(std::move(carry));
+    pieces.push_back({seams->back().data(), seams->back().size()});
+  }
+  return pieces;
+}
+
+// Reads BAL (".bz2" by name) from `size` bytes at `data`; `exact_size` is what the
+// serial reader's source would report as the input's size (-1 for a pipe).
+Status ReadBytesParallel(const char* data, size_t size, int64_t exact_size,
+                         const std::string& name, const BalReadOptions& options,
+                         Scene* scene, BalReadSummary* summary) {
+  if (scene == nullptr) return Status::Internal("ReadBal: scene is null");
+  const int threads = ThreadsFor(options);
+  summary->threads = threads;
+  summary->input_bytes = static_cast<int64_t>(size);
+  std::string why;
+  try {
+    if (EndsWith(name, ".bz2")) {
+      Timer timer;
+      Bz2ParallelOptions bz2_options;
+      bz2_options.num_threads = threads;
+      Bz2Decoded decoded;
+      const bool decoded_ok = TryDecompressBz2Parallel(data, size, bz2_options, &decoded, &why);
+      summary->decompress_seconds = timer.Seconds();
+      if (!decoded_ok) {
+        summary->fallback_reason = "bzip2: " + why;
+        timer.Reset();
+        Bz2Source source(std::make_unique<MemorySource>(data, size, exact_size), name);
+        const Status s = ReadFromSource(&source, name, scene);
+        summary->parse_seconds = timer.Seconds();
+        return s;
+      }
+      summary->text_bytes = static_cast<int64_t>(decoded.size);
+      timer.Reset();
+      std::deque<std::string> seams;
+      const std::vector<TextPiece> pieces = LinePieces(decoded.blocks, &seams);
+      const bool parsed =
+          bal_internal::ParseBalText(pieces, threads, options.chunk_bytes, scene, &why);
+      summary->parse_seconds = timer.Seconds();
+      if (parsed) {
+        summary->parallel = true;
+        return Status::Ok();
+      }
+      summary->fallback_reason = "text: " + why;
+      PiecesSource source(pieces, static_cast<int64_t>(decoded.size));
+      return ReadFromSource(&source, name, scene);
+    }
+    summary->text_bytes = static_cast<int64_t>(size);
+    Timer timer;
+    const std::vector<TextPiece> pieces = {{data, size}};
+    const bool parsed =
+        bal_internal::ParseBalText(pieces, threads, options.chunk_bytes, scene, &why);
+    summary->parse_seconds = timer.Seconds();
+    if (parsed) {
+      summary->parallel = true;
+      return Status::Ok();
+    }
+    summary->fallback_reason = "text: " + why;
+    MemorySource source(data, size, exact_size);
+    return ReadFromSource(&source, name, scene);
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(name + ": out of memory while reading");
+  } catch (const std::length_error&) {
+    return Status::OutOfMemory(name + ": out of memory while reading");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Writing.
 
 class ByteSink {
@@ -1004,24 +1115,79 @@ Status ValidateForWrite(const Scene& s) {
 
 }  // namespace
 
-Status ReadBal(const std::string& path, Scene* scene) {
-  FilePtr file;
-  TIEPOINT_RETURN_IF_ERROR(OpenForReading(path, &file));
-  if (EndsWith(path, ".bz2")) {
-    Bz2Source source(std::make_unique<FileSource>(std::move(file), path), path);
-    return ReadFromSource(&source, path, scene);
+Status BalReadOptions::Check() const {
+  if (num_threads < 0) {
+    return Status::InvalidOptions("BAL reading: num_threads must be >= 0 (0: all), got " +
+                                  std::to_string(num_threads));
   }
-  FileSource source(std::move(file), path);
-  return ReadFromSource(&source, path, scene);
+  return Status::Ok();
+}
+
+Status ReadBal(const std::string& path, const BalReadOptions& options, Scene* scene,
+               BalReadSummary* summary) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  BalReadSummary local;
+  BalReadSummary& sum = summary != nullptr ? *summary : local;
+  sum = BalReadSummary();
+  Timer total;
+  Status s;
+  if (!options.parallel) {
+    FilePtr file;
+    TIEPOINT_RETURN_IF_ERROR(OpenForReading(path, &file));
+    if (EndsWith(path, ".bz2")) {
+      Bz2Source source(std::make_unique<FileSource>(std::move(file), path), path);
+      sum.input_bytes = source.SizeGuess() / kBz2RatioGuess;
+      s = ReadFromSource(&source, path, scene);
+    } else {
+      FileSource source(std::move(file), path);
+      sum.input_bytes = sum.text_bytes = source.ExactSize();
+      s = ReadFromSource(&source, path, scene);
+    }
+    sum.parse_seconds = total.Seconds();
+  } else {
+    FileBytes bytes;
+    TIEPOINT_RETURN_IF_ERROR(ReadFileBytes(path, ThreadsFor(options), &bytes));
+    sum.read_seconds = total.Seconds();
+    const int64_t exact = bytes.regular ? static_cast<int64_t>(bytes.size) : -1;
+    s = ReadBytesParallel(bytes.data.get(), bytes.size, exact, path, options, scene, &sum);
+  }
+  sum.total_seconds = total.Seconds();
+  return s;
+}
+
+Status ReadBal(const std::string& path, Scene* scene) {
+  return ReadBal(path, BalReadOptions(), scene);
+}
+
+Status ReadBalFromMemory(const char* data, size_t size, const std::string& name,
+                         const BalReadOptions& options, Scene* scene,
+                         BalReadSummary* summary) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  BalReadSummary local;
+  BalReadSummary& sum = summary != nullptr ? *summary : local;
+  sum = BalReadSummary();
+  Timer total;
+  Status s;
+  if (!options.parallel) {
+    sum.input_bytes = static_cast<int64_t>(size);
+    if (EndsWith(name, ".bz2")) {
+      Bz2Source source(std::make_unique<MemorySource>(data, size), name);
+      s = ReadFromSource(&source, name, scene);
+    } else {
+      sum.text_bytes = static_cast<int64_t>(size);
+      MemorySource source(data, size);
+      s = ReadFromSource(&source, name, scene);
+    }
+    sum.parse_seconds = total.Seconds();
+  } else {
+    s = ReadBytesParallel(data, size, static_cast<int64_t>(size), name, options, scene, &sum);
+  }
+  sum.total_seconds = total.Seconds();
+  return s;
 }
 
 Status ReadBalFromMemory(const char* data, size_t size, const std::string& name, Scene* scene) {
-  if (EndsWith(name, ".bz2")) {
-    Bz2Source source(std::make_unique<MemorySource>(data, size), name);
-    return ReadFromSource(&source, name, scene);
-  }
-  MemorySource source(data, size);
-  return ReadFromSource(&source, name, scene);
+  return ReadBalFromMemory(data, size, name, BalReadOptions(), scene);
 }
 
 Status ReadBal(std::istream& in, const std::string& name, Scene* scene) {

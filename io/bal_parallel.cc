@@ -1,0 +1,291 @@
+// BAL text parsed on all threads.
+//
+// BAL is a stream of whitespace-separated tokens whose meaning is set by their index
+// alone (3 header counts, 4 per observation, 9 per camera, 3 per point), with one line
+// rule: a header's or an observation's values share a line. So, with the text cut into
+// chunks at line ends (no token and no line straddles two chunks):
+//  1. every chunk's tokens are counted (SSE2, 16 bytes per step), concurrently;
+//  2. the prefix sums give each chunk the global index of its first token; the header
+//     is read and the total checked against it before anything is allocated, so the
+//     scene's size is bounded by the text actually present;
+//  3. every chunk is parsed concurrently into its place in the scene, with the serial
+//     reader's own number parsing (std::from_chars fast path, ParseInt/ParseDouble for
+//     the rest) and its checks (index ranges, finiteness, an observation on one line).
+// Anything wrong makes the whole parse return false: errors are rare, and the serial
+// reader, run by the caller over the same bytes, then gives the message with file and
+// line exactly as before.
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <stdexcept>
+
+#include "io/bal_internal.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace tiepoint::bal_internal {
+namespace {
+
+// Automatic chunk size: big enough that the per-chunk work is negligible, small enough
+// that every thread gets several chunks (dynamic scheduling evens out slow ones).
+constexpr size_t kMaxAutoChunk = size_t{4} << 20;
+constexpr size_t kMinAutoChunk = size_t{64} << 10;
+
+struct Chunk {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  int64_t tokens = 0;  // tokens in [begin, end)
+  int64_t first = 0;   // global index of the first of them
+};
+
+std::vector<Chunk> SplitIntoChunks(const std::vector<TextPiece>& pieces, size_t chunk_bytes) {
+  std::vector<Chunk> chunks;
+  for (const TextPiece& piece : pieces) {
+    const char* p = piece.data;
+    const char* const end = piece.data + piece.size;
+    while (p < end) {
+      const char* cut = end;
+      if (static_cast<size_t>(end - p) > chunk_bytes) {
+        // The chunk ends after the first '\n' at or past p + chunk_bytes - 1.
+        const char* from = p + chunk_bytes - 1;
+        const void* nl = std::memchr(from, '\n', static_cast<size_t>(end - from));
+        if (nl != nullptr) cut = static_cast<const char*>(nl) + 1;
+      }
+      chunks.push_back({p, cut, 0, 0});
+      p = cut;
+    }
+  }
+  return chunks;
+}
+
+// Tokens (maximal runs of non-space bytes) in [p, e), where p starts a line.
+int64_t CountTokens(const char* p, const char* const e) {
+  int64_t count = 0;
+  unsigned prev_space = 1;
+#if defined(__SSE2__)
+  const __m128i k9 = _mm_set1_epi8(9);
+  const __m128i k4 = _mm_set1_epi8(4);
+  const __m128i k32 = _mm_set1_epi8(32);
+  while (e - p >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i t = _mm_sub_epi8(v, k9);                          // 9..13 -> 0..4
+    const __m128i ctrl = _mm_cmpeq_epi8(_mm_min_epu8(t, k4), t);    // t <= 4 unsigned
+    const __m128i space = _mm_or_si128(ctrl, _mm_cmpeq_epi8(v, k32));
+    const unsigned m = static_cast<unsigned>(_mm_movemask_epi8(space));
+    const unsigned starts = ~m & ((m << 1) | prev_space) & 0xffffu;
+    count += __builtin_popcount(starts);
+    prev_space = m >> 15;
+    p += 16;
+  }
+#endif
+  for (; p < e; ++p) {
+    const unsigned s = IsSpace(*p) ? 1u : 0u;
+    count += (s == 0 && prev_space != 0);
+    prev_space = s;
+  }
+  return count;
+}
+
+// The serial reader's NextInt and NextDouble on the token at p (which ends at e or at a
+// space before it). Each advances p past the token and says whether it is a valid value.
+inline bool IntToken(const char*& p, const char* const e, int64_t* value) {
+  const char* const t = p;
+  const auto [ptr, ec] = std::from_chars(t, e, *value);
+  if (ec == std::errc() && ptr != t && (ptr == e || IsSpace(*ptr))) {
+    p = ptr;
+  } else {
+    while (p < e && !IsSpace(*p)) ++p;
+    if (!ParseInt(std::string_view(t, static_cast<size_t>(p - t)), value)) return false;
+  }
+  return static_cast<size_t>(p - t) <= kMaxTokenLength;
+}
+
+inline bool DoubleToken(const char*& p, const char* const e, double* value) {
+  const char* const t = p;
+  const auto [ptr, ec] = std::from_chars(t, e, *value);
+  if (ec == std::errc() && ptr != t && (ptr == e || IsSpace(*ptr)) && std::isfinite(*value)) {
+    p = ptr;
+  } else {
+    while (p < e && !IsSpace(*p)) ++p;
+    if (ParseDouble(std::string_view(t, static_cast<size_t>(p - t)), value) !=
+        NumberKind::kOk) {
+      return false;
+    }
+  }
+  return static_cast<size_t>(p - t) <= kMaxTokenLength;
+}
+
+// Token index ranges of the sections.
+struct Layout {
+  int64_t cameras = 0, points = 0, observations = 0;
+  int64_t obs_end = 0;  // header and observation tokens
+  int64_t cam_end = 0;  // ... and camera parameters
+  int64_t total = 0;    // ... and point coordinates
+};
+
+// The header as the serial reader checks it: the first three tokens, integers on one
+// line, in range, no more observations than camera-point pairs.
+bool ReadHeader(const std::vector<Chunk>& chunks, Layout* layout, std::string* why) {
+  const Chunk* c = nullptr;
+  for (const Chunk& chunk : chunks) {
+    if (chunk.tokens > 0) {
+      c = &chunk;
+      break;
+    }
+  }
+  if (c == nullptr || c->tokens < 3) {
+    *why = "header not three numbers on one line";
+    return false;
+  }
+  const char* p = c->begin;
+  const int64_t limits[3] = {kMaxCameras, kMaxPoints, kMaxObservations};
+  int64_t values[3];
+  for (int k = 0; k < 3; ++k) {
+    bool newline = false;
+    while (IsSpace(*p)) newline |= (*p++ == '\n');
+    if ((k > 0 && newline) || !IntToken(p, c->end, &values[k]) || values[k] < 0 ||
+        values[k] > limits[k]) {
+      *why = "header not three counts on one line, or out of range";
+      return false;
+    }
+  }
+  layout->cameras = values[0];
+  layout->points = values[1];
+  layout->observations = values[2];
+  if (layout->observations > layout->cameras * layout->points) {
+    *why = "more observations than camera-point pairs";
+    return false;
+  }
+  layout->obs_end = 3 + 4 * layout->observations;
+  layout->cam_end = layout->obs_end + kCameraParams * layout->cameras;
+  layout->total = layout->cam_end + kPointParams * layout->points;
+  return true;
+}
+
+// Parses one chunk into its place in *scene (sized already); false on any invalid token.
+bool ParseChunk(const Chunk& c, const Layout& layout, Scene* scene) {
+  const char* p = c.begin;
+  const char* const e = c.end;
+  int32_t* const obs_camera = scene->obs_camera.data();
+  int32_t* const obs_point = scene->obs_point.data();
+  double* const obs_xy = scene->obs_xy.data();
+  double* const cameras = scene->cameras.data();
+  double* const points = scene->points.data();
+  const int64_t end = c.first + c.tokens;
+  bool newline = true;  // a chunk starts a line
+  for (int64_t g = c.first; g < end; ++g) {
+    while (p < e && IsSpace(*p)) newline |= (*p++ == '\n');
+    if (p == e) return false;  // fewer tokens than counted: cannot happen
+    if (g < 3) {  // header, read already
+      while (p < e && !IsSpace(*p)) ++p;
+    } else if (g < layout.obs_end) {
+      const int64_t r = g - 3;
+      const int64_t i = r >> 2;
+      const int field = static_cast<int>(r & 3);
+      if (field > 0 && newline) return false;  // an observation's values share a line
+      if (field < 2) {
+        int64_t v;
+        if (!IntToken(p, e, &v) || v < 0) return false;
+        if (field == 0) {
+          if (v >= layout.cameras) return false;
+          obs_camera[i] = static_cast<int32_t>(v);
+        } else {
+          if (v >= layout.points) return false;
+          obs_point[i] = static_cast<int32_t>(v);
+        }
+      } else {
+        if (!DoubleToken(p, e, &obs_xy[2 * i + (field - 2)])) return false;
+      }
+    } else if (g < layout.cam_end) {
+      if (!DoubleToken(p, e, &cameras[g - layout.obs_end])) return false;
+    } else {
+      if (!DoubleToken(p, e, &points[g - layout.cam_end])) return false;
+    }
+    newline = false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseBalText(const std::vector<TextPiece>& pieces, int threads, size_t chunk_bytes,
+                  Scene* scene, std::string* why) {
+  std::string reason;
+  if (why == nullptr) why = &reason;
+  size_t text_bytes = 0;
+  for (const TextPiece& piece : pieces) text_bytes += piece.size;
+  if (threads <= 0) threads = omp_get_max_threads();
+  if (chunk_bytes == 0) {
+    chunk_bytes = std::clamp(text_bytes / (8 * static_cast<size_t>(threads)) + 1,
+                             kMinAutoChunk, kMaxAutoChunk);
+  }
+  try {
+    std::vector<Chunk> chunks = SplitIntoChunks(pieces, chunk_bytes);
+    const int64_t n = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && n > 1)
+    for (int64_t k = 0; k < n; ++k) {
+      Chunk& c = chunks[static_cast<size_t>(k)];
+      c.tokens = CountTokens(c.begin, c.end);
+    }
+    int64_t total = 0;
+    for (Chunk& c : chunks) {
+      c.first = total;
+      total += c.tokens;
+    }
+
+    Layout layout;
+    if (!ReadHeader(chunks, &layout, why)) return false;
+    if (total != layout.total) {
+      *why = "the text has " + std::to_string(total) + " values, the header implies " +
+             std::to_string(layout.total);
+      return false;
+    }
+
+    // Sized by the header, which the count has just confirmed: at most one element per
+    // token of text.
+    Scene parsed;
+    parsed.obs_camera.resize(static_cast<size_t>(layout.observations));
+    parsed.obs_point.resize(static_cast<size_t>(layout.observations));
+    parsed.obs_xy.resize(static_cast<size_t>(2 * layout.observations));
+    parsed.cameras.resize(static_cast<size_t>(kCameraParams * layout.cameras));
+    parsed.points.resize(static_cast<size_t>(kPointParams * layout.points));
+
+    std::atomic<int64_t> first_bad{n};
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && n > 1)
+    for (int64_t k = 0; k < n; ++k) {
+      if (first_bad.load(std::memory_order_relaxed) < n) continue;  // failed: stop early
+      bool ok;
+      try {  // ParseDouble's rare copy could throw; nothing may leave an OpenMP region
+        ok = ParseChunk(chunks[static_cast<size_t>(k)], layout, &parsed);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+      if (!ok) {
+        int64_t seen = first_bad.load();
+        while (k < seen && !first_bad.compare_exchange_weak(seen, k)) {
+        }
+      }
+    }
+    if (first_bad.load() < n) {
+      *why = "invalid value in the chunk starting at value " +
+             std::to_string(chunks[static_cast<size_t>(first_bad.load())].first);
+      return false;
+    }
+    *scene = std::move(parsed);
+    return true;
+  } catch (const std::bad_alloc&) {
+    *why = "out of memory";
+    return false;
+  } catch (const std::length_error&) {
+    *why = "out of memory";
+    return false;
+  }
+}
+
+}  // namespace tiepoint::bal_internal
