@@ -8,12 +8,18 @@
 
 #include <omp.h>
 
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
+
 #include <Eigen/Dense>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -55,6 +61,11 @@ constexpr size_t kPixelsPerKeypoint = 1000;
 
 int ThreadsFor(size_t work, int threads) { return work < kMinParallelWork ? 1 : threads; }
 
+// ExtractBatch runs several images at once (one worker each) while their workspaces stay
+// below this many bytes together (about 100 MB per worker for a 640 x 480 image with
+// upsampling); with fewer workers than threads, each worker parallelises over rows.
+constexpr double kBatchWorkspaceBudget = 4.0 * (1 << 30);
+
 // Mirror without repeating the edge pixel: -1 -> 1, n -> n - 2.
 int Reflect101(int i, int n) {
   if (n == 1) return 0;
@@ -65,17 +76,49 @@ int Reflect101(int i, int n) {
   return i;
 }
 
-GrayImage MakeImage(int w, int h) {
-  GrayImage img;
-  img.width = w;
-  img.height = h;
-  img.pixels.assign(static_cast<size_t>(w) * h, 0.0f);
-  return img;
+// floor(v) as an int, for |v| < 2^31 (std::floor is a library call without SSE4.1).
+inline int FloorToInt(double v) {
+  const int i = static_cast<int>(v);
+  return i - (v < i ? 1 : 0);
 }
 
-// Separable Gaussian blur, kernel radius ceil(4 sigma), mirrored borders.
-void GaussianBlur(const GrayImage& in, double sigma, int threads, GrayImage* out) {
-  const int w = in.width, h = in.height;
+// A w x h float image in storage owned by the extractor's workspace, row-major: pixel
+// (x, y) is data[y * width + x].
+struct Plane {
+  int width = 0;
+  int height = 0;
+  float* data = nullptr;
+
+  size_t size() const { return static_cast<size_t>(width) * height; }
+  float* row(int y) const { return data + static_cast<size_t>(y) * width; }
+  float at(int x, int y) const { return data[static_cast<size_t>(y) * width + x]; }
+};
+
+// Grows *storage to at least n floats. Storage never shrinks, so from the second image of
+// a size on no memory is allocated, zeroed or faulted in (a third of the time before).
+void Grow(std::vector<float>* storage, size_t n) {
+  if (storage->size() < n) storage->resize(n);
+}
+
+Plane View(std::vector<float>* storage, int w, int h) {
+  Grow(storage, static_cast<size_t>(w) * h);
+  return {w, h, storage->data()};
+}
+
+// Everything Extract writes besides its output, kept between images.
+struct Workspace {
+  std::vector<float> input;                   // the (upsampled) input image
+  std::vector<std::vector<float>> gauss;      // S + 3 Gaussian images of the octave
+  std::vector<std::vector<float>> dog;        // S + 2 DoG images of the octave
+  std::vector<float> blur_scratch;            // GaussianBlur's rows, per thread
+  std::vector<std::vector<float>> magnitude;  // [octave * S + layer - 1]
+  std::vector<std::vector<float>> angle;
+  std::vector<int> row_lo, row_hi;            // columns of each row the gradients cover
+};
+
+// Normalised half of a Gaussian kernel of radius ceil(4 sigma) (at least 1): k[0] is the
+// centre tap, k[j] the weight of the taps j pixels away.
+std::vector<float> GaussianKernel(double sigma) {
   const int r = std::max(1, static_cast<int>(std::ceil(4.0 * sigma)));
   std::vector<float> k(r + 1);
   double sum = 0;
@@ -85,95 +128,157 @@ void GaussianBlur(const GrayImage& in, double sigma, int threads, GrayImage* out
     sum += i == 0 ? v : 2 * v;
   }
   for (float& v : k) v = static_cast<float>(v / sum);
+  return k;
+}
 
-  std::vector<float> tmp(static_cast<size_t>(w) * h);
-  const int nt = ThreadsFor(tmp.size(), threads);
+// Horizontal pass of one row: out[x] = k0 src[x] + sum_j kj (src[x - j] + src[x + j]),
+// accumulated in that order (j = 1..r) in float, mirrored borders. `padded` holds w + 2r
+// floats. The loops run over x innermost, so the compiler vectorises them.
+void BlurRow(const float* __restrict src, int w, const float* k, int r, float* __restrict padded,
+             float* __restrict out) {
+  if (w > 2 * r) {
+    std::copy(src, src + w, padded + r);
+    for (int i = 0; i < r; ++i) {
+      padded[i] = src[Reflect101(i - r, w)];
+      padded[w + r + i] = src[Reflect101(w + i, w)];
+    }
+  } else {
+    for (int i = 0; i < w + 2 * r; ++i) padded[i] = src[Reflect101(i - r, w)];
+  }
+  const float* p = padded + r;
+  const float k0 = k[0];
+  for (int x = 0; x < w; ++x) out[x] = k0 * p[x];
+  for (int j = 1; j <= r; ++j) {
+    const float kj = k[j];
+    const float* a = p - j;
+    const float* b = p + j;
+    for (int x = 0; x < w; ++x) out[x] += kj * (a[x] + b[x]);
+  }
+}
+
+// Separable Gaussian blur, kernel radius ceil(4 sigma), mirrored borders: the horizontal
+// pass, then the vertical one (dst = k0 c + sum_j kj (a_j + b_j), j = 1..r, in float), so
+// every output pixel is the same float expression as in the CUDA blur (sift_cuda.cu).
+// Each thread takes a band of output rows and keeps the 2r + 1 horizontally filtered rows
+// around the current one in a ring, so the intermediate image never leaves the cache.
+// `in` and `out` must not overlap.
+void GaussianBlur(const Plane& in, double sigma, int threads, std::vector<float>* scratch,
+                  const Plane& out) {
+  const int w = in.width, h = in.height;
+  const std::vector<float> k = GaussianKernel(sigma);
+  const int r = static_cast<int>(k.size()) - 1;
+  const int ring_rows = 2 * r + 1;
+  const size_t per_thread = static_cast<size_t>(ring_rows) * w + w + 2 * r;
+  const int nt = std::min(ThreadsFor(in.size(), threads), std::max(1, h / (2 * r + 1)));
+  Grow(scratch, per_thread * nt);
+  float* const scratch_base = scratch->data();
+  const float* const kp = k.data();
 #pragma omp parallel num_threads(nt)
   {
-    std::vector<float> padded(w + 2 * r);
-#pragma omp for schedule(static)
-    for (int y = 0; y < h; ++y) {
-      const float* src = &in.pixels[static_cast<size_t>(y) * w];
-      for (int i = 0; i < w + 2 * r; ++i) padded[i] = src[Reflect101(i - r, w)];
-      float* dst = &tmp[static_cast<size_t>(y) * w];
-      const float* p = padded.data() + r;
-      for (int x = 0; x < w; ++x) {
-        float acc = k[0] * p[x];
-        for (int j = 1; j <= r; ++j) acc += k[j] * (p[x - j] + p[x + j]);
-        dst[x] = acc;
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int y0 = static_cast<int>(static_cast<int64_t>(h) * t / n);
+    const int y1 = static_cast<int>(static_cast<int64_t>(h) * (t + 1) / n);
+    float* const ring = scratch_base + per_thread * t;
+    float* const padded = ring + static_cast<size_t>(ring_rows) * w;
+    // Ring slot of virtual row v (v may lie outside [0, h): the mirrored row's filter).
+    auto slot = [&](int v) {
+      return ring + static_cast<size_t>(((v % ring_rows) + ring_rows) % ring_rows) * w;
+    };
+    int next = y0 - r;  // next virtual row to filter horizontally
+    for (int y = y0; y < y1; ++y) {
+      for (; next <= y + r; ++next) BlurRow(in.row(Reflect101(next, h)), w, kp, r, padded, slot(next));
+      float* __restrict dst = out.row(y);
+      const float* __restrict c = slot(y);
+      const float k0 = kp[0];
+      for (int x = 0; x < w; ++x) dst[x] = k0 * c[x];
+      for (int j = 1; j <= r; ++j) {
+        const float* __restrict a = slot(y - j);
+        const float* __restrict b = slot(y + j);
+        const float kj = kp[j];
+        for (int x = 0; x < w; ++x) dst[x] += kj * (a[x] + b[x]);
       }
-    }
-  }
-  *out = MakeImage(w, h);
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int y = 0; y < h; ++y) {
-    float* dst = &out->pixels[static_cast<size_t>(y) * w];
-    const float* c = &tmp[static_cast<size_t>(y) * w];
-    for (int x = 0; x < w; ++x) dst[x] = k[0] * c[x];
-    for (int j = 1; j <= r; ++j) {
-      const float* a = &tmp[static_cast<size_t>(Reflect101(y - j, h)) * w];
-      const float* b = &tmp[static_cast<size_t>(Reflect101(y + j, h)) * w];
-      const float kj = k[j];
-      for (int x = 0; x < w; ++x) dst[x] += kj * (a[x] + b[x]);
     }
   }
 }
 
 // Bilinear 2x upsampling onto (2w-1) x (2h-1): output pixel (2i, 2j) is input (i, j),
 // odd pixels are midpoints, so no pixel is extrapolated.
-GrayImage Upsample2x(const GrayImage& in, int threads) {
-  const int w = in.width, h = in.height;
-  GrayImage out = MakeImage(2 * w - 1, 2 * h - 1);
+void Upsample2x(const GrayImage& in, int threads, const Plane& out) {
+  const int w = in.width;
   const int ow = out.width;
-#pragma omp parallel for num_threads(ThreadsFor(out.pixels.size(), threads)) schedule(static)
+#pragma omp parallel for num_threads(ThreadsFor(out.size(), threads)) schedule(static)
   for (int oy = 0; oy < out.height; ++oy) {
     const int y0 = oy / 2, y1 = (oy % 2) ? y0 + 1 : y0;
     const float* a = &in.pixels[static_cast<size_t>(y0) * w];
     const float* b = &in.pixels[static_cast<size_t>(y1) * w];
-    float* dst = &out.pixels[static_cast<size_t>(oy) * ow];
+    float* dst = out.row(oy);
     for (int ox = 0; ox < ow; ++ox) {
       const int x0 = ox / 2, x1 = (ox % 2) ? x0 + 1 : x0;
       dst[ox] = 0.25f * ((a[x0] + a[x1]) + (b[x0] + b[x1]));
     }
   }
-  return out;
 }
 
 // Keeps the even pixels: output (i, j) is input (2i, 2j).
-GrayImage Downsample2x(const GrayImage& in) {
-  GrayImage out = MakeImage((in.width + 1) / 2, (in.height + 1) / 2);
+void Downsample2x(const Plane& in, const Plane& out) {
   for (int y = 0; y < out.height; ++y) {
-    for (int x = 0; x < out.width; ++x) out.at(x, y) = in.at(2 * x, 2 * y);
+    const float* src = in.row(2 * y);
+    float* dst = out.row(y);
+    for (int x = 0; x < out.width; ++x) dst[x] = src[2 * x];
   }
-  return out;
 }
 
-// What orientation assignment and descriptors need of an octave: the gradient of the
-// Gaussian images L_1..L_S (magnitude and atan2 angle; zero on the outermost pixels,
-// where central differences are undefined, so those pixels never vote).
+// atan2(y, x) in [-pi, pi] within 4e-7 rad of the exact value (std::atan2f: within one
+// float ulp, 2.4e-7 at pi): an odd degree-13 polynomial in min/max(|x|, |y|) on [0, 1]
+// (fitted by iteratively reweighted least squares, max error 3.2e-7 evaluated in float),
+// mapped to the octant. Branch-free, so loops over it vectorise. atan2(0, 0) = 0.
+inline float FastAtan2(float y, float x) {
+  constexpr float c0 = 9.9999611155e-01f, c1 = -3.3317368061e-01f, c2 = 1.9807815586e-01f,
+                  c3 = -1.3233342098e-01f, c4 = 7.9623671590e-02f, c5 = -3.3604219449e-02f,
+                  c6 = 6.8117928273e-03f;
+  constexpr float kPiF = 3.14159265358979f, kHalfPiF = 1.57079632679490f;
+  const float ax = std::fabs(x), ay = std::fabs(y);
+  const float mx = ax > ay ? ax : ay;
+  const float mn = ax > ay ? ay : ax;
+  const float a = mn / (mx > 1e-30f ? mx : 1e-30f);
+  const float s = a * a;
+  float r = ((((((c6 * s + c5) * s + c4) * s + c3) * s + c2) * s + c1) * s + c0) * a;
+  r = ay > ax ? kHalfPiF - r : r;
+  r = x < 0.0f ? kPiF - r : r;
+  return y < 0.0f ? -r : r;
+}
+
+// Gradient of the Gaussian image L at columns [x0, x1] of row y (1 <= y <= h - 2,
+// 1 <= x0, x1 <= w - 2), central differences: magnitude sqrt(dx^2 + dy^2) (exactly as
+// std::sqrt) and FastAtan2(dy, dx).
+void GradientRow(const Plane& L, int y, int x0, int x1, float* __restrict magnitude,
+                 float* __restrict angle) {
+  const float* __restrict up = L.row(y - 1);
+  const float* __restrict mid = L.row(y);
+  const float* __restrict down = L.row(y + 1);
+  for (int x = x0; x <= x1; ++x) {
+    const float dx = mid[x + 1] - mid[x - 1];
+    const float dy = down[x] - up[x];
+    magnitude[x] = dx * dx + dy * dy;
+    angle[x] = FastAtan2(dy, dx);
+  }
+  int x = x0;
+#ifdef __SSE2__
+  for (; x + 4 <= x1 + 1; x += 4) _mm_storeu_ps(magnitude + x, _mm_sqrt_ps(_mm_loadu_ps(magnitude + x)));
+#endif
+  for (; x <= x1; ++x) magnitude[x] = std::sqrt(magnitude[x]);
+}
+
+// What orientation assignment and descriptors need of an octave: the gradient (magnitude
+// and angle) of the Gaussian images L_1..L_S, on the pixels the keypoints' windows cover
+// (never on the outermost pixels, where central differences are undefined: those never
+// vote). A layer without keypoints has none (nullptr).
 struct OctaveGradients {
   int width = 0;
   int height = 0;
-  std::vector<std::vector<float>> magnitude;  // [layer - 1][y * width + x]
-  std::vector<std::vector<float>> angle;
+  std::vector<const float*> magnitude;  // [layer - 1][y * width + x]
+  std::vector<const float*> angle;
 };
-
-void ComputeGradients(const GrayImage& L, int threads, std::vector<float>* magnitude,
-                      std::vector<float>* angle) {
-  const int w = L.width, h = L.height;
-  magnitude->assign(static_cast<size_t>(w) * h, 0.0f);
-  angle->assign(static_cast<size_t>(w) * h, 0.0f);
-#pragma omp parallel for num_threads(ThreadsFor(angle->size(), threads)) schedule(static)
-  for (int y = 1; y < h - 1; ++y) {
-    for (int x = 1; x < w - 1; ++x) {
-      const float dx = L.at(x + 1, y) - L.at(x - 1, y);
-      const float dy = L.at(x, y + 1) - L.at(x, y - 1);
-      const size_t i = static_cast<size_t>(y) * w + x;
-      (*magnitude)[i] = std::sqrt(dx * dx + dy * dy);
-      (*angle)[i] = std::atan2(dy, dx);
-    }
-  }
-}
 
 struct Detection {
   int octave = 0;
@@ -195,13 +300,18 @@ class SiftCpu : public FeatureExtractor {
  public:
   explicit SiftCpu(const SiftOptions& options) : options_(options) {}
   Status Extract(const GrayImage& image, Features* features) override;
+  void ExtractBatch(const std::vector<const GrayImage*>& images, std::vector<Features>* features,
+                    std::vector<Status>* statuses) override;
 
  private:
   // Scans D_1..D_S of one octave for extrema and refines them.
-  void DetectInOctave(int octave, const std::vector<GrayImage>& dog, int threads,
+  void DetectInOctave(int octave, const std::vector<Plane>& dog, int threads,
                       std::vector<Detection>* detections) const;
-  bool Refine(const std::vector<GrayImage>& dog, int x, int y, int layer,
-              Detection* det) const;
+  bool Refine(const std::vector<Plane>& dog, int x, int y, int layer, Detection* det) const;
+  // Gradients of gauss[1..S] over the windows of `detections` (those of this octave).
+  void ComputeGradients(int octave, const std::vector<Plane>& gauss,
+                        const std::vector<Detection>& detections, int threads,
+                        OctaveGradients* g);
   void Orientations(const OctaveGradients& g, const Detection& det,
                     std::vector<double>* angles) const;
   void Descriptor(const OctaveGradients& g, const Detection& det, double angle,
@@ -209,11 +319,25 @@ class SiftCpu : public FeatureExtractor {
   double LoweSigma(const Detection& det) const {
     return options_.sigma * std::pow(2.0, (det.layer + det.layer_offset) / options_.octave_layers);
   }
+  int OrientationRadius(const Detection& det) const {
+    return static_cast<int>(
+        std::lround(kOrientationRadiusFactor * kOrientationSigmaFactor * LoweSigma(det)));
+  }
+  int DescriptorRadius(const Detection& det) const {
+    // Every pixel whose rotated position can reach a bin: half-diagonal of (d+1) bins.
+    return static_cast<int>(std::lround(kDescriptorBinFactor * LoweSigma(det) * std::sqrt(2.0) *
+                                        (kDescriptorWidth + 1) * 0.5));
+  }
+  // Bytes of workspace Extract uses for a w x h image.
+  double WorkspaceBytes(int w, int h) const;
 
   SiftOptions options_;
+  Workspace ws_;
+  // ExtractBatch's workers (one image each at a time), kept for their workspaces.
+  std::vector<std::unique_ptr<SiftCpu>> workers_;
 };
 
-bool SiftCpu::Refine(const std::vector<GrayImage>& dog, int x, int y, int layer,
+bool SiftCpu::Refine(const std::vector<Plane>& dog, int x, int y, int layer,
                      Detection* det) const {
   const int S = options_.octave_layers;
   const int w = dog[0].width, h = dog[0].height;
@@ -222,9 +346,9 @@ bool SiftCpu::Refine(const std::vector<GrayImage>& dog, int x, int y, int layer,
   double value = 0;
   int prev_x = -1, prev_y = -1, prev_layer = -1;
   for (int moves = 0;; ++moves) {
-    const GrayImage& prev = dog[layer - 1];
-    const GrayImage& cur = dog[layer];
-    const GrayImage& next = dog[layer + 1];
+    const Plane& prev = dog[layer - 1];
+    const Plane& cur = dog[layer];
+    const Plane& next = dog[layer + 1];
     value = cur.at(x, y);
     g << 0.5 * (cur.at(x + 1, y) - cur.at(x - 1, y)), 0.5 * (cur.at(x, y + 1) - cur.at(x, y - 1)),
         0.5 * (next.at(x, y) - prev.at(x, y));
@@ -294,7 +418,7 @@ bool SiftCpu::Refine(const std::vector<GrayImage>& dog, int x, int y, int layer,
   return true;
 }
 
-void SiftCpu::DetectInOctave(int octave, const std::vector<GrayImage>& dog, int threads,
+void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int threads,
                              std::vector<Detection>* detections) const {
   const int S = options_.octave_layers;
   const int w = dog[0].width, h = dog[0].height;
@@ -302,13 +426,14 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<GrayImage>& dog, int 
   const int nt = ThreadsFor(static_cast<size_t>(w) * h, threads);
   for (int layer = 1; layer <= S; ++layer) {
     std::vector<std::vector<Detection>> rows(h);
-    const GrayImage& prev = dog[layer - 1];
-    const GrayImage& cur = dog[layer];
-    const GrayImage& next = dog[layer + 1];
+    const Plane& prev = dog[layer - 1];
+    const Plane& cur = dog[layer];
+    const Plane& next = dog[layer + 1];
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
     for (int y = kSiftBorder; y < h - kSiftBorder; ++y) {
+      const float* row = cur.row(y);
       for (int x = kSiftBorder; x < w - kSiftBorder; ++x) {
-        const float v = cur.at(x, y);
+        const float v = row[x];
         if (!(std::abs(v) > prefilter)) continue;
         // Strictly beyond the neighbours that come before it in (layer, y, x) order, at
         // least equal to those after: of a pair of equal samples (a blob centred between
@@ -336,33 +461,100 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<GrayImage>& dog, int 
   }
 }
 
+void SiftCpu::ComputeGradients(int octave, const std::vector<Plane>& gauss,
+                               const std::vector<Detection>& detections, int threads,
+                               OctaveGradients* g) {
+  const int S = options_.octave_layers;
+  const int w = gauss[0].width, h = gauss[0].height;
+  g->width = w;
+  g->height = h;
+  g->magnitude.assign(S, nullptr);
+  g->angle.assign(S, nullptr);
+  if (w < 3 || h < 3) return;
+  std::vector<int>& lo = ws_.row_lo;
+  std::vector<int>& hi = ws_.row_hi;
+  for (int layer = 1; layer <= S; ++layer) {
+    // The columns each row's windows cover (Orientations and Descriptor read no others).
+    lo.assign(h, w);
+    hi.assign(h, -1);
+    bool any = false;
+    for (const Detection& det : detections) {
+      if (det.octave != octave || det.layer != layer) continue;
+      any = true;
+      const int radius = std::max(OrientationRadius(det), DescriptorRadius(det));
+      const int cx = static_cast<int>(std::lround(det.x)), cy = static_cast<int>(std::lround(det.y));
+      const int y0 = std::max(1, cy - radius), y1 = std::min(h - 2, cy + radius);
+      const int x0 = std::max(1, cx - radius), x1 = std::min(w - 2, cx + radius);
+      for (int y = y0; y <= y1; ++y) {
+        lo[y] = std::min(lo[y], x0);
+        hi[y] = std::max(hi[y], x1);
+      }
+    }
+    if (!any) continue;
+    const size_t slot = static_cast<size_t>(octave) * S + layer - 1;
+    float* magnitude = View(&ws_.magnitude[slot], w, h).data;
+    float* angle = View(&ws_.angle[slot], w, h).data;
+    const Plane& L = gauss[layer];
+#pragma omp parallel for num_threads(ThreadsFor(L.size(), threads)) schedule(dynamic, 16)
+    for (int y = 1; y < h - 1; ++y) {
+      if (lo[y] > hi[y]) continue;
+      const size_t offset = static_cast<size_t>(y) * w;
+      GradientRow(L, y, lo[y], hi[y], magnitude + offset, angle + offset);
+    }
+    g->magnitude[layer - 1] = magnitude;
+    g->angle[layer - 1] = angle;
+  }
+}
+
 void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
                            std::vector<double>* angles) const {
   angles->clear();
-  const int layer = det.layer - 1;
-  const std::vector<float>& mag = g.magnitude[layer];
-  const std::vector<float>& ang = g.angle[layer];
+  const float* mag = g.magnitude[det.layer - 1];
+  const float* ang = g.angle[det.layer - 1];
   const double sw = kOrientationSigmaFactor * LoweSigma(det);
-  const int radius = static_cast<int>(std::lround(kOrientationRadiusFactor * sw));
+  const int radius = OrientationRadius(det);
   const double inv_two_sw2 = 1.0 / (2.0 * sw * sw);
   const int cx = static_cast<int>(std::lround(det.x)), cy = static_cast<int>(std::lround(det.y));
+  // The Gaussian weight exp(-(dx^2 + dy^2) / (2 sw^2)) as a product of a column and a
+  // row factor.
+  double wx[2 * 64 + 1], wy[2 * 64 + 1];
+  std::vector<double> wx_big, wy_big;
+  double* ex = wx;
+  double* ey = wy;
+  if (radius > 64) {
+    wx_big.resize(2 * radius + 1);
+    wy_big.resize(2 * radius + 1);
+    ex = wx_big.data();
+    ey = wy_big.data();
+  }
+  for (int i = -radius; i <= radius; ++i) {
+    const double dx = cx + i - det.x, dy = cy + i - det.y;
+    ex[i + radius] = std::exp(-dx * dx * inv_two_sw2);
+    ey[i + radius] = std::exp(-dy * dy * inv_two_sw2);
+  }
+  constexpr double kBinsPerRadian = kOrientationBins / kTwoPi;
   double hist[kOrientationBins] = {0};
   for (int j = -radius; j <= radius; ++j) {
     const int py = cy + j;
     if (py < 1 || py >= g.height - 1) continue;
-    for (int i = -radius; i <= radius; ++i) {
-      const int px = cx + i;
-      if (px < 1 || px >= g.width - 1 || i * i + j * j > radius * radius) continue;
-      const size_t idx = static_cast<size_t>(py) * g.width + px;
-      const double dx = px - det.x, dy = py - det.y;
-      const double weight = std::exp(-(dx * dx + dy * dy) * inv_two_sw2) * mag[idx];
-      double bin = ang[idx] * (kOrientationBins / kTwoPi);
+    // Columns with i^2 + j^2 <= radius^2, inside the image.
+    int half = static_cast<int>(std::sqrt(static_cast<double>(radius * radius - j * j)));
+    while ((half + 1) * (half + 1) + j * j <= radius * radius) ++half;
+    while (half * half + j * j > radius * radius) --half;
+    const int i0 = std::max(-half, 1 - cx), i1 = std::min(half, g.width - 2 - cx);
+    const size_t row = static_cast<size_t>(py) * g.width + cx;
+    const double wrow = ey[j + radius];
+    for (int i = i0; i <= i1; ++i) {
+      const size_t idx = row + i;
+      const double weight = wrow * ex[i + radius] * mag[idx];
+      double bin = ang[idx] * kBinsPerRadian;
       if (bin < 0) bin += kOrientationBins;
-      const double b0 = std::floor(bin);
+      const int b0 = FloorToInt(bin);
       const double frac = bin - b0;
-      const int i0 = static_cast<int>(b0) % kOrientationBins;
-      hist[i0] += weight * (1.0 - frac);
-      hist[(i0 + 1) % kOrientationBins] += weight * frac;
+      const int k0 = b0 >= kOrientationBins ? b0 - kOrientationBins : b0;
+      const int k1 = k0 + 1 == kOrientationBins ? 0 : k0 + 1;
+      hist[k0] += weight * (1.0 - frac);
+      hist[k1] += weight * frac;
     }
   }
   // Smooth with [1 4 6 4 1] / 16, circularly.
@@ -389,38 +581,49 @@ void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
 void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double angle,
                          uint8_t* out) const {
   constexpr int d = kDescriptorWidth, nb = kDescriptorBins;
-  const int layer = det.layer - 1;
-  const std::vector<float>& mag = g.magnitude[layer];
-  const std::vector<float>& ang = g.angle[layer];
+  const float* mag = g.magnitude[det.layer - 1];
+  const float* ang = g.angle[det.layer - 1];
   const double bin_width = kDescriptorBinFactor * LoweSigma(det);
-  // Every pixel whose rotated position can reach a bin: half-diagonal of (d+1) bins.
-  const int radius = static_cast<int>(std::lround(bin_width * std::sqrt(2.0) * (d + 1) * 0.5));
+  const int radius = DescriptorRadius(det);
   const double cos_t = std::cos(angle) / bin_width, sin_t = std::sin(angle) / bin_width;
-  // Gaussian of sigma = half the window (d/2 bins), in bin units.
+  // Gaussian of sigma = half the window (d/2 bins), in bin units; rx^2 + ry^2 is
+  // (dx^2 + dy^2) / bin_width^2 whatever the rotation, so the weight is a product of a
+  // column and a row factor.
   const double inv_two_sigma2 = 1.0 / (2.0 * (0.5 * d) * (0.5 * d));
+  const double scale2 = inv_two_sigma2 / (bin_width * bin_width);
   const int cx = static_cast<int>(std::lround(det.x)), cy = static_cast<int>(std::lround(det.y));
+  std::vector<double> ex(2 * radius + 1), ey(2 * radius + 1);
+  for (int i = -radius; i <= radius; ++i) {
+    const double dx = cx + i - det.x, dy = cy + i - det.y;
+    ex[i + radius] = std::exp(-dx * dx * scale2);
+    ey[i + radius] = std::exp(-dy * dy * scale2);
+  }
+  constexpr double kBinsPerRadian = nb / kTwoPi;
   double hist[d * d * nb] = {0};
+  const int i_lo = std::max(-radius, 1 - cx), i_hi = std::min(radius, g.width - 2 - cx);
   for (int j = -radius; j <= radius; ++j) {
     const int py = cy + j;
     if (py < 1 || py >= g.height - 1) continue;
-    for (int i = -radius; i <= radius; ++i) {
-      const int px = cx + i;
-      if (px < 1 || px >= g.width - 1) continue;
-      const double dx = px - det.x, dy = py - det.y;
+    const double dy = py - det.y;
+    const size_t row = static_cast<size_t>(py) * g.width + cx;
+    const double wrow = ey[j + radius];
+    for (int i = i_lo; i <= i_hi; ++i) {
+      const double dx = cx + i - det.x;
       const double rx = cos_t * dx + sin_t * dy;   // along the keypoint direction
       const double ry = -sin_t * dx + cos_t * dy;  // along the direction turned +90 deg
       const double cbin = rx + 0.5 * d - 0.5;
       const double rbin = ry + 0.5 * d - 0.5;
       if (rbin <= -1 || rbin >= d || cbin <= -1 || cbin >= d) continue;
-      const size_t idx = static_cast<size_t>(py) * g.width + px;
-      const double weight = std::exp(-(rx * rx + ry * ry) * inv_two_sigma2) * mag[idx];
-      double rel = ang[idx] - angle;
-      rel -= kTwoPi * std::floor(rel / kTwoPi);
-      double obin = rel * (nb / kTwoPi);
+      const size_t idx = row + i;
+      const double weight = wrow * ex[i + radius] * mag[idx];
+      double rel = ang[idx] - angle;  // in [-3 pi, pi]
+      while (rel < 0) rel += kTwoPi;
+      double obin = rel * kBinsPerRadian;
       if (obin >= nb) obin -= nb;
-      const int r0 = static_cast<int>(std::floor(rbin));
-      const int c0 = static_cast<int>(std::floor(cbin));
-      const int o0 = static_cast<int>(std::floor(obin));
+      const int r0 = FloorToInt(rbin);
+      const int c0 = FloorToInt(cbin);
+      const int o0 = FloorToInt(obin);
+      const int o1 = o0 + 1 == nb ? 0 : o0 + 1;
       const double fr = rbin - r0, fc = cbin - c0, fo = obin - o0;
       for (int a = 0; a < 2; ++a) {
         const int r = r0 + a;
@@ -431,8 +634,8 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
           if (c < 0 || c >= d) continue;
           const double wc = wr * (b ? fc : 1.0 - fc);
           double* cell = &hist[(r * d + c) * nb];
-          cell[o0 % nb] += wc * (1.0 - fo);
-          cell[(o0 + 1) % nb] += wc * fo;
+          cell[o0] += wc * (1.0 - fo);
+          cell[o1] += wc * fo;
         }
       }
     }
@@ -459,6 +662,14 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
     const double q = std::round(kDescriptorQuantScale * hist[i]);
     out[i] = static_cast<uint8_t>(std::min(255.0, std::max(0.0, q)));
   }
+}
+
+double SiftCpu::WorkspaceBytes(int w, int h) const {
+  const double S = options_.octave_layers;
+  const double pixels = options_.upsample ? 4.0 * w * h : double(w) * h;
+  // Input, S + 3 Gaussian and S + 2 DoG images of the first octave, and the gradients
+  // (2 S planes per octave, 4/3 of the first octave over all octaves).
+  return 4.0 * pixels * (1 + (S + 3) + (S + 2) + 2 * S * 4.0 / 3.0);
 }
 
 Status SiftCpu::Extract(const GrayImage& image, Features* features) {
@@ -495,44 +706,58 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
                              layer_sigma[i - 1] * layer_sigma[i - 1]);
   }
 
-  GrayImage base;
+  // Storage for the first (largest) octave; later octaves reuse its front.
+  ws_.gauss.resize(S + 3);
+  ws_.dog.resize(S + 2);
+  if (ws_.magnitude.size() < static_cast<size_t>(num_octaves) * S) {
+    ws_.magnitude.resize(static_cast<size_t>(num_octaves) * S);
+    ws_.angle.resize(static_cast<size_t>(num_octaves) * S);
+  }
+  std::vector<Plane> gauss(S + 3), dog(S + 2);
+  for (int i = 0; i < S + 3; ++i) gauss[i] = View(&ws_.gauss[i], base_w, base_h);
+  for (int i = 0; i < S + 2; ++i) dog[i] = View(&ws_.dog[i], base_w, base_h);
   {
     const double blur = options_.upsample ? 2.0 * kInputBlur : kInputBlur;
     const double sigma0 = std::sqrt(std::max(options_.sigma * options_.sigma - blur * blur, 0.01));
+    const Plane input = View(&ws_.input, base_w, base_h);
     if (options_.upsample) {
-      GaussianBlur(Upsample2x(image, threads), sigma0, threads, &base);
+      Upsample2x(image, threads, input);
     } else {
-      GaussianBlur(image, sigma0, threads, &base);
+      std::copy(image.pixels.begin(), image.pixels.end(), input.data);
     }
+    GaussianBlur(input, sigma0, threads, &ws_.blur_scratch, gauss[0]);
   }
 
   std::vector<Detection> detections;
   std::vector<OctaveGradients> gradients(num_octaves);
+  int w = base_w, h = base_h;
   for (int o = 0; o < num_octaves; ++o) {
-    std::vector<GrayImage> gauss(S + 3);
-    gauss[0] = std::move(base);
-    for (int i = 1; i < S + 3; ++i) GaussianBlur(gauss[i - 1], increment[i], threads, &gauss[i]);
-    std::vector<GrayImage> dog(S + 2);
+    for (Plane& p : gauss) p.width = w, p.height = h;
+    for (Plane& p : dog) p.width = w, p.height = h;
+    for (int i = 1; i < S + 3; ++i) {
+      GaussianBlur(gauss[i - 1], increment[i], threads, &ws_.blur_scratch, gauss[i]);
+    }
     for (int i = 0; i < S + 2; ++i) {
-      dog[i] = MakeImage(gauss[i].width, gauss[i].height);
-      const size_t n = dog[i].pixels.size();
-      const float* a = gauss[i + 1].pixels.data();
-      const float* b = gauss[i].pixels.data();
-      float* dst = dog[i].pixels.data();
+      const size_t n = dog[i].size();
+      const float* a = gauss[i + 1].data;
+      const float* b = gauss[i].data;
+      float* dst = dog[i].data;
 #pragma omp parallel for num_threads(ThreadsFor(n, threads)) schedule(static)
       for (size_t p = 0; p < n; ++p) dst[p] = a[p] - b[p];
     }
+    const size_t first = detections.size();
     DetectInOctave(o, dog, threads, &detections);
-
-    OctaveGradients& g = gradients[o];
-    g.width = gauss[0].width;
-    g.height = gauss[0].height;
-    g.magnitude.resize(S);
-    g.angle.resize(S);
-    for (int layer = 1; layer <= S; ++layer) {
-      ComputeGradients(gauss[layer], threads, &g.magnitude[layer - 1], &g.angle[layer - 1]);
+    const std::vector<Detection> mine(detections.begin() + first, detections.end());
+    ComputeGradients(o, gauss, mine, threads, &gradients[o]);
+    if (o + 1 < num_octaves) {
+      // The next base: gauss[S] at even pixels, into gauss[0] (S >= 1, so no overlap).
+      Plane next = gauss[0];
+      next.width = (w + 1) / 2;
+      next.height = (h + 1) / 2;
+      Downsample2x(gauss[S], next);
+      w = next.width;
+      h = next.height;
     }
-    if (o + 1 < num_octaves) base = Downsample2x(gauss[S]);
   }
 
   // Candidates refined onto the same sample are one keypoint; this also fixes the order.
@@ -593,6 +818,47 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
   }
   *features = std::move(result);
   return Status::Ok();
+}
+
+void SiftCpu::ExtractBatch(const std::vector<const GrayImage*>& images,
+                           std::vector<Features>* features, std::vector<Status>* statuses) {
+  const int threads = ResolveThreads(options_.num_threads);
+  const size_t count = images.size();
+  double largest = 0;
+  for (const GrayImage* image : images) {
+    largest = std::max(largest, WorkspaceBytes(std::max(0, image->width), std::max(0, image->height)));
+  }
+  int num_workers = static_cast<int>(std::min<size_t>(threads, count));
+  if (largest > 0) {
+    num_workers = std::min(num_workers, std::max(1, static_cast<int>(kBatchWorkspaceBudget / largest)));
+  }
+  if (num_workers <= 1) {
+    FeatureExtractor::ExtractBatch(images, features, statuses);
+    return;
+  }
+  features->assign(count, Features());
+  statuses->assign(count, Status::Ok());
+  // Threads left over when there are fewer workers than threads go to the workers' rows.
+  SiftOptions worker_options = options_;
+  worker_options.num_threads = std::max(1, threads / num_workers);
+  if (workers_.size() != static_cast<size_t>(num_workers) ||
+      workers_.front()->options_.num_threads != worker_options.num_threads) {
+    workers_.clear();
+    for (int i = 0; i < num_workers; ++i) workers_.push_back(std::make_unique<SiftCpu>(worker_options));
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&](SiftCpu* worker) {
+    for (size_t i = next++; i < count; i = next++) {
+      (*statuses)[i] = worker->Extract(*images[i], &(*features)[i]);
+      if (!(*statuses)[i].ok()) (*features)[i] = Features();
+    }
+  };
+  // std::thread rather than an OpenMP team: each worker's own parallel regions are then
+  // top-level regions, whatever the OpenMP nesting settings.
+  std::vector<std::thread> pool;
+  for (int i = 1; i < num_workers; ++i) pool.emplace_back(work, workers_[i].get());
+  work(workers_[0].get());
+  for (std::thread& t : pool) t.join();
 }
 
 }  // namespace
