@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -94,25 +95,38 @@ struct Plane {
   float at(int x, int y) const { return data[static_cast<size_t>(y) * width + x]; }
 };
 
-// Grows *storage to at least n floats. Storage never shrinks, so from the second image of
-// a size on no memory is allocated, zeroed or faulted in (a third of the time before).
-void Grow(std::vector<float>* storage, size_t n) {
-  if (storage->size() < n) storage->resize(n);
-}
+// Float storage that only grows and is never initialised: from the second image of a size
+// on, nothing is allocated, zeroed or faulted in (that took a third of the time before),
+// and pages nobody writes (gradients away from keypoints) are never touched at all.
+class Buffer {
+ public:
+  // Grows to at least n floats; the contents are then undefined.
+  void Grow(size_t n) {
+    if (n > size_) {
+      data_.reset(new float[n]);
+      size_ = n;
+    }
+  }
+  float* data() const { return data_.get(); }
 
-Plane View(std::vector<float>* storage, int w, int h) {
-  Grow(storage, static_cast<size_t>(w) * h);
+ private:
+  std::unique_ptr<float[]> data_;
+  size_t size_ = 0;
+};
+
+Plane View(Buffer* storage, int w, int h) {
+  storage->Grow(static_cast<size_t>(w) * h);
   return {w, h, storage->data()};
 }
 
 // Everything Extract writes besides its output, kept between images.
 struct Workspace {
-  std::vector<float> input;                   // the (upsampled) input image
-  std::vector<std::vector<float>> gauss;      // S + 3 Gaussian images of the octave
-  std::vector<std::vector<float>> dog;        // S + 2 DoG images of the octave
-  std::vector<float> blur_scratch;            // GaussianBlur's rows, per thread
-  std::vector<std::vector<float>> magnitude;  // [octave * S + layer - 1]
-  std::vector<std::vector<float>> angle;
+  Buffer input;                   // the (upsampled) input image
+  std::vector<Buffer> gauss;      // S + 3 Gaussian images of the octave
+  std::vector<Buffer> dog;        // S + 2 DoG images of the octave
+  Buffer blur_scratch;            // GaussianBlur's rows, per thread
+  std::vector<Buffer> magnitude;  // [octave * S + layer - 1]
+  std::vector<Buffer> angle;
   std::vector<int> row_lo, row_hi;            // columns of each row the gradients cover
 };
 
@@ -131,9 +145,27 @@ std::vector<float> GaussianKernel(double sigma) {
   return k;
 }
 
+// x86-64: an AVX2 copy of the vectorised loops besides the baseline (SSE2) one, chosen when
+// the program starts. AVX2 without FMA: every operation rounds as in the baseline copy.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TIEPOINT_SIFT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TIEPOINT_SIFT_CLONES
+#endif
+
+// Eight floats (GCC/Clang vector extension): one AVX register in the AVX2 copy, two SSE
+// registers in the baseline one; every lane rounds as scalar float arithmetic does.
+// Float8u is the same at any float's address (unaligned loads and stores through it). No
+// function takes or returns these (the ABI for 32-byte vectors differs without AVX).
+typedef float Float8 __attribute__((vector_size(32)));
+typedef float Float8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define TIEPOINT_AT8(p) (*reinterpret_cast<Float8u*>(p))
+#define TIEPOINT_AT8C(p) (*reinterpret_cast<const Float8u*>(p))
+
 // Horizontal pass of one row: out[x] = k0 src[x] + sum_j kj (src[x - j] + src[x + j]),
 // accumulated in that order (j = 1..r) in float, mirrored borders. `padded` holds w + 2r
 // floats. The loops run over x innermost, so the compiler vectorises them.
+TIEPOINT_SIFT_CLONES
 void BlurRow(const float* __restrict src, int w, const float* k, int r, float* __restrict padded,
              float* __restrict out) {
   if (w > 2 * r) {
@@ -147,12 +179,56 @@ void BlurRow(const float* __restrict src, int w, const float* k, int r, float* _
   }
   const float* p = padded + r;
   const float k0 = k[0];
-  for (int x = 0; x < w; ++x) out[x] = k0 * p[x];
+  // Blocks of 32 columns summed in registers over all taps.
+  int x0 = 0;
+  for (; x0 + 32 <= w; x0 += 32) {
+    const Float8 k0v = Float8{} + k0;
+    Float8 acc[4];
+    for (int v = 0; v < 4; ++v) acc[v] = k0v * TIEPOINT_AT8C(p + x0 + 8 * v);
+    for (int j = 1; j <= r; ++j) {
+      const Float8 kj = Float8{} + k[j];
+      const float* a = p + x0 - j;
+      const float* b = p + x0 + j;
+      for (int v = 0; v < 4; ++v) acc[v] += kj * (TIEPOINT_AT8C(a + 8 * v) + TIEPOINT_AT8C(b + 8 * v));
+    }
+    for (int v = 0; v < 4; ++v) TIEPOINT_AT8(out + x0 + 8 * v) = acc[v];
+  }
+  for (int x = x0; x < w; ++x) out[x] = k0 * p[x];
   for (int j = 1; j <= r; ++j) {
     const float kj = k[j];
     const float* a = p - j;
     const float* b = p + j;
-    for (int x = 0; x < w; ++x) out[x] += kj * (a[x] + b[x]);
+    for (int x = x0; x < w; ++x) out[x] += kj * (a[x] + b[x]);
+  }
+}
+
+// Vertical pass of one row: dst[x] = k0 c[x] + sum_j kj (rows[-j][x] + rows[j][x]), j = 1..r,
+// in that order; rows[j] is the horizontally filtered row j rows below (above for j < 0).
+TIEPOINT_SIFT_CLONES
+void BlurColumn(const float* const* rows, int w, const float* k, int r, float* __restrict dst) {
+  const float* __restrict c = rows[0];
+  const float k0 = k[0];
+  // Blocks of 32 columns summed in registers over all taps (one load of each input row
+  // per tap instead of a load and a store of dst as well), then the remaining columns.
+  int x0 = 0;
+  for (; x0 + 32 <= w; x0 += 32) {
+    const Float8 k0v = Float8{} + k0;
+    Float8 acc[4];
+    for (int v = 0; v < 4; ++v) acc[v] = k0v * TIEPOINT_AT8C(c + x0 + 8 * v);
+    for (int j = 1; j <= r; ++j) {
+      const float* a = rows[-j] + x0;
+      const float* b = rows[j] + x0;
+      const Float8 kj = Float8{} + k[j];
+      for (int v = 0; v < 4; ++v) acc[v] += kj * (TIEPOINT_AT8C(a + 8 * v) + TIEPOINT_AT8C(b + 8 * v));
+    }
+    for (int v = 0; v < 4; ++v) TIEPOINT_AT8(dst + x0 + 8 * v) = acc[v];
+  }
+  for (int x = x0; x < w; ++x) dst[x] = k0 * c[x];
+  for (int j = 1; j <= r; ++j) {
+    const float* __restrict a = rows[-j];
+    const float* __restrict b = rows[j];
+    const float kj = k[j];
+    for (int x = x0; x < w; ++x) dst[x] += kj * (a[x] + b[x]);
   }
 }
 
@@ -161,16 +237,17 @@ void BlurRow(const float* __restrict src, int w, const float* k, int r, float* _
 // every output pixel is the same float expression as in the CUDA blur (sift_cuda.cu).
 // Each thread takes a band of output rows and keeps the 2r + 1 horizontally filtered rows
 // around the current one in a ring, so the intermediate image never leaves the cache.
+// With `dog`, also writes out - in there (the DoG, while both rows are in the cache).
 // `in` and `out` must not overlap.
-void GaussianBlur(const Plane& in, double sigma, int threads, std::vector<float>* scratch,
-                  const Plane& out) {
+void GaussianBlur(const Plane& in, double sigma, int threads, Buffer* scratch,
+                  const Plane& out, const Plane* dog = nullptr) {
   const int w = in.width, h = in.height;
   const std::vector<float> k = GaussianKernel(sigma);
   const int r = static_cast<int>(k.size()) - 1;
   const int ring_rows = 2 * r + 1;
   const size_t per_thread = static_cast<size_t>(ring_rows) * w + w + 2 * r;
   const int nt = std::min(ThreadsFor(in.size(), threads), std::max(1, h / (2 * r + 1)));
-  Grow(scratch, per_thread * nt);
+  scratch->Grow(per_thread * nt);
   float* const scratch_base = scratch->data();
   const float* const kp = k.data();
 #pragma omp parallel num_threads(nt)
@@ -185,17 +262,16 @@ void GaussianBlur(const Plane& in, double sigma, int threads, std::vector<float>
       return ring + static_cast<size_t>(((v % ring_rows) + ring_rows) % ring_rows) * w;
     };
     int next = y0 - r;  // next virtual row to filter horizontally
+    std::vector<const float*> rows(2 * r + 1);
     for (int y = y0; y < y1; ++y) {
       for (; next <= y + r; ++next) BlurRow(in.row(Reflect101(next, h)), w, kp, r, padded, slot(next));
-      float* __restrict dst = out.row(y);
-      const float* __restrict c = slot(y);
-      const float k0 = kp[0];
-      for (int x = 0; x < w; ++x) dst[x] = k0 * c[x];
-      for (int j = 1; j <= r; ++j) {
-        const float* __restrict a = slot(y - j);
-        const float* __restrict b = slot(y + j);
-        const float kj = kp[j];
-        for (int x = 0; x < w; ++x) dst[x] += kj * (a[x] + b[x]);
+      for (int j = -r; j <= r; ++j) rows[j + r] = slot(y + j);
+      BlurColumn(rows.data() + r, w, kp, r, out.row(y));
+      if (dog) {
+        const float* __restrict a = out.row(y);
+        const float* __restrict b = in.row(y);
+        float* __restrict d = dog->row(y);
+        for (int x = 0; x < w; ++x) d[x] = a[x] - b[x];
       }
     }
   }
@@ -232,21 +308,51 @@ void Downsample2x(const Plane& in, const Plane& out) {
 // float ulp, 2.4e-7 at pi): an odd degree-13 polynomial in min/max(|x|, |y|) on [0, 1]
 // (fitted by iteratively reweighted least squares, max error 3.2e-7 evaluated in float),
 // mapped to the octant. Branch-free, so loops over it vectorise. atan2(0, 0) = 0.
+constexpr float kAtanC0 = 9.9999611155e-01f, kAtanC1 = -3.3317368061e-01f,
+                kAtanC2 = 1.9807815586e-01f, kAtanC3 = -1.3233342098e-01f,
+                kAtanC4 = 7.9623671590e-02f, kAtanC5 = -3.3604219449e-02f,
+                kAtanC6 = 6.8117928273e-03f;
+constexpr float kPiF = 3.14159265358979f, kHalfPiF = 1.57079632679490f;
+
 inline float FastAtan2(float y, float x) {
-  constexpr float c0 = 9.9999611155e-01f, c1 = -3.3317368061e-01f, c2 = 1.9807815586e-01f,
-                  c3 = -1.3233342098e-01f, c4 = 7.9623671590e-02f, c5 = -3.3604219449e-02f,
-                  c6 = 6.8117928273e-03f;
-  constexpr float kPiF = 3.14159265358979f, kHalfPiF = 1.57079632679490f;
   const float ax = std::fabs(x), ay = std::fabs(y);
   const float mx = ax > ay ? ax : ay;
   const float mn = ax > ay ? ay : ax;
   const float a = mn / (mx > 1e-30f ? mx : 1e-30f);
   const float s = a * a;
-  float r = ((((((c6 * s + c5) * s + c4) * s + c3) * s + c2) * s + c1) * s + c0) * a;
+  float r = ((((((kAtanC6 * s + kAtanC5) * s + kAtanC4) * s + kAtanC3) * s + kAtanC2) * s + kAtanC1) * s +
+             kAtanC0) *
+            a;
   r = ay > ax ? kHalfPiF - r : r;
   r = x < 0.0f ? kPiF - r : r;
   return y < 0.0f ? -r : r;
 }
+
+#ifdef __SSE2__
+// FastAtan2 on four lanes, operation for operation (so bit for bit) the scalar one.
+inline __m128 FastAtan2x4(__m128 y, __m128 x) {
+  auto select = [](__m128 mask, __m128 a, __m128 b) {  // mask ? a : b
+    return _mm_or_ps(_mm_and_ps(mask, a), _mm_andnot_ps(mask, b));
+  };
+  const __m128 sign = _mm_set1_ps(-0.0f), zero = _mm_setzero_ps(), tiny = _mm_set1_ps(1e-30f);
+  const __m128 ax = _mm_andnot_ps(sign, x), ay = _mm_andnot_ps(sign, y);
+  const __m128 x_wins = _mm_cmpgt_ps(ax, ay);
+  const __m128 mx = select(x_wins, ax, ay);
+  const __m128 mn = select(x_wins, ay, ax);
+  const __m128 a = _mm_div_ps(mn, select(_mm_cmpgt_ps(mx, tiny), mx, tiny));
+  const __m128 s = _mm_mul_ps(a, a);
+  __m128 r = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(kAtanC6), s), _mm_set1_ps(kAtanC5));
+  r = _mm_add_ps(_mm_mul_ps(r, s), _mm_set1_ps(kAtanC4));
+  r = _mm_add_ps(_mm_mul_ps(r, s), _mm_set1_ps(kAtanC3));
+  r = _mm_add_ps(_mm_mul_ps(r, s), _mm_set1_ps(kAtanC2));
+  r = _mm_add_ps(_mm_mul_ps(r, s), _mm_set1_ps(kAtanC1));
+  r = _mm_add_ps(_mm_mul_ps(r, s), _mm_set1_ps(kAtanC0));
+  r = _mm_mul_ps(r, a);
+  r = select(_mm_cmpgt_ps(ay, ax), _mm_sub_ps(_mm_set1_ps(kHalfPiF), r), r);
+  r = select(_mm_cmplt_ps(x, zero), _mm_sub_ps(_mm_set1_ps(kPiF), r), r);
+  return select(_mm_cmplt_ps(y, zero), _mm_xor_ps(sign, r), r);
+}
+#endif
 
 // Gradient of the Gaussian image L at columns [x0, x1] of row y (1 <= y <= h - 2,
 // 1 <= x0, x1 <= w - 2), central differences: magnitude sqrt(dx^2 + dy^2) (exactly as
@@ -256,17 +362,21 @@ void GradientRow(const Plane& L, int y, int x0, int x1, float* __restrict magnit
   const float* __restrict up = L.row(y - 1);
   const float* __restrict mid = L.row(y);
   const float* __restrict down = L.row(y + 1);
-  for (int x = x0; x <= x1; ++x) {
-    const float dx = mid[x + 1] - mid[x - 1];
-    const float dy = down[x] - up[x];
-    magnitude[x] = dx * dx + dy * dy;
-    angle[x] = FastAtan2(dy, dx);
-  }
   int x = x0;
 #ifdef __SSE2__
-  for (; x + 4 <= x1 + 1; x += 4) _mm_storeu_ps(magnitude + x, _mm_sqrt_ps(_mm_loadu_ps(magnitude + x)));
+  for (; x + 4 <= x1 + 1; x += 4) {
+    const __m128 dx = _mm_sub_ps(_mm_loadu_ps(mid + x + 1), _mm_loadu_ps(mid + x - 1));
+    const __m128 dy = _mm_sub_ps(_mm_loadu_ps(down + x), _mm_loadu_ps(up + x));
+    _mm_storeu_ps(magnitude + x, _mm_sqrt_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy))));
+    _mm_storeu_ps(angle + x, FastAtan2x4(dy, dx));
+  }
 #endif
-  for (; x <= x1; ++x) magnitude[x] = std::sqrt(magnitude[x]);
+  for (; x <= x1; ++x) {
+    const float dx = mid[x + 1] - mid[x - 1];
+    const float dy = down[x] - up[x];
+    magnitude[x] = std::sqrt(dx * dx + dy * dy);
+    angle[x] = FastAtan2(dy, dx);
+  }
 }
 
 // What orientation assignment and descriptors need of an octave: the gradient (magnitude
@@ -432,7 +542,19 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int thre
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
     for (int y = kSiftBorder; y < h - kSiftBorder; ++y) {
       const float* row = cur.row(y);
-      for (int x = kSiftBorder; x < w - kSiftBorder; ++x) {
+      const int x_end = w - kSiftBorder;
+      for (int x = kSiftBorder; x < x_end; ++x) {
+#ifdef __SSE2__
+        // Most samples fail the prefilter: skip them four at a time.
+        {
+          const __m128 t = _mm_set1_ps(prefilter), sign = _mm_set1_ps(-0.0f);
+          while (x + 4 <= x_end &&
+                 _mm_movemask_ps(_mm_cmpgt_ps(_mm_andnot_ps(sign, _mm_loadu_ps(row + x)), t)) == 0) {
+            x += 4;
+          }
+          if (x >= x_end) break;
+        }
+#endif
         const float v = row[x];
         if (!(std::abs(v) > prefilter)) continue;
         // Strictly beyond the neighbours that come before it in (layer, y, x) order, at
@@ -599,15 +721,47 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
     ey[i + radius] = std::exp(-dy * dy * scale2);
   }
   constexpr double kBinsPerRadian = nb / kTwoPi;
-  double hist[d * d * nb] = {0};
+  // Spatial bins -1..d on both axes (the outer ring catches the weights that fall off the
+  // window, so the loop needs no bounds checks), 8 orientations each.
+  constexpr int dp = d + 2;
+  double padded[dp * dp * nb] = {0};
   const int i_lo = std::max(-radius, 1 - cx), i_hi = std::min(radius, g.width - 2 - cx);
+  // The columns of row dy where cbin and rbin can lie in (-1, d), widened by a pixel (the
+  // exact test follows): -2.5 < cos_t dx + sin_t dy < 2.5 and -2.5 < -sin_t dx + cos_t dy < 2.5
+  // for d = 4.
+  const double half = 0.5 * d + 0.5;
+  auto columns = [&](double dy, int* first, int* last) {
+    double lo = -1e300, hi = 1e300;
+    auto limit = [&](double slope, double offset) {  // -half < slope dx + offset < half
+      if (std::abs(slope) < 1e-12) {
+        if (std::abs(offset) >= half + 1e-9) lo = 1, hi = -1;
+        return;
+      }
+      double a = (-half - offset) / slope, b = (half - offset) / slope;
+      if (a > b) std::swap(a, b);
+      lo = std::max(lo, a);
+      hi = std::min(hi, b);
+    };
+    limit(cos_t, sin_t * dy);
+    limit(-sin_t, cos_t * dy);
+    if (lo > hi) {
+      *first = 1;
+      *last = 0;
+      return;
+    }
+    // dx = cx + i - det.x.
+    *first = std::max(i_lo, static_cast<int>(std::floor(lo + det.x - cx)) - 1);
+    *last = std::min(i_hi, static_cast<int>(std::ceil(hi + det.x - cx)) + 1);
+  };
   for (int j = -radius; j <= radius; ++j) {
     const int py = cy + j;
     if (py < 1 || py >= g.height - 1) continue;
     const double dy = py - det.y;
     const size_t row = static_cast<size_t>(py) * g.width + cx;
     const double wrow = ey[j + radius];
-    for (int i = i_lo; i <= i_hi; ++i) {
+    int first = 0, last = 0;
+    columns(dy, &first, &last);
+    for (int i = first; i <= last; ++i) {
       const double dx = cx + i - det.x;
       const double rx = cos_t * dx + sin_t * dy;   // along the keypoint direction
       const double ry = -sin_t * dx + cos_t * dy;  // along the direction turned +90 deg
@@ -625,22 +779,26 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
       const int o0 = FloorToInt(obin);
       const int o1 = o0 + 1 == nb ? 0 : o0 + 1;
       const double fr = rbin - r0, fc = cbin - c0, fo = obin - o0;
-      for (int a = 0; a < 2; ++a) {
-        const int r = r0 + a;
-        if (r < 0 || r >= d) continue;
-        const double wr = weight * (a ? fr : 1.0 - fr);
-        for (int b = 0; b < 2; ++b) {
-          const int c = c0 + b;
-          if (c < 0 || c >= d) continue;
-          const double wc = wr * (b ? fc : 1.0 - fc);
-          double* cell = &hist[(r * d + c) * nb];
-          cell[o0] += wc * (1.0 - fo);
-          cell[o1] += wc * fo;
-        }
-      }
+      const double w0 = weight * (1.0 - fr), w1 = weight * fr;
+      const double w00 = w0 * (1.0 - fc), w01 = w0 * fc, w10 = w1 * (1.0 - fc), w11 = w1 * fc;
+      double* cell = &padded[((r0 + 1) * dp + c0 + 1) * nb];
+      cell[o0] += w00 * (1.0 - fo);
+      cell[o1] += w00 * fo;
+      cell[nb + o0] += w01 * (1.0 - fo);
+      cell[nb + o1] += w01 * fo;
+      cell[dp * nb + o0] += w10 * (1.0 - fo);
+      cell[dp * nb + o1] += w10 * fo;
+      cell[(dp + 1) * nb + o0] += w11 * (1.0 - fo);
+      cell[(dp + 1) * nb + o1] += w11 * fo;
     }
   }
   constexpr int n = d * d * nb;
+  double hist[n];
+  for (int r = 0; r < d; ++r) {
+    for (int c = 0; c < d; ++c) {
+      std::copy_n(&padded[((r + 1) * dp + c + 1) * nb], nb, &hist[(r * d + c) * nb]);
+    }
+  }
   double norm2 = 0;
   for (int i = 0; i < n; ++i) norm2 += hist[i] * hist[i];
   if (norm2 > 0) {
@@ -735,15 +893,7 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
     for (Plane& p : gauss) p.width = w, p.height = h;
     for (Plane& p : dog) p.width = w, p.height = h;
     for (int i = 1; i < S + 3; ++i) {
-      GaussianBlur(gauss[i - 1], increment[i], threads, &ws_.blur_scratch, gauss[i]);
-    }
-    for (int i = 0; i < S + 2; ++i) {
-      const size_t n = dog[i].size();
-      const float* a = gauss[i + 1].data;
-      const float* b = gauss[i].data;
-      float* dst = dog[i].data;
-#pragma omp parallel for num_threads(ThreadsFor(n, threads)) schedule(static)
-      for (size_t p = 0; p < n; ++p) dst[p] = a[p] - b[p];
+      GaussianBlur(gauss[i - 1], increment[i], threads, &ws_.blur_scratch, gauss[i], &dog[i - 1]);
     }
     const size_t first = detections.size();
     DetectInOctave(o, dog, threads, &detections);
