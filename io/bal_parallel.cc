@@ -5,9 +5,10 @@
 // rule: a header's or an observation's values share a line. So, with the text cut into
 // chunks at line ends (no token and no line straddles two chunks):
 //  1. every chunk's tokens are counted (SSE2, 16 bytes per step), concurrently;
-//  2. the prefix sums give each chunk the global index of its first token; the header
-//     is read and the total checked against it before anything is allocated, so the
-//     scene's size is bounded by the text actually present;
+//  2. the header is read first; the scene is sized for it (once the header is known to
+//     fit the text's size: allocation stays bounded by the input) while the others count;
+//     the prefix sums give each chunk the global index of its first token, and the
+//     total must be the header's;
 //  3. every chunk is parsed concurrently into its place in the scene, with the serial
 //     reader's own number parsing (std::from_chars fast path, ParseInt/ParseDouble for
 //     the rest) and its checks (index ranges, finiteness, an observation on one line).
@@ -130,26 +131,23 @@ struct Layout {
 };
 
 // The header as the serial reader checks it: the first three tokens, integers on one
-// line, in range, no more observations than camera-point pairs.
-bool ReadHeader(const std::vector<Chunk>& chunks, Layout* layout, std::string* why) {
-  const Chunk* c = nullptr;
-  for (const Chunk& chunk : chunks) {
-    if (chunk.tokens > 0) {
-      c = &chunk;
-      break;
-    }
+// line, in range, no more observations than camera-point pairs. A line never straddles
+// two pieces, so the three are in the piece of the first.
+bool ReadHeader(const std::vector<TextPiece>& pieces, Layout* layout, std::string* why) {
+  const char* p = nullptr;
+  const char* e = nullptr;
+  for (const TextPiece& piece : pieces) {
+    p = piece.data;
+    e = piece.data + piece.size;
+    while (p < e && IsSpace(*p)) ++p;
+    if (p < e) break;
   }
-  if (c == nullptr || c->tokens < 3) {
-    *why = "header not three numbers on one line";
-    return false;
-  }
-  const char* p = c->begin;
   const int64_t limits[3] = {kMaxCameras, kMaxPoints, kMaxObservations};
   int64_t values[3];
   for (int k = 0; k < 3; ++k) {
     bool newline = false;
-    while (IsSpace(*p)) newline |= (*p++ == '\n');
-    if ((k > 0 && newline) || !IntToken(p, c->end, &values[k]) || values[k] < 0 ||
+    while (p < e && IsSpace(*p)) newline |= (*p++ == '\n');
+    if (p == e || (k > 0 && newline) || !IntToken(p, e, &values[k]) || values[k] < 0 ||
         values[k] > limits[k]) {
       *why = "header not three counts on one line, or out of range";
       return false;
@@ -166,6 +164,15 @@ bool ReadHeader(const std::vector<Chunk>& chunks, Layout* layout, std::string* w
   layout->cam_end = layout->obs_end + kCameraParams * layout->cameras;
   layout->total = layout->cam_end + kPointParams * layout->points;
   return true;
+}
+
+// Sizes the scene's arrays for the header's counts (zero-filled: std::vector's resize).
+void SizeScene(const Layout& layout, Scene* scene) {
+  scene->obs_camera.resize(static_cast<size_t>(layout.observations));
+  scene->obs_point.resize(static_cast<size_t>(layout.observations));
+  scene->obs_xy.resize(static_cast<size_t>(2 * layout.observations));
+  scene->cameras.resize(static_cast<size_t>(kCameraParams * layout.cameras));
+  scene->points.resize(static_cast<size_t>(kPointParams * layout.points));
 }
 
 // Parses one chunk into its place in *scene (sized already); false on any invalid token.
@@ -226,35 +233,49 @@ bool ParseBalText(const std::vector<TextPiece>& pieces, int threads, size_t chun
                              kMinAutoChunk, kMaxAutoChunk);
   }
   try {
+    Layout layout;
+    if (!ReadHeader(pieces, &layout, why)) return false;
+    // T tokens take at least 2 T - 1 bytes: a header promising more than the text can
+    // hold is wrong (the serial reader says how), and one that passes bounds the scene's
+    // size by the text's (at most 24 bytes of scene per 8 bytes of "c p x y\n").
+    if (2 * layout.total - 1 > static_cast<int64_t>(text_bytes)) {
+      *why = "the header promises more values than the text can hold";
+      return false;
+    }
+
     std::vector<Chunk> chunks = SplitIntoChunks(pieces, chunk_bytes);
     const int64_t n = static_cast<int64_t>(chunks.size());
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && n > 1)
-    for (int64_t k = 0; k < n; ++k) {
-      Chunk& c = chunks[static_cast<size_t>(k)];
-      c.tokens = CountTokens(c.begin, c.end);
+    Scene parsed;
+    std::atomic<bool> sized{true};
+    // One thread sizes the scene (a serial zero-fill of up to a GB: as long as the
+    // counting) while the others count tokens, then it joins them.
+#pragma omp parallel num_threads(threads) if (threads > 1 && n > 1)
+    {
+#pragma omp single nowait
+      {
+        try {
+          SizeScene(layout, &parsed);
+        } catch (const std::exception&) {
+          sized = false;
+        }
+      }
+#pragma omp for schedule(dynamic, 1) nowait
+      for (int64_t k = 0; k < n; ++k) {
+        Chunk& c = chunks[static_cast<size_t>(k)];
+        c.tokens = CountTokens(c.begin, c.end);
+      }
     }
+    if (!sized) throw std::bad_alloc();
     int64_t total = 0;
     for (Chunk& c : chunks) {
       c.first = total;
       total += c.tokens;
     }
-
-    Layout layout;
-    if (!ReadHeader(chunks, &layout, why)) return false;
     if (total != layout.total) {
       *why = "the text has " + std::to_string(total) + " values, the header implies " +
              std::to_string(layout.total);
       return false;
     }
-
-    // Sized by the header, which the count has just confirmed: at most one element per
-    // token of text.
-    Scene parsed;
-    parsed.obs_camera.resize(static_cast<size_t>(layout.observations));
-    parsed.obs_point.resize(static_cast<size_t>(layout.observations));
-    parsed.obs_xy.resize(static_cast<size_t>(2 * layout.observations));
-    parsed.cameras.resize(static_cast<size_t>(kCameraParams * layout.cameras));
-    parsed.points.resize(static_cast<size_t>(kPointParams * layout.points));
 
     std::atomic<int64_t> first_bad{n};
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && n > 1)

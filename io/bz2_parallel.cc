@@ -163,7 +163,8 @@ bool DecodeStream(const std::string& in, int level, std::string* out) {
   std::memset(&strm, 0, sizeof(strm));
   if (BZ2_bzDecompressInit(&strm, /*verbosity=*/0, /*small=*/0) != BZ_OK) return false;
   const size_t limit = MaxBlockOutput(level);
-  out->resize(static_cast<size_t>(level) * 100000 * 9 / 8 + 4096);
+  // Text decodes to at most the block size (only runs of 4+ equal bytes expand).
+  out->resize(static_cast<size_t>(level) * 100000 + 64);
   strm.next_in = const_cast<char*>(in.data());  // bzlib's API is not const-correct
   strm.avail_in = static_cast<unsigned int>(in.size());
   size_t done = 0;
