@@ -57,6 +57,7 @@ struct MatchArgs {
   int min_inliers = RansacOptions().min_inliers;
   int max_iterations = RansacOptions().max_iterations;
   uint64_t seed = 0;
+  bool no_early_stop = false;
   std::string output_dir;
   bool svg = false;
   std::string images_dir;
@@ -246,6 +247,7 @@ int RunMatch(const MatchArgs& a) {
   ransac.max_iterations = std::max(a.max_iterations, 1);
   ransac.min_iterations = std::min(ransac.min_iterations, ransac.max_iterations);
   ransac.seed = a.seed;
+  ransac.early_stop = !a.no_early_stop;
   if (verify) {
     if (!(s = TwoViewModelFromString(a.verify, &model)).ok()) {
       return ReportError(cmd, Status::InvalidOptions("--verify: " + s.message()));
@@ -362,10 +364,16 @@ int RunMatch(const MatchArgs& a) {
     pm.matches = std::move(matches[p]);
   }
   if (verify) {
-    // The estimator is single-threaded and reentrant: pairs go to --threads workers
-    // (each pair's result depends only on its matches and the seed, never on the worker).
+    // Pairs go to --threads workers (each pair's result depends only on its matches and
+    // the seed, never on the worker or the thread count). When fewer pairs are left than
+    // workers (few pairs, or the last ones of many), a pair's RANSAC also spreads its
+    // hypotheses over workers / (pairs left) threads, so that the cores idle at the
+    // tail help with the slowest pairs.
     std::vector<Status> statuses(pairs.size());
     std::atomic<size_t> next{0}, done{0};
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    const size_t workers = std::min<size_t>(pairs.size(), a.threads > 0 ? a.threads : hw);
+    const size_t all_threads = a.threads > 0 ? a.threads : hw;
     auto work = [&] {
       for (size_t p = next++; p < pairs.size(); p = next++) {
         const auto [i, j] = pairs[p];
@@ -380,8 +388,11 @@ int RunMatch(const MatchArgs& a) {
           x2.push_back({p2.x, p2.y});
         }
         TwoViewGeometry g;
+        RansacOptions pair_ransac = ransac;
+        pair_ransac.num_threads =
+            static_cast<int>(std::max<size_t>(1, all_threads / std::max<size_t>(1, pairs.size() - p)));
         statuses[p] = EstimateTwoViewGeometry(model, x1, x2, essential ? &k[i] : nullptr,
-                                              essential ? &k[j] : nullptr, ransac, &g);
+                                              essential ? &k[j] : nullptr, pair_ransac, &g);
         if (statuses[p].ok()) {
           pm.model = ToMatchModel(model);
           pm.verified = g.verified;
@@ -398,8 +409,6 @@ int RunMatch(const MatchArgs& a) {
         ++done;
       }
     };
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    const size_t workers = std::min<size_t>(pairs.size(), a.threads > 0 ? a.threads : hw);
     std::vector<std::thread> pool;
     for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
     {
@@ -553,6 +562,9 @@ Runner RegisterMatch(CLI::App& app) {
   app.add_option("--max-iterations", a->max_iterations, "Most RANSAC iterations per pair")
       ->capture_default_str();
   app.add_option("--seed", a->seed, "RANSAC seed")->capture_default_str();
+  app.add_flag("--no-early-stop", a->no_early_stop,
+               "Verification the reference way (for comparisons): RANSAC on every pair, each "
+               "hypothesis scored in full, no give-up bound; same verified pairs, slower");
   app.add_option("-o,--output", a->output_dir,
                  "Output directory (created if missing): <stem1>--<stem2>.tpmatch per pair, "
                  "summary.json")

@@ -43,22 +43,32 @@ int SolveCubic(double c3, double c2, double c1, double c0, double roots[3]) {
     roots[n++] = q / c2;
     return n;
   }
-  Eigen::Matrix3d companion = Eigen::Matrix3d::Zero();
-  companion(0, 0) = -c2 / c3;
-  companion(0, 1) = -c1 / c3;
-  companion(0, 2) = -c0 / c3;
-  companion(1, 0) = 1;
-  companion(2, 1) = 1;
-  Eigen::EigenSolver<Eigen::Matrix3d> eig(companion, false);
+  // Closed form (the eigenvalues of the companion matrix cost ~10x more): depressed
+  // cubic t^3 + p t + q = 0 with a = t - b / 3, then Newton steps on the original.
+  const double b = c2 / c3, c = c1 / c3, d = c0 / c3;
+  const double p = c - b * b / 3.0;
+  const double q = (2.0 * b * b * b - 9.0 * b * c) / 27.0 + d;
+  const double disc = 0.25 * q * q + p * p * p / 27.0;
   int n = 0;
-  for (int i = 0; i < 3; ++i) {
-    const std::complex<double> z = eig.eigenvalues()[i];
-    if (std::abs(z.imag()) > 1e-8 * (1.0 + std::abs(z.real()))) continue;
-    double a = z.real();
-    // One Newton step polishes the eigenvalue.
-    const double f = ((c3 * a + c2) * a + c1) * a + c0, df = (3 * c3 * a + 2 * c2) * a + c1;
-    if (df != 0.0 && std::isfinite(f / df)) a -= f / df;
-    roots[n++] = a;
+  if (disc > 0.0) {
+    const double r = std::sqrt(disc);
+    roots[n++] = std::cbrt(-0.5 * q + r) + std::cbrt(-0.5 * q - r) - b / 3.0;
+  } else if (p < 0.0) {
+    const double m = 2.0 * std::sqrt(-p / 3.0);
+    const double arg = std::clamp(3.0 * q / (p * m), -1.0, 1.0);
+    const double theta = std::acos(arg) / 3.0;
+    constexpr double kTwoPiOver3 = 2.0943951023931954923;
+    for (int k = 0; k < 3; ++k) roots[n++] = m * std::cos(theta - k * kTwoPiOver3) - b / 3.0;
+  } else {  // p = q = 0: a triple root
+    roots[n++] = -b / 3.0;
+  }
+  for (int i = 0; i < n; ++i) {
+    double a = roots[i];
+    for (int step = 0; step < 2; ++step) {
+      const double f = ((c3 * a + c2) * a + c1) * a + c0, df = (3 * c3 * a + 2 * c2) * a + c1;
+      if (df != 0.0 && std::isfinite(f / df)) a -= f / df;
+    }
+    roots[i] = a;
   }
   return n;
 }
@@ -74,13 +84,11 @@ Eigen::Matrix3d EnforceRankTwo(const Eigen::Matrix3d& M) {
 
 int FundamentalFromSevenPoints(const Eigen::Vector2d x1[7], const Eigen::Vector2d x2[7],
                                Eigen::Matrix3d F[3]) {
-  Eigen::Matrix<double, 7, 9, Eigen::RowMajor> Ar;
-  for (int i = 0; i < 7; ++i) EpipolarRow(x1[i], x2[i], Ar.row(i).data());
-  const Eigen::Matrix<double, 7, 9> A = Ar;
-  Eigen::Matrix<double, 9, 2> null;
-  if (!NullSpace9<7>(A, &null)) return 0;
-  const Eigen::Matrix3d F1 = FromRowMajor(null.col(0).data());
-  const Eigen::Matrix3d F2 = FromRowMajor(null.col(1).data());
+  double A[7][9], null[2][9];
+  for (int i = 0; i < 7; ++i) EpipolarRow(x1[i], x2[i], A[i]);
+  if (!NullSpaceGauss<7>(A, null)) return 0;
+  const Eigen::Matrix3d F1 = FromRowMajor(null[0]);
+  const Eigen::Matrix3d F2 = FromRowMajor(null[1]);
   // det(a F1 + (1 - a) F2) is a cubic in a: recover its coefficients from 4 values.
   auto det = [&](double a) { return (a * F1 + (1.0 - a) * F2).determinant(); };
   const double d0 = det(0.0), d1 = det(1.0), dm1 = det(-1.0), d2 = det(2.0);

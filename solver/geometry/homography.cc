@@ -55,12 +55,10 @@ Eigen::Matrix3d NormalizeHomographyScale(const Eigen::Matrix3d& H) {
 bool HomographyFromFourPoints(const Eigen::Vector2d x1[4], const Eigen::Vector2d x2[4],
                               Eigen::Matrix3d* H) {
   if (HasCollinearTriple(x1) || HasCollinearTriple(x2)) return false;
-  // Row-major so that each row's .data() is contiguous for DltRows.
-  Eigen::Matrix<double, 8, 9, Eigen::RowMajor> Ar;
-  for (int i = 0; i < 4; ++i) DltRows(x1[i], x2[i], Ar.row(2 * i).data(), Ar.row(2 * i + 1).data());
-  const Eigen::Matrix<double, 8, 9> A = Ar;
-  Eigen::Matrix<double, 9, 1> h;
-  if (!NullSpace9<8>(A, &h)) return false;
+  double A[8][9], null[1][9];
+  for (int i = 0; i < 4; ++i) DltRows(x1[i], x2[i], A[2 * i], A[2 * i + 1]);
+  if (!NullSpaceGauss<8>(A, null)) return false;
+  const double* h = null[0];
   Eigen::Matrix3d M;
   M << h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8];
   // Three collinear-free points on each side make H invertible unless the data are

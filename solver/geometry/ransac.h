@@ -19,13 +19,35 @@
 //     N = log(1 - confidence) / log(1 - w^s),  clamped to [min_iterations, max_iterations].
 // Sampling: s distinct indices drawn uniformly from a std::mt19937_64 seeded with
 // options.seed, so results are identical on every platform for a seed.
+//
+// Two loops share this: RunRansac (the reference: every hypothesis scored in full in
+// double precision) and RunRansacFast (same samples, same order, same decisions up to
+// float rounding of near-threshold points), which adds
+//  - bounded scoring: a hypothesis is scored in chunks of kScoreChunk points with the
+//    estimator's float SIMD residuals (ransac_scoring.h) and abandoned as soon as its
+//    partial MSAC cost reaches the best cost so far: the cost only grows with more
+//    points, so an abandoned hypothesis could not have become the best (exact);
+//  - a give-up bound: when `min_inliers` is set and the best model so far has fewer
+//    inliers, RANSAC stops after GiveUpIterations(n, min_inliers, s, confidence) samples.
+//    Had a model with >= min_inliers inliers existed, one of its all-inlier samples
+//    (probability per draw >= C(m, s) / C(n, s), the hypergeometric for m = min_inliers)
+//    would have been drawn with probability >= confidence by then: the argument of the
+//    adaptive stopping rule, applied to the weakest model that could still verify;
+//  - batches: with num_threads > 1, batches of samples are solved and scored in parallel
+//    (OpenMP) against the best cost at the batch's start, then taken in sample order
+//    (new bests, local optimisation, stopping) exactly as the sequential loop would: the
+//    result does not depend on the thread count.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "solver/geometry/ransac_scoring.h"
 
 namespace tiepoint {
 namespace two_view {
@@ -121,6 +143,163 @@ RansacOutput<typename Estimator::Model> RunRansac(const Estimator& estimator, do
         inliers.swap(refit_inliers);
       }
       required = RequiredIterations(static_cast<double>(out.num_inliers) / n, s, confidence);
+    }
+  }
+  out.iterations = it;
+  return out;
+}
+
+// Samples after which RANSAC may give up when no model with >= min_inliers inliers has
+// been found: log(1 - confidence) / log(1 - P), P = C(m, s) / C(n, s) the probability
+// that s distinct draws from n all fall among m given points. 0 when m > n (no model can
+// reach m), infinity when m < s or m <= 0 (no bound).
+inline double GiveUpIterations(int n, int min_inliers, int s, double confidence) {
+  if (min_inliers <= 0 || min_inliers < s) return std::numeric_limits<double>::infinity();
+  if (min_inliers > n) return 0.0;
+  double p = 1.0;
+  for (int j = 0; j < s; ++j) p *= static_cast<double>(min_inliers - j) / static_cast<double>(n - j);
+  if (p >= 1.0) return 1.0;
+  if (!(p > 0.0)) return std::numeric_limits<double>::infinity();
+  return std::ceil(std::log(1.0 - confidence) / std::log1p(-p));
+}
+
+struct RansacParams {
+  double threshold = 1.0;       // inlier threshold on the error (its square is compared)
+  double confidence = 0.9999;
+  int min_iterations = 100;
+  int max_iterations = 10000;
+  uint64_t seed = 0;
+  int min_inliers = 0;          // the give-up bound's m; 0: no bound
+  int num_threads = 1;          // > 1: batches of hypotheses in parallel (same result)
+};
+
+// Hypotheses are scored kScoreChunk points at a time between the checks of the bound:
+// small enough that a hopeless one stops early on the typical 20-200 matches of a pair,
+// large enough that the per-chunk call and model set-up stay below a tenth of the work.
+constexpr int kScoreChunk = 64;
+
+// MSAC cost of `model` with float residuals (estimator.SquaredErrors), or +infinity as
+// soon as the partial cost reaches `bound` (the model cannot beat a model of that cost).
+// *count receives the inliers when the cost is returned.
+template <class Estimator>
+double BoundedCost(const Estimator& estimator, const typename Estimator::FloatModel& model,
+                   float squared_threshold, double bound, int* count) {
+  const int n = estimator.NumData();
+  alignas(32) float e2[kScoreChunk];
+  double cost = 0.0;
+  int inliers = 0;
+  for (int begin = 0; begin < n; begin += kScoreChunk) {
+    const int len = std::min(kScoreChunk, n - begin);
+    estimator.SquaredErrors(model, begin, len, e2);
+    int k = 0;
+    cost += TruncatedSum(e2, len, squared_threshold, &k);
+    inliers += k;
+    if (!(cost < bound)) return std::numeric_limits<double>::infinity();
+  }
+  *count = inliers;
+  return cost;
+}
+
+// Indices with float squared error <= squared_threshold (those BoundedCost counts).
+template <class Estimator>
+void FloatInliers(const Estimator& estimator, const typename Estimator::FloatModel& model,
+                  float squared_threshold, std::vector<int>* inliers) {
+  const int n = estimator.NumData();
+  alignas(32) float e2[kScoreChunk];
+  inliers->clear();
+  for (int begin = 0; begin < n; begin += kScoreChunk) {
+    const int len = std::min(kScoreChunk, n - begin);
+    estimator.SquaredErrors(model, begin, len, e2);
+    for (int k = 0; k < len; ++k)
+      if (e2[k] <= squared_threshold) inliers->push_back(begin + k);
+  }
+}
+
+// RANSAC with bounded float scoring, the give-up bound and batches (top of this file).
+// The estimator provides, beyond RunRansac's interface:
+//   using FloatModel = ...;   FloatModel ToFloat(const Model&) const;
+//   void SquaredErrors(const FloatModel&, int begin, int len, float* e2) const;
+//       // float squared errors of points [begin, begin + len), pixels^2
+template <class Estimator>
+RansacOutput<typename Estimator::Model> RunRansacFast(const Estimator& estimator,
+                                                      const RansacParams& params) {
+  using Model = typename Estimator::Model;
+  constexpr int s = Estimator::kSampleSize;
+  constexpr int kLocalIterations = 4;
+  RansacOutput<Model> out;
+  const int n = estimator.NumData();
+  if (n < s) return out;
+  const float t2 = static_cast<float>(params.threshold * params.threshold);
+  const double give_up = GiveUpIterations(n, params.min_inliers, s, params.confidence);
+  std::mt19937_64 rng(params.seed);
+  const int threads = std::max(1, params.num_threads);
+  // Per thread 16 samples a batch: enough work to amortise the fork and join (~2 us)
+  // against 1-10 us a sample; at most 16 * threads - 1 samples past the stop are wasted.
+  const int batch = threads > 1 ? 16 * threads : 1;
+  std::vector<std::array<int, s>> samples(batch);
+  std::vector<std::vector<Model>> models(batch);
+  std::vector<std::vector<double>> costs(batch);
+  std::vector<std::vector<int>> counts(batch);
+  std::vector<int> inliers, refit_inliers;
+  double required = static_cast<double>(params.max_iterations);
+  auto go_on = [&](int it) {
+    if (it >= params.max_iterations) return false;
+    if (out.num_inliers < params.min_inliers && it >= give_up) return false;
+    return it < params.min_iterations || it < required;
+  };
+  int it = 0;
+  while (go_on(it)) {
+    const int size = std::min(batch, params.max_iterations - it);
+    for (int b = 0; b < size; ++b) {
+      int* sample = samples[b].data();
+      for (int k = 0; k < s; ++k) {
+        bool repeated = true;
+        while (repeated) {
+          sample[k] = static_cast<int>(rng() % static_cast<uint64_t>(n));
+          repeated = false;
+          for (int j = 0; j < k; ++j) repeated = repeated || sample[j] == sample[k];
+        }
+      }
+    }
+    const double bound = out.cost;  // the best at the batch's start: >= every later best
+    auto solve_and_score = [&](int b) {
+      models[b].clear();
+      estimator.MinimalSolve(samples[b].data(), &models[b]);
+      costs[b].resize(models[b].size());
+      counts[b].resize(models[b].size());
+      for (size_t m = 0; m < models[b].size(); ++m) {
+        costs[b][m] = BoundedCost(estimator, estimator.ToFloat(models[b][m]), t2, bound, &counts[b][m]);
+      }
+    };
+    if (size > 1) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 4)
+      for (int b = 0; b < size; ++b) solve_and_score(b);
+    } else {
+      solve_and_score(0);
+    }
+    for (int b = 0; b < size && go_on(it); ++b, ++it) {
+      for (size_t m = 0; m < models[b].size(); ++m) {
+        if (!(costs[b][m] < out.cost)) continue;
+        out.found = true;
+        out.model = models[b][m];
+        out.cost = costs[b][m];
+        out.num_inliers = counts[b][m];
+        FloatInliers(estimator, estimator.ToFloat(out.model), t2, &inliers);
+        for (int lo = 0; lo < kLocalIterations && static_cast<int>(inliers.size()) > s; ++lo) {
+          Model refit = out.model;
+          if (!estimator.FitNonMinimal(inliers, &refit)) break;
+          int refit_count = 0;
+          const auto refit_float = estimator.ToFloat(refit);
+          const double refit_cost = BoundedCost(estimator, refit_float, t2, out.cost, &refit_count);
+          if (!(refit_cost < out.cost)) break;
+          out.model = refit;
+          out.cost = refit_cost;
+          out.num_inliers = refit_count;
+          FloatInliers(estimator, refit_float, t2, &refit_inliers);
+          inliers.swap(refit_inliers);
+        }
+        required = RequiredIterations(static_cast<double>(out.num_inliers) / n, s, params.confidence);
+      }
     }
   }
   out.iterations = it;

@@ -11,6 +11,7 @@
 #include "solver/geometry/fundamental.h"
 #include "solver/geometry/homography.h"
 #include "solver/geometry/ransac.h"
+#include "solver/geometry/ransac_scoring.h"
 #include "solver/geometry/ransac_utils.h"
 
 namespace tiepoint {
@@ -18,11 +19,15 @@ namespace {
 
 using two_view::NormalizingTransform;
 
-// Pixel and Hartley-normalised coordinates of the correspondences.
+// Pixel and Hartley-normalised coordinates of the correspondences, and the pixel
+// coordinates as float arrays relative to each image's centroid (for bounded scoring).
 struct PointSet {
   std::vector<Eigen::Vector2d> x1, x2;   // pixels
   std::vector<Eigen::Vector2d> n1, n2;   // T1 x1, T2 x2
   Eigen::Matrix3d T1, T2;
+  two_view::FloatCorrespondences f;
+  // x = C a: the pixel coordinates from the origin-relative ones.
+  Eigen::Matrix3d C1 = Eigen::Matrix3d::Identity(), C2 = Eigen::Matrix3d::Identity();
   PointSet(const std::vector<std::array<double, 2>>& a, const std::vector<std::array<double, 2>>& b) {
     for (size_t i = 0; i < a.size(); ++i) {
       x1.emplace_back(a[i][0], a[i][1]);
@@ -34,8 +39,30 @@ struct PointSet {
       n1.push_back(two_view::Apply(T1, x1[i]));
       n2.push_back(two_view::Apply(T2, x2[i]));
     }
+    // The Hartley transform's translation over its scale is minus the centroid.
+    const Eigen::Vector2d o1 = -T1.block<2, 1>(0, 2) / T1(0, 0), o2 = -T2.block<2, 1>(0, 2) / T2(0, 0);
+    C1.block<2, 1>(0, 2) = o1;
+    C2.block<2, 1>(0, 2) = o2;
+    f.origin1[0] = o1.x(), f.origin1[1] = o1.y(), f.origin2[0] = o2.x(), f.origin2[1] = o2.y();
+    const size_t n = a.size();
+    f.ax.resize(n), f.ay.resize(n), f.bx.resize(n), f.by.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      f.ax[i] = static_cast<float>(x1[i].x() - o1.x());
+      f.ay[i] = static_cast<float>(x1[i].y() - o1.y());
+      f.bx[i] = static_cast<float>(x2[i].x() - o2.x());
+      f.by[i] = static_cast<float>(x2[i].y() - o2.y());
+    }
   }
 };
+
+// M / its largest absolute entry, as float, row-major (the errors below are invariant to
+// the scale of the matrix; this keeps float far from overflow and underflow).
+void ToFloatMatrix(const Eigen::Matrix3d& M, float out[9]) {
+  const double scale = M.cwiseAbs().maxCoeff();
+  const double inv = scale > 0.0 && std::isfinite(scale) ? 1.0 / scale : 1.0;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) out[3 * r + c] = static_cast<float>(M(r, c) * inv);
+}
 
 struct HomographyModel {
   Eigen::Matrix3d H = Eigen::Matrix3d::Zero();  // pixels, H(2,2) = 1 when possible
@@ -46,7 +73,7 @@ class HomographyEstimator {
   using Model = HomographyModel;
   static constexpr int kSampleSize = 4;
   HomographyEstimator(const PointSet& p, double robust_scale_px)
-      : p_(p), T2inv_(p.T2.inverse()), robust_scale_px_(robust_scale_px) {}
+      : p_(p), T2inv_(p.T2.inverse()), C2inv_(p.C2.inverse()), robust_scale_px_(robust_scale_px) {}
   int NumData() const { return static_cast<int>(p_.x1.size()); }
   Model FromNormalized(const Eigen::Matrix3d& Hn) const { return FromPixels(T2inv_ * Hn * p_.T1); }
   static Model FromPixels(const Eigen::Matrix3d& H) {
@@ -72,13 +99,25 @@ class HomographyEstimator {
   double SquaredError(const Model& m, int i) const {
     return two_view::HomographySquaredError(m.H, p_.x1[i], p_.x2[i]);
   }
+  struct FloatModel {
+    float H[9];  // C2^-1 H C1: origin-relative coordinates
+  };
+  FloatModel ToFloat(const Model& m) const {
+    FloatModel f;
+    ToFloatMatrix(C2inv_ * m.H * p_.C1, f.H);
+    return f;
+  }
+  void SquaredErrors(const FloatModel& m, int begin, int len, float* e2) const {
+    two_view::TransferSquaredErrors(m.H, p_.f.ax.data() + begin, p_.f.ay.data() + begin,
+                                    p_.f.bx.data() + begin, p_.f.by.data() + begin, len, e2);
+  }
   Model Refine(const Model& m, const std::vector<int>& inliers) const {
     return FromPixels(two_view::RefineHomography(m.H, p_.x1, p_.x2, inliers, robust_scale_px_));
   }
 
  private:
   const PointSet& p_;
-  Eigen::Matrix3d T2inv_;
+  Eigen::Matrix3d T2inv_, C2inv_;
   double robust_scale_px_;
 };
 
@@ -110,6 +149,18 @@ class FundamentalEstimator {
   }
   double SquaredError(const Model& F, int i) const {
     return two_view::SampsonSquaredError(F, p_.x1[i], p_.x2[i]);
+  }
+  struct FloatModel {
+    float F[9];  // C2^T F C1: origin-relative coordinates (same Sampson distances)
+  };
+  FloatModel ToFloat(const Model& F) const {
+    FloatModel f;
+    ToFloatMatrix(p_.C2.transpose() * F * p_.C1, f.F);
+    return f;
+  }
+  void SquaredErrors(const FloatModel& m, int begin, int len, float* e2) const {
+    two_view::SampsonSquaredErrors(m.F, p_.f.ax.data() + begin, p_.f.ay.data() + begin,
+                                   p_.f.bx.data() + begin, p_.f.by.data() + begin, len, e2);
   }
   Model Refine(const Model& F, const std::vector<int>& inliers) const {
     return two_view::RefineFundamental(F, p_.x1, p_.x2, inliers, robust_scale_px_);
@@ -144,6 +195,11 @@ class EssentialEstimator {
     for (size_t i = 0; i < p.x1.size(); ++i) {
       u1_.push_back((K1inv * p.x1[i].homogeneous()).eval());
       u2_.push_back((K2inv * p.x2[i].homogeneous()).eval());
+      // K^-1 keeps the third coordinate at 1 (K's last row is (0, 0, 1)).
+      u1x_.push_back(static_cast<float>(u1_.back().x()));
+      u1y_.push_back(static_cast<float>(u1_.back().y()));
+      u2x_.push_back(static_cast<float>(u2_.back().x()));
+      u2y_.push_back(static_cast<float>(u2_.back().y()));
     }
   }
   int NumData() const { return static_cast<int>(p_.x1.size()); }
@@ -187,6 +243,25 @@ class EssentialEstimator {
     if (!two_view::InFrontOfBoth(m.R, m.t, u1_[i], u2_[i])) return std::numeric_limits<double>::infinity();
     return two_view::SampsonSquaredError(m.F, p_.x1[i], p_.x2[i]);
   }
+  struct FloatModel {
+    float F[9];  // C2^T F C1 (origin-relative pixels)
+    float R[9], t[3];
+  };
+  FloatModel ToFloat(const Model& m) const {
+    FloatModel f;
+    ToFloatMatrix(p_.C2.transpose() * m.F * p_.C1, f.F);
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 3; ++c) f.R[3 * r + c] = static_cast<float>(m.R(r, c));
+      f.t[r] = static_cast<float>(m.t[r]);
+    }
+    return f;
+  }
+  void SquaredErrors(const FloatModel& m, int begin, int len, float* e2) const {
+    two_view::SampsonSquaredErrors(m.F, p_.f.ax.data() + begin, p_.f.ay.data() + begin,
+                                   p_.f.bx.data() + begin, p_.f.by.data() + begin, len, e2);
+    two_view::MarkBehindCameras(m.R, m.t, u1x_.data() + begin, u1y_.data() + begin,
+                                u2x_.data() + begin, u2y_.data() + begin, len, e2);
+  }
   // Refines the pose on `inliers` (E = [t]x R stays consistent with R, t).
   Model Refine(const Model& m, const std::vector<int>& inliers) const {
     Eigen::Matrix3d R = m.R;
@@ -200,6 +275,7 @@ class EssentialEstimator {
   Eigen::Matrix3d K1_, K2_;
   double robust_scale_px_;
   std::vector<Eigen::Vector3d> u1_, u2_;
+  std::vector<float> u1x_, u1y_, u2x_, u2y_;
 };
 
 Eigen::Matrix3d CalibrationMatrix(const Intrinsics& k) {
@@ -250,8 +326,21 @@ template <class Estimator, class RefineFn>
 Scored<Estimator> RansacAndRefine(const Estimator& est, const RansacOptions& o, const RefineFn& refine,
                                   int* iterations, bool* found) {
   constexpr int kRefineRounds = 3;
-  const auto ransac = two_view::RunRansac(est, o.max_error_px, o.confidence, o.min_iterations,
-                                          o.max_iterations, o.seed);
+  two_view::RansacOutput<typename Estimator::Model> ransac;
+  if (o.early_stop) {
+    two_view::RansacParams params;
+    params.threshold = o.max_error_px;
+    params.confidence = o.confidence;
+    params.min_iterations = o.min_iterations;
+    params.max_iterations = o.max_iterations;
+    params.seed = o.seed;
+    params.min_inliers = o.min_inliers;
+    params.num_threads = o.num_threads;
+    ransac = two_view::RunRansacFast(est, params);
+  } else {
+    ransac = two_view::RunRansac(est, o.max_error_px, o.confidence, o.min_iterations,
+                                 o.max_iterations, o.seed);
+  }
   *iterations = ransac.iterations;
   *found = ransac.found;
   Scored<Estimator> best;
@@ -316,6 +405,7 @@ Status RansacOptions::Check() const {
                std::to_string(min_iterations) + ", max " + std::to_string(max_iterations) + ")");
   }
   if (min_inliers < 1) return bad("min_inliers must be >= 1, got " + std::to_string(min_inliers));
+  if (num_threads < 1) return bad("num_threads must be >= 1, got " + std::to_string(num_threads));
   return Status::Ok();
 }
 
@@ -348,6 +438,13 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
   *result = TwoViewGeometry();
   result->model = model;
   result->inlier_mask.assign(n, 0);
+  // Early rejection: no model can reach min_inliers inliers among fewer correspondences.
+  if (options.early_stop && n < options.min_inliers) {
+    if (model == TwoViewModel::kEssential) {
+      result->rotation_uncertainty_deg = std::numeric_limits<double>::infinity();  // no model
+    }
+    return Status::Ok();
+  }
   const PointSet points(x1, x2);
   // The essential matrix's refinement weighs residuals by a Cauchy loss of half the
   // inlier threshold, so that wrong matches that happen to fall inside the threshold pull

@@ -37,7 +37,8 @@
 //    an outlier. Each RANSAC sample keeps only the solutions with all 5 points in front.
 //
 // Coordinates: pixel (0,0) is the centre of the top-left pixel, x right, y down (as
-// everywhere in tiepoint). Deterministic for a given seed; single-threaded; reentrant.
+// everywhere in tiepoint). Deterministic for a given seed, whatever num_threads; runs on
+// the calling thread unless RansacOptions::num_threads > 1 (OpenMP); reentrant.
 #pragma once
 
 #include <array>
@@ -76,6 +77,23 @@ struct RansacOptions {
   // A model with fewer inliers than this is reported as not verified. >= the minimal
   // sample size of the model (4 for H, 7 for F, 5 for E).
   int min_inliers = 15;
+  // Work saved on pairs that cannot verify, without changing what verifies (measured in
+  // bench/verify_bench.sh: the same verified pairs and inlier counts):
+  //  - fewer correspondences than min_inliers: not verified, RANSAC not run (no model);
+  //  - the give-up bound: while the best model has fewer than min_inliers inliers, RANSAC
+  //    stops after log(1 - confidence) / log(1 - C(m, s) / C(n, s)) samples (m =
+  //    min_inliers, n correspondences, s the sample size), by when a model with m inliers
+  //    would have been sampled with probability `confidence` (solver/geometry/ransac.h);
+  //  - each hypothesis is scored in chunks with float SIMD residuals and dropped once its
+  //    MSAC cost reaches the best one's (exact: it could not win).
+  // An unverified pair's diagnostic model and inliers may differ from those of the full
+  // search. false: the reference loop (before these changes), every hypothesis scored in
+  // full in double precision, for comparisons.
+  bool early_stop = true;
+  // Threads for one estimation (with early_stop): batches of hypotheses are solved and
+  // scored in parallel, then taken in sample order, so the result is the same for any
+  // count. For callers that verify fewer pairs at once than they have threads. >= 1.
+  int num_threads = 1;
 
   // Explains bad values in words (kInvalidOptions naming the field).
   Status Check() const;
