@@ -48,7 +48,8 @@ struct BalReadOptions {
   // decoded and parsed on all threads; memory is the text (plus the compressed file for
   // .bz2) and the scene (a 1.7 GB text of 29M observations: about 1.7 + 0.8 GB).
   // false: the serial streaming reader (1 MiB at a time), the reference the parallel
-  // path must equal; memory is the scene and a 1 MiB buffer.
+  // path must equal; memory is the scene and a 1 MiB buffer. Text on one thread with
+  // chunk_bytes 0 is read this way too (faster than the parallel path on one thread).
   bool parallel = true;
 
   // Explains options that make no sense (a negative thread count).
