@@ -670,7 +670,7 @@ void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
       const size_t idx = row + i;
       const double weight = wrow * ex[i + radius] * mag[idx];
       double bin = ang[idx] * kBinsPerRadian;
-      if (bin < 0) bin += kOrientationBins;
+      bin += kOrientationBins * (bin < 0);  // branch-free: the sign is random
       const int b0 = FloorToInt(bin);
       const double frac = bin - b0;
       const int k0 = b0 >= kOrientationBins ? b0 - kOrientationBins : b0;
@@ -703,6 +703,7 @@ void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
 void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double angle,
                          uint8_t* out) const {
   constexpr int d = kDescriptorWidth, nb = kDescriptorBins;
+  static_assert((nb & (nb - 1)) == 0, "orientation bins wrap by a mask");
   const float* mag = g.magnitude[det.layer - 1];
   const float* ang = g.angle[det.layer - 1];
   const double bin_width = kDescriptorBinFactor * LoweSigma(det);
@@ -714,7 +715,16 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
   const double inv_two_sigma2 = 1.0 / (2.0 * (0.5 * d) * (0.5 * d));
   const double scale2 = inv_two_sigma2 / (bin_width * bin_width);
   const int cx = static_cast<int>(std::lround(det.x)), cy = static_cast<int>(std::lround(det.y));
-  std::vector<double> ex(2 * radius + 1), ey(2 * radius + 1);
+  double wx[2 * 64 + 1], wy[2 * 64 + 1];
+  std::vector<double> wx_big, wy_big;
+  double* ex = wx;
+  double* ey = wy;
+  if (radius > 64) {
+    wx_big.resize(2 * radius + 1);
+    wy_big.resize(2 * radius + 1);
+    ex = wx_big.data();
+    ey = wy_big.data();
+  }
   for (int i = -radius; i <= radius; ++i) {
     const double dx = cx + i - det.x, dy = cy + i - det.y;
     ex[i + radius] = std::exp(-dx * dx * scale2);
@@ -770,14 +780,17 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
       if (rbin <= -1 || rbin >= d || cbin <= -1 || cbin >= d) continue;
       const size_t idx = row + i;
       const double weight = wrow * ex[i + radius] * mag[idx];
+      // Branch-free wraps (the signs are random, so branches would mispredict half the
+      // time); adding 0 changes nothing.
       double rel = ang[idx] - angle;  // in [-3 pi, pi]
-      while (rel < 0) rel += kTwoPi;
+      rel += kTwoPi * (rel < 0);
+      rel += kTwoPi * (rel < 0);
       double obin = rel * kBinsPerRadian;
-      if (obin >= nb) obin -= nb;
+      obin -= nb * (obin >= nb);
       const int r0 = FloorToInt(rbin);
       const int c0 = FloorToInt(cbin);
       const int o0 = FloorToInt(obin);
-      const int o1 = o0 + 1 == nb ? 0 : o0 + 1;
+      const int o1 = (o0 + 1) & (nb - 1);
       const double fr = rbin - r0, fc = cbin - c0, fo = obin - o0;
       const double w0 = weight * (1.0 - fr), w1 = weight * fr;
       const double w00 = w0 * (1.0 - fc), w01 = w0 * fc, w10 = w1 * (1.0 - fc), w11 = w1 * fc;

@@ -29,11 +29,12 @@
 //     interpolated |D(offset)| < contrast_threshold / S (images in [0, 1]) or when the spatial
 //     Hessian has tr^2 / det >= (r+1)^2 / r with r = edge_threshold (or det <= 0).
 //     Candidates refined onto the same sample are kept once.
-//  4. Orientation: on L at the refined layer, gradients by central differences,
-//     magnitudes weighted by a Gaussian of 1.5 sigma_L (window radius 3 x 1.5 sigma_L,
-//     circular) vote with linear interpolation into 36 bins; the histogram is smoothed
-//     with [1 4 6 4 1]/16 (circular); every local peak >= 80% of the highest gives a
-//     keypoint, its angle refined by a parabola through the peak and its neighbours.
+//  4. Orientation: on L at the refined layer, gradients by central differences (the
+//     angle by a polynomial atan2, within 4e-7 rad of the exact one), magnitudes weighted
+//     by a Gaussian of 1.5 sigma_L (window radius 3 x 1.5 sigma_L, circular) vote with
+//     linear interpolation into 36 bins; the histogram is smoothed with [1 4 6 4 1]/16
+//     (circular); every local peak >= 80% of the highest gives a keypoint, its angle
+//     refined by a parabola through the peak and its neighbours.
 //  5. Descriptor: 4 x 4 spatial bins of 3 sigma_L pixels each, 8 orientation bins,
 //     over the window rotated to the keypoint's orientation; each gradient (angle
 //     relative to the keypoint's) is weighted by a Gaussian of sigma = half the window
@@ -56,9 +57,12 @@
 // then orientation in histogram-peak order. The output is identical for every thread
 // count (OpenMP over image rows and over keypoints, results written to fixed slots).
 //
-// Memory: the gradients (magnitude, angle) of layers 1..S of every octave are kept until
-// the descriptors are done, 2 S x 4/3 floats per pixel of the first octave (32 bytes for
-// S = 3), plus the S+3 Gaussian and S+2 DoG images of the octave being built.
+// Memory: an extractor keeps its workspace between images (it only grows, so a run of
+// images of one size allocates once): the input, the S+3 Gaussian and S+2 DoG images of
+// the first octave (reused by the later ones) and the gradients (magnitude, angle) of
+// layers 1..S of every octave, kept until the descriptors are done and computed only on
+// the rows and columns the keypoints' windows cover (pages elsewhere are never touched):
+// at most 4 (2S + 6 + 2S x 4/3) bytes per pixel of the first octave, 80 for S = 3.
 #pragma once
 
 #include <memory>
@@ -123,9 +127,11 @@ class FeatureExtractor {
 
   // Extract() for each image; (*statuses)[i] is image i's outcome and (*features)[i] its
   // features (empty on failure), so a batch goes on past a bad image. The CPU extractor
-  // runs the images one after another; the CUDA extractor keeps cuda_streams images in
-  // flight (upload of one overlapping the kernels of others). The features of an image
-  // never depend on the batch it is in.
+  // runs up to num_threads images at once, each on a worker of its own with its own
+  // workspace (workers together within 4 GiB of workspace; threads left over when there
+  // are fewer workers than threads go to each worker's rows); the CUDA extractor keeps
+  // cuda_streams images in flight (upload of one overlapping the kernels of others). The
+  // features of an image never depend on the batch it is in.
   virtual void ExtractBatch(const std::vector<const GrayImage*>& images,
                             std::vector<Features>* features, std::vector<Status>* statuses);
 

@@ -310,6 +310,72 @@ TEST(SiftTest, DeterministicAcrossThreadCounts) {
   }
 }
 
+// (d') The workspace an extractor keeps between images and ExtractBatch's parallel
+// workers (one image each) change nothing: every image gets exactly what a fresh
+// extractor gives it alone, in any order, after larger or smaller images, past a bad one.
+TEST(SiftTest, ReusedExtractorAndParallelBatchEqualSingleImages) {
+  std::vector<GrayImage> images = {TextureImage(420, 310, 3), TextureImage(200, 150, 4),
+                                   TextureImage(97, 257, 5), GrayImage(), TextureImage(421, 311, 6)};
+  images[3].width = 10;  // no pixels for 10 x 10: invalid
+  images[3].height = 10;
+  std::vector<const GrayImage*> ptrs;
+  for (const GrayImage& g : images) ptrs.push_back(&g);
+  for (bool upsample : {false, true}) {
+    SiftOptions options;
+    options.upsample = upsample;
+    options.num_threads = 1;
+    std::vector<Features> alone(images.size());
+    for (size_t i = 0; i < images.size(); ++i) {
+      if (i != 3) alone[i] = Extract(images[i], options);
+    }
+    ASSERT_GT(alone[0].size(), 100u);
+    auto same = [&](const Features& f, size_t i, const std::string& what) {
+      ASSERT_EQ(f.size(), alone[i].size()) << what << ", image " << i;
+      EXPECT_EQ(std::memcmp(f.keypoints.data(), alone[i].keypoints.data(), f.size() * sizeof(Keypoint)), 0)
+          << what << ", image " << i;
+      EXPECT_EQ(f.descriptors, alone[i].descriptors) << what << ", image " << i;
+    };
+    {
+      // One extractor, images in reverse order, twice.
+      std::unique_ptr<FeatureExtractor> e;
+      ASSERT_TRUE(FeatureExtractor::Create(options, Device::kCpu, &e).ok());
+      for (int round = 0; round < 2; ++round) {
+        for (size_t k = images.size(); k-- > 0;) {
+          Features f;
+          const Status s = e->Extract(images[k], &f);
+          if (k == 3) {
+            EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+            continue;
+          }
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          same(f, k, "reused extractor");
+        }
+      }
+    }
+    for (int threads : {2, 3, 8}) {
+      options.num_threads = threads;
+      std::unique_ptr<FeatureExtractor> e;
+      ASSERT_TRUE(FeatureExtractor::Create(options, Device::kCpu, &e).ok());
+      for (int round = 0; round < 2; ++round) {
+        std::vector<Features> features;
+        std::vector<Status> statuses;
+        e->ExtractBatch(ptrs, &features, &statuses);
+        ASSERT_EQ(features.size(), images.size());
+        ASSERT_EQ(statuses.size(), images.size());
+        for (size_t i = 0; i < images.size(); ++i) {
+          if (i == 3) {
+            EXPECT_EQ(statuses[i].code(), StatusCode::kInvalidInput);
+            EXPECT_EQ(features[i].size(), 0u);
+            continue;
+          }
+          ASSERT_TRUE(statuses[i].ok()) << statuses[i].ToString();
+          same(features[i], i, "batch, " + std::to_string(threads) + " threads");
+        }
+      }
+    }
+  }
+}
+
 TEST(SiftTest, DescriptorsAreUnitVectorsAndRootSiftDiffers) {
   const GrayImage img = TextureImage(300, 240, 5);
   SiftOptions options;
