@@ -130,11 +130,83 @@ std::string TypeWord(const OptionSpec& s) {
   return "?";
 }
 
+// v.dump(), stopped once past `limit` characters: the cost of quoting a value in a message
+// does not grow with the value, and the recursion is as deep as `limit` at most.
+void DumpPrefix(const ojson& v, size_t limit, std::string* out) {
+  if (out->size() > limit) return;
+  if (v.is_array() || v.is_object()) {
+    *out += v.is_array() ? '[' : '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out->size() <= limit; ++it) {
+      if (!first) *out += ',';
+      first = false;
+      if (v.is_object()) *out += ojson(it.key()).dump() + ':';
+      DumpPrefix(it.value(), limit, out);
+    }
+    *out += v.is_array() ? ']' : '}';
+    return;
+  }
+  if (v.is_string() && v.get_ref<const std::string&>().size() > limit) {
+    const std::string& s = v.get_ref<const std::string&>();
+    size_t cut = limit;  // not inside a UTF-8 sequence (dump() throws on a broken one)
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    *out += ojson(s.substr(0, cut)).dump();
+    return;
+  }
+  *out += v.dump();
+}
+
 std::string Shorten(const ojson& v) {
-  std::string text = v.dump();
+  std::string text;
+  DumpPrefix(v, 60, &text);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return text;
 }
+
+// How deeply the JSON text nests arrays and objects, counted outside strings; stops counting
+// past `limit`.
+int NestingDepth(const std::string& text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Every `placeholder` in *name replaced by `text`, in one pass; stops once the name is past
+// `limit` characters (the caller reports such a name as too long).
+void ReplaceAll(const std::string& placeholder, const std::string& text, size_t limit,
+                std::string* name) {
+  if (name->find(placeholder) == std::string::npos) return;
+  std::string out;
+  size_t from = 0;
+  for (size_t pos; (pos = name->find(placeholder, from)) != std::string::npos;) {
+    out.append(*name, from, pos - from);
+    out += text;
+    from = pos + placeholder.size();
+    if (out.size() > limit) break;
+  }
+  if (out.size() <= limit) out.append(*name, from, std::string::npos);
+  if (out.size() > limit) out.resize(limit + 1);
+  *name = std::move(out);
+}
+
+// A job name past this many characters is cut here (NameError reports it as too long).
+constexpr size_t kNameBuildLimit = 1024;
 
 std::string JsonTypeWord(const ojson& v) {
   if (v.is_string()) return "string " + Shorten(v);
@@ -271,10 +343,16 @@ class Collector {
     if (count_ <= kMaxErrors) lines_.push_back(file_ + ": " + where + ": " + what);
   }
   bool empty() const { return count_ == 0; }
+  // More errors than are listed: a matrix stops expanding (the rest could only be counted).
+  bool full() const { return count_ > kMaxErrors; }
+  void SetStopped() { stopped_ = true; }
   Status ToStatus() const {
     std::string msg;
     for (size_t i = 0; i < lines_.size(); ++i) msg += (i ? "\n" : "") + lines_[i];
-    if (count_ > kMaxErrors) msg += "\n(" + std::to_string(count_ - kMaxErrors) + " more errors)";
+    if (count_ > kMaxErrors) {
+      msg += "\n(" + std::to_string(count_ - kMaxErrors) + " more errors" +
+             (stopped_ ? ", and jobs not checked after them" : "") + ")";
+    }
     return Status::InvalidInput(msg);
   }
 
@@ -282,6 +360,7 @@ class Collector {
   std::string file_;
   std::vector<std::string> lines_;
   int count_ = 0;
+  bool stopped_ = false;
 };
 
 // The fields of a job (after defaults and matrix substitution) as a BatchJob.
@@ -318,6 +397,9 @@ struct JobBuilder {
         std::string hint;
         size_t best = 3;
         for (const OptionSpec& s : specs) {
+          // The distance is at least the difference in length: a long key costs nothing.
+          const size_t longer = std::max(key.size(), s.name.size());
+          if (longer - std::min(key.size(), s.name.size()) >= best) continue;
           const size_t d = EditDistance(key, s.name);
           if (d < best) best = d, hint = " (did you mean '" + s.name + "'?)";
         }
@@ -513,10 +595,23 @@ Status LoadJobFile(const JobFileOptions& options, const CommandCatalog& catalog,
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
+  if (in.bad()) return Status::IoError(options.path + ": read error");
+  return ParseJobFile(buffer.str(), options, catalog, jobs);
+}
+
+Status ParseJobFile(const std::string& text, const JobFileOptions& options,
+                    const CommandCatalog& catalog, std::vector<BatchJob>* jobs) {
+  jobs->clear();
+  // nlohmann's parser keeps its own stack, but copying and printing values recurse: a depth
+  // bound first.
+  if (NestingDepth(text, kMaxJobFileDepth) > kMaxJobFileDepth) {
+    return Status::InvalidInput(options.path + ": arrays and objects nested deeper than " +
+                                std::to_string(kMaxJobFileDepth) + " levels (a job file needs 4)");
+  }
   ojson root;
   try {
-    root = ojson::parse(buffer.str());
-  } catch (const ojson::parse_error& e) {
+    root = ojson::parse(text);
+  } catch (const ojson::exception& e) {  // parse_error, and out_of_range for 1e400
     return Status::InvalidInput(options.path + ": not valid JSON: " + e.what());
   }
   Collector errors(options.path);
@@ -550,8 +645,11 @@ Status LoadJobFile(const JobFileOptions& options, const CommandCatalog& catalog,
   JobBuilder builder{catalog, options, base_dir, errors};
   std::map<std::string, std::string> origin_of_name;
 
+  size_t arg_bytes = 0;  // over all jobs' args, against options.max_total_arg_bytes
+  bool arg_budget_exceeded = false;
   auto add_job = [&](const std::string& origin, const std::string& name, const std::string& kind,
                      const ojson& own_fields) {
+    if (arg_budget_exceeded) return;
     const std::string where = "job '" + name + "' (" + origin + ")";
     ojson fields = ojson::object();
     CLI::App* command = FindCommand(catalog, kind);
@@ -586,6 +684,17 @@ Status LoadJobFile(const JobFileOptions& options, const CommandCatalog& catalog,
     }
     if (builder.Build(where, kind, fields, applied_defaults, &job) && name_error.empty()) {
       job.index = static_cast<int>(jobs->size());
+      for (const std::string& a : job.args) arg_bytes += a.size();
+      if (arg_bytes > options.max_total_arg_bytes) {
+        if (!arg_budget_exceeded) {
+          errors.Add(where, "the jobs' command lines so far hold " + std::to_string(arg_bytes) +
+                                " bytes, more than " + std::to_string(options.max_total_arg_bytes) +
+                                " (a matrix that repeats long values?)");
+        }
+        arg_budget_exceeded = true;
+        jobs->push_back(BatchJob{});
+        return;
+      }
       jobs->push_back(std::move(job));
     } else {
       jobs->push_back(BatchJob{});  // keeps indices aligned with the file; dropped on error
@@ -711,13 +820,30 @@ Status LoadJobFile(const JobFileOptions& options, const CommandCatalog& catalog,
           errors.Add(origin, "no axis: give at least one field an array of values (e.g. \"solver\": [\"cholmod\", \"pcg-schur\"])");
           continue;
         }
+        // The product, stopped once past the limit (so that it cannot overflow).
         size_t total = 1;
-        for (const Axis& a : axes) total *= std::max<size_t>(a.values.size(), 1);
-        if (total > 100000) {
-          errors.Add(origin, "expands into " + std::to_string(total) + " jobs (more than 100000)");
+        bool too_many = false;
+        for (const Axis& a : axes) {
+          const size_t n = std::max<size_t>(a.values.size(), 1);
+          if (total > options.max_matrix_jobs / n) {
+            too_many = true;
+            break;
+          }
+          total *= n;
+        }
+        if (too_many) {
+          std::string sizes;
+          for (const Axis& a : axes) sizes += (sizes.empty() ? "" : " x ") + std::to_string(a.values.size());
+          errors.Add(origin, "expands into " + sizes + " jobs (more than " +
+                                 std::to_string(options.max_matrix_jobs) + ")");
           continue;
         }
         for (size_t k = 0; k < total; ++k) {
+          if (arg_budget_exceeded) break;
+          if (errors.full()) {
+            errors.SetStopped();
+            break;
+          }
           ojson fields = ojson::object();
           for (auto it = entry.begin(); it != entry.end(); ++it) {
             if (fixed.contains(it.key())) fields[it.key()] = it.value();
@@ -736,20 +862,14 @@ Status LoadJobFile(const JobFileOptions& options, const CommandCatalog& catalog,
             fields[axes[a].key] = value;
             const std::string text = SanitizeName(PlaceholderText(value, axes[a].is_input));
             joined += (joined.empty() ? "" : "-") + text;
-            const std::string placeholder = "{" + axes[a].key + "}";
-            for (size_t pos; (pos = name.find(placeholder)) != std::string::npos;) {
-              name.replace(pos, placeholder.size(), text);
-            }
+            ReplaceAll("{" + axes[a].key + "}", text, kNameBuildLimit, &name);
           }
           // Fixed fields may name the job too ("{input}" of a single input).
           for (auto it = fixed.begin(); it != fixed.end(); ++it) {
             const OptionSpec* spec = FindSpec(specs, it.key());
             const bool is_input = spec != nullptr && (spec->positional || Contains(rules->file_inputs, it.key()));
             const std::string text = SanitizeName(PlaceholderText(it.value(), is_input));
-            const std::string placeholder = "{" + it.key() + "}";
-            for (size_t pos; (pos = name.find(placeholder)) != std::string::npos;) {
-              name.replace(pos, placeholder.size(), text);
-            }
+            ReplaceAll("{" + it.key() + "}", text, kNameBuildLimit, &name);
           }
           if (name_template.empty()) name = joined;
           if (name.find('{') != std::string::npos) {

@@ -80,13 +80,30 @@ struct CommandCatalog {
 struct JobFileOptions {
   std::string path;            // the job file
   std::string default_device;  // batch --device: for jobs whose command has --device; "" keeps theirs
+  // The most jobs one matrix entry may expand into (an error beyond; the fuzz target lowers it).
+  size_t max_matrix_jobs = 100000;
+  // The most bytes all jobs' command lines may hold together (an error beyond): a matrix
+  // repeats its fixed values in every job, so a small file could otherwise ask for gigabytes.
+  size_t max_total_arg_bytes = size_t{256} << 20;
 };
+
+// JSON nested deeper than this (arrays and objects) is an error before it is parsed; a job
+// file needs 4 levels.
+inline constexpr int kMaxJobFileDepth = 64;
 
 // Reads, validates and expands a job file. Collects every error it finds (up to 30), each
 // naming the job and the field, into one kInvalidInput status whose message has one line per
-// error. Input files are checked to exist (not fingerprinted).
+// error. Input files are checked to exist (not fingerprinted). kIoError when the file cannot
+// be read.
 Status LoadJobFile(const JobFileOptions& options, const CommandCatalog& catalog,
                    std::vector<BatchJob>* jobs);
+// The same on the file's text (options.path names the file in messages, and relative paths
+// are relative to its directory). Time and memory grow with the text and the jobs it expands
+// into (at most options.max_matrix_jobs a matrix entry), never with what its values multiply
+// into: a job name built from a template stops growing past 1024 characters (an error: names
+// are at most 200), values quoted in messages are cut to 60 characters.
+Status ParseJobFile(const std::string& text, const JobFileOptions& options,
+                    const CommandCatalog& catalog, std::vector<BatchJob>* jobs);
 
 // Fills size and mtime of each input; with verify_inputs also the content hash. Names the
 // job and file on error (a file that vanished since LoadJobFile).

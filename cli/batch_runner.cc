@@ -46,6 +46,12 @@ Status MakeDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0777) == 0 || errno == EEXIST) {
     struct stat st;
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::Ok();
+    char target[4096];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+    if (n >= 0 && ::stat(path.c_str(), &st) != 0) {  // mkdir -p refuses it too
+      return Status::IoError(path + ": a symbolic link to '" + std::string(target, static_cast<size_t>(n)) +
+                             "', which does not exist (create that directory, or name another)");
+    }
     return Status::IoError(path + ": exists and is not a directory");
   }
   return Status::IoError(path + ": cannot create directory (" + std::strerror(errno) + ")");
@@ -769,6 +775,12 @@ int BatchRun::Finish(int signal_received) {
     std::fprintf(stderr, "tiepoint batch: error: %d job%s failed (see RUN/jobs/<name>/stderr.txt)\n", failed,
                  failed == 1 ? "" : "s");
     return 1;
+  }
+  if (done < mine) {  // jobs that ran but could not be recorded (a full disk): say so
+    std::fprintf(stderr,
+                 "tiepoint batch: error: %d job%s not recorded as done (see the messages above); run the "
+                 "same command again to go on\n",
+                 mine - done, mine - done == 1 ? "" : "s");
   }
   return done == mine ? 0 : 1;
 }

@@ -1,6 +1,13 @@
 // `tiepoint reconstruct`: photos in, a COLMAP sparse model out (sfm/reconstruction_pipeline.h).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 #include <string>
 #include <vector>
 
@@ -10,6 +17,30 @@
 
 namespace tiepoint::cli {
 namespace {
+
+// The output directory made (with its parents) before the work, or an error naming the cause:
+// a path that is a file, a symbolic link to nothing (mkdir -p refuses it too), a parent that
+// cannot be written.
+Status PrepareOutputDirectory(const std::string& dir) {
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::stat(dir.c_str(), &st) != 0) {
+    char target[4096];
+    const ssize_t n = ::readlink(dir.c_str(), target, sizeof(target) - 1);
+    return Status::IoError(dir + ": a symbolic link to '" +
+                           std::string(target, n > 0 ? static_cast<size_t>(n) : 0) +
+                           "', which does not exist (create that directory, or name another -o)");
+  }
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return Status::IoError(dir + ": exists and is not a directory");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": cannot create the output directory (" + ec.message() + ")");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return Status::IoError(dir + ": the output directory is not writable (" + std::strerror(errno) + ")");
+  }
+  return Status::Ok();
+}
 
 struct ReconstructArgs {
   std::vector<std::string> images;
@@ -77,6 +108,7 @@ int RunReconstruct(const ReconstructArgs& a) {
   }
   o.show_progress = !a.quiet && StderrIsTerminal();
   if (!(s = o.Check()).ok()) return ReportError(cmd, s);
+  if (!(s = PrepareOutputDirectory(a.output)).ok()) return ReportError(cmd, s);
   ReconstructionPipelineResult result;
   s = RunReconstructionPipeline(o, &result);
   if (!s.ok()) return ReportError(cmd, s);

@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -175,27 +177,31 @@ Status CheckReferences(const Reconstruction& rec, const Locations& at) {
   }
   for (const auto& [point_id, point] : rec.points3D) {
     for (const TrackElement& el : point.track) {
-      const std::string where = at.Point(point_id) + "point3D " + std::to_string(point_id) +
-                                ", track element (" + std::to_string(el.image_id) + ", " +
-                                std::to_string(el.point2D_idx) + "): ";
+      // Made only for a message: Locations::Point is a linear search, and a string per
+      // element would cost more than the check.
+      const uint64_t id = point_id;  // a structured binding cannot be captured in C++17
+      const auto where = [&] {
+        return at.Point(id) + "point3D " + std::to_string(id) + ", track element (" +
+               std::to_string(el.image_id) + ", " + std::to_string(el.point2D_idx) + "): ";
+      };
       const auto image_it = rec.images.find(el.image_id);
       if (image_it == rec.images.end()) {
-        return Status::InvalidInput(where + "image " + std::to_string(el.image_id) + " is not in " +
+        return Status::InvalidInput(where() + "image " + std::to_string(el.image_id) + " is not in " +
                                     at.images_file);
       }
       const Image& image = image_it->second;
       if (el.point2D_idx >= image.points2D.size()) {
-        return Status::InvalidInput(where + "image " + std::to_string(el.image_id) + " has only " +
+        return Status::InvalidInput(where() + "image " + std::to_string(el.image_id) + " has only " +
                                     std::to_string(image.points2D.size()) + " points2D");
       }
       char& mark = claimed[el.image_id][el.point2D_idx];
       if (mark) {
-        return Status::InvalidInput(where + "that point2D is in a track twice");
+        return Status::InvalidInput(where() + "that point2D is in a track twice");
       }
       mark = 1;
       const uint64_t named = image.points2D[el.point2D_idx].point3D_id;
       if (named != point_id) {
-        return Status::InvalidInput(where + "that point2D names " +
+        return Status::InvalidInput(where() + "that point2D names " +
                                     (named == kInvalidPoint3DId
                                          ? std::string("no point3D (-1)")
                                          : "point3D " + std::to_string(named)) +
@@ -233,9 +239,14 @@ constexpr FileWriter kWriters[2][3] = {
     {WriteCamerasText, WriteImagesText, WritePoints3DText},
     {WriteCamerasBinary, WriteImagesBinary, WritePoints3DBinary}};
 
+// The rest of the stream, read in blocks (not a byte at a time through an iterator).
 std::vector<unsigned char> Slurp(std::istream& in) {
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in),
-                                    std::istreambuf_iterator<char>());
+  std::vector<unsigned char> out;
+  char block[1 << 16];
+  while (in.read(block, sizeof(block)) || in.gcount() > 0) {
+    out.insert(out.end(), block, block + in.gcount());
+  }
+  return out;
 }
 
 bool IsRegularFile(const std::string& path) {
@@ -312,8 +323,17 @@ Status WriteColmapModel(const std::string& dir, const Reconstruction& rec, Colma
     files.push_back(std::make_unique<AtomicFile>(JoinPath(dir, kFileNames[f][k])));
     AtomicFile& file = *files.back();
     TIEPOINT_RETURN_IF_ERROR(file.Open());
+    errno = 0;
     const Status s = kWriters[f][k](rec, file.stream());
-    if (!s.ok()) return Status::IoError(file.path() + ": " + s.message());
+    if (!s.ok()) {
+      const int err = errno;  // the failed write's (EFBIG, ENOSPC, EIO), as AtomicFile says it
+      if (file.stream().fail()) {
+        return Status::IoError(file.path() + ": write failed (" +
+                               (err != 0 ? std::string(std::strerror(err)) + "; " : std::string()) +
+                               "disk full, file size limit or device error)");
+      }
+      return Status::IoError(file.path() + ": " + s.message());
+    }
   }
   for (auto& file : files) TIEPOINT_RETURN_IF_ERROR(file->Commit());
   return Status::Ok();

@@ -8,11 +8,14 @@
 # Writes bench/results/fuzz-<date>.json: executions, exec/s, coverage (edges, libFuzzer's
 # "cov") and findings per target. Exit code 1 when any target found something.
 # FUZZ_RUNS=N stops a target after N executions (or SECONDS, whichever comes first).
+# FUZZ_OUT=FILE writes (or merges into) FILE instead of the day's file.
+# FUZZ_NICE=N runs the fuzzers at nice N (default 19).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-600}
 shift || true
-all=(bal_text bal_bz2 image_png image_jpeg image_pnm features matches intrinsics middlebury)
+all=(bal_text bal_bz2 image_png image_jpeg image_pnm features matches intrinsics middlebury
+     colmap_text colmap_binary track_file batch_jobs)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 build=${FUZZ_BUILD:-$root/build-fuzz}
@@ -28,15 +31,15 @@ nice -n 19 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]/#/fuzz_
 # keep executions fast (the readers' costs grow with the input, not with its header).
 max_len() {
   case $1 in
-    features|matches|intrinsics) echo 2048 ;;
+    features|matches|intrinsics|track_file|batch_jobs) echo 2048 ;;
     *) echo 4096 ;;
   esac
 }
 
 commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$root" status --porcelain -- io tests/fuzz 2>/dev/null | grep -q . && echo true || echo false)
+dirty=$(git -C "$root" status --porcelain -- io tests/fuzz cli/batch_jobs.h cli/batch_jobs.cc 2>/dev/null | grep -q . && echo true || echo false)
 date_tag=$(date +%Y%m%d)
-out=$root/bench/results/fuzz-$date_tag.json
+out=${FUZZ_OUT:-$root/bench/results/fuzz-$date_tag.json}
 entries=()
 found=0
 for t in "${targets[@]}"; do
@@ -51,7 +54,7 @@ for t in "${targets[@]}"; do
   while [ "$left" -gt 0 ]; do
     set +e
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 \
-      nice -n 19 "$build/tests/fuzz/fuzz_$t" "$work/corpus" "$root/tests/fuzz/corpus/$t" \
+      nice -n "${FUZZ_NICE:-19}" "$build/tests/fuzz/fuzz_$t" "$work/corpus" "$root/tests/fuzz/corpus/$t" \
       -max_total_time="$left" -runs="$( [ "$runs_left" -gt 0 ] && echo "$runs_left" || echo -1)" \
       -timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=256 \
       -max_len="$(max_len "$t")" -print_final_stats=1 -artifact_prefix="$work/crashes/" \
@@ -112,7 +115,7 @@ mkdir -p "$(dirname "$out")"
   echo "  \"what\": \"scripts/fuzz.sh $seconds: libFuzzer + ASan + UBSan on every file reader\","
   echo "  \"commit\": \"$commit\", \"uncommitted_changes_in_io_or_fuzz\": $dirty,"
   echo "  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
-  echo "  \"machine\": \"$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), nice 19, one fuzzer at a time\","
+  echo "  \"machine\": \"$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), nice ${FUZZ_NICE:-19}, ${FUZZ_PARALLEL_NOTE:-one fuzzer at a time}\","
   echo "  \"compiler\": \"$(clang++ --version | head -1)\","
   echo "  \"options\": \"-timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=256 -max_len per target; leaks detected\","
   echo "  \"targets\": {"

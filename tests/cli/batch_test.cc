@@ -184,6 +184,47 @@ TEST_F(BatchTest, ValidationErrorsNameJobAndField) {
   EXPECT_NE(b.err.find("line 2"), std::string::npos) << b.err;
 }
 
+// Job files the fuzzer (tests/fuzz/batch_jobs_fuzz.cc) or reading the reader found: each is
+// a message and exit code 2, never a crash, a stack overflow or an absurd expansion.
+TEST_F(BatchTest, MalformedJobFilesFromFuzzing) {
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* expected;
+  };
+  std::string deep(100, '[');
+  deep += std::string(100, ']');
+  // 16 axes of 16 values: 2^64 jobs, a product that wrapped to 0 (no job, no error) once.
+  std::string wrap = R"({"matrix": {"kind": "ba")";
+  for (const char* axis : {"input", "solver", "device", "precision", "jacobian", "cg-min-iterations",
+                           "cg-max-iterations", "cg-eta", "cg-stop", "max-iterations", "threads", "loss",
+                           "fix-cameras", "function-tolerance", "ply", "output"}) {
+    wrap += std::string(", \"") + axis + "\": [";
+    for (int i = 0; i < 16; ++i) wrap += std::string(i ? "," : "") + "\"v" + std::to_string(i) + "\"";
+    wrap += "]";
+  }
+  wrap += "}}";
+  std::string many = R"({"matrix": {"kind": "ba", "input": ")" + kSample + R"(", "solver": [)";
+  for (int i = 0; i < 400; ++i) many += std::string(i ? "," : "") + "\"s" + std::to_string(i) + "\"";
+  many += R"(], "max-iterations": [)";
+  for (int i = 0; i < 400; ++i) many += std::string(i ? "," : "") + std::to_string(i);
+  many += "]}}";
+  const Case cases[] = {
+      {"number.json", R"({"jobs": [{"name": "x", "kind": "ba", "max-iterations": 1e400}]})",
+       "number.json: not valid JSON"},
+      {"deep.json", R"({"jobs": )" + deep + "}", "deep.json: arrays and objects nested deeper than 64"},
+      {"many.json", many, "expands into 400 x 400 jobs (more than 100000)"},
+      {"wrap.json", wrap, "expands into 16 x 16 x 16"},
+  };
+  for (const Case& c : cases) {
+    WriteFile(dir_ + "/" + c.name, c.text);
+    const Result r = Run({"batch", dir_ + "/" + c.name, "-o", dir_ + "/run"});
+    EXPECT_EQ(r.code, 2) << c.name << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << c.name << "\n" << r.err;
+  }
+  EXPECT_FALSE(Exists(dir_ + "/run"));
+}
+
 TEST_F(BatchTest, MatrixExpandsInFileOrderAndShardsByIndex) {
   ::mkdir((dir_ + "/p").c_str(), 0777);
   WriteFile(dir_ + "/p/beta.txt", ReadFile(kSample));

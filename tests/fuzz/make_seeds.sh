@@ -103,3 +103,142 @@ write_match(f"{out}/matches/essential.tpmatch", 3, [1, 0], (0, -0.1, 0.2, 0.1, 0
             (0.995, -0.0998, 0, 0.0998, 0.995, 0, 0, 0, 1), (0.6, 0, 0.8), 0.42)
 PY
 du -sh "$corpus"
+
+# COLMAP models (text: cameras NUL images NUL points3D; binary: two uint16 lengths, then the
+# three files) and track files: a slice of the Bundler reconstruction of Balbianello (3 of
+# its 5 images, 640x427, and the first points all three see), in COLMAP's conventions.
+mkdir -p "$corpus"/{colmap_text,colmap_binary,track_file,batch_jobs}
+python3 - "$data/multiview/gtsam_balbianello/Balbianello.out" "$corpus" <<'PY'
+import math, struct, sys
+src, out = sys.argv[1], sys.argv[2]
+lines = [l for l in open(src).read().splitlines() if not l.startswith("#")]
+nc, np_ = map(int, lines[0].split())
+row = lambda i: [float(v) for v in lines[i].split()]
+cams = []
+for c in range(nc):
+    b = 1 + 5 * c
+    f, k1, k2 = row(b)
+    R = [row(b + 1), row(b + 2), row(b + 3)]
+    t = row(b + 4)
+    # Bundler looks down -z with y up; COLMAP down +z with y down: flip rows 2 and 3.
+    R = [R[0], [-v for v in R[1]], [-v for v in R[2]]]
+    t = [t[0], -t[1], -t[2]]
+    cams.append((f, k1, k2, R, t))
+pts = []
+i = 1 + 5 * nc
+for p in range(np_):
+    xyz, rgb = row(i), [int(v) for v in lines[i + 1].split()]
+    v = lines[i + 2].split()
+    views = [(int(v[1 + 4 * k]), int(v[2 + 4 * k]), float(v[3 + 4 * k]), float(v[4 + 4 * k]))
+             for k in range(int(v[0]))]
+    pts.append((xyz, rgb, views))
+    i += 3
+keep = [0, 1, 2]
+W, H = 640, 427
+def quat(R):  # w, x, y, z of a rotation matrix (w > 0)
+    w = math.sqrt(max(0.0, 1 + R[0][0] + R[1][1] + R[2][2])) / 2
+    return (w, (R[2][1] - R[1][2]) / (4 * w), (R[0][2] - R[2][0]) / (4 * w), (R[1][0] - R[0][1]) / (4 * w))
+chosen = [p for p in pts if all(any(c == k for c, *_ in p[2]) for k in keep)][:5]
+points2D = {k: [] for k in keep}
+tracks = []
+for pid, (xyz, rgb, views) in enumerate(chosen, start=1):
+    tr = []
+    for c, key, x, y in views:
+        if c not in keep: continue
+        tr.append((c + 1, len(points2D[c])))
+        points2D[c].append((x + W / 2, -y + H / 2, pid))
+    tracks.append((pid, xyz, rgb, tr))
+for k in keep:  # a point2D without a 3D point too
+    points2D[k].append((12.5, 30.25, None))
+g = lambda v: repr(float(v))
+def text_model(models):
+    cam = "# Camera list with one line of data per camera:\n#   CAMERA_ID, MODEL, WIDTH, HEIGHT, PARAMS[]\n"
+    cam += f"# Number of cameras: {len(keep)}\n"
+    img = f"# Image list with two lines of data per image:\n# Number of images: {len(keep)}, mean observations per image: 3\n"
+    for k in keep:
+        f, k1, k2, R, t = cams[k]
+        model, params = models[k]
+        cam += f"{k + 1} {model} {W} {H} " + " ".join(g(v) for v in params) + "\n"
+        q = quat(R)
+        img += f"{k + 1} " + " ".join(g(v) for v in (*q, *t)) + f" {k + 1} BalbianelloMedium-{k + 1}.jpg\n"
+        img += " ".join(f"{g(x)} {g(y)} {pid if pid else -1}" for x, y, pid in points2D[k]) + "\n"
+    pt = f"# 3D point list with one line of data per point:\n# Number of points: {len(tracks)}, mean track length: 3\n"
+    for pid, xyz, rgb, tr in tracks:
+        pt += f"{pid} " + " ".join(g(v) for v in xyz) + " " + " ".join(map(str, rgb)) + " 0.5 "
+        pt += " ".join(f"{i} {j}" for i, j in tr) + "\n"
+    return cam, img, pt
+radial = {k: ("RADIAL", (cams[k][0], W / 2, H / 2, cams[k][1], cams[k][2])) for k in keep}
+mixed = {0: ("SIMPLE_PINHOLE", (cams[0][0], W / 2, H / 2)),
+         1: ("PINHOLE", (cams[1][0], cams[1][0] * 1.001, W / 2, H / 2)),
+         2: ("SIMPLE_RADIAL", (cams[2][0], W / 2, H / 2, cams[2][1]))}
+model_ids = {"SIMPLE_PINHOLE": 0, "PINHOLE": 1, "SIMPLE_RADIAL": 2, "RADIAL": 3}
+def binary_model(models):
+    cam = struct.pack("<Q", len(keep))
+    img = struct.pack("<Q", len(keep))
+    for k in keep:
+        f, k1, k2, R, t = cams[k]
+        model, params = models[k]
+        cam += struct.pack("<IiQQ", k + 1, model_ids[model], W, H) + struct.pack(f"<{len(params)}d", *params)
+        img += struct.pack("<I7dI", k + 1, *quat(R), *t, k + 1) + f"BalbianelloMedium-{k + 1}.jpg".encode() + b"\0"
+        img += struct.pack("<Q", len(points2D[k]))
+        for x, y, pid in points2D[k]:
+            img += struct.pack("<ddQ", x, y, pid if pid else 2**64 - 1)
+    pt = struct.pack("<Q", len(tracks))
+    for pid, xyz, rgb, tr in tracks:
+        pt += struct.pack("<Q3d3Bd", pid, *xyz, *rgb, 0.5) + struct.pack("<Q", len(tr))
+        pt += b"".join(struct.pack("<II", i, j) for i, j in tr)
+    return cam, img, pt
+for name, models in (("balbianello-radial", radial), ("balbianello-mixed", mixed)):
+    c, i, p = text_model(models)
+    open(f"{out}/colmap_text/{name}.txt3", "w").write(c + "\0" + i + "\0" + p)
+    c, i, p = binary_model(models)
+    open(f"{out}/colmap_binary/{name}.bin3", "wb").write(struct.pack("<HH", len(c), len(i)) + c + i + p)
+# An empty model, as COLMAP writes one.
+open(f"{out}/colmap_text/empty.txt3", "w").write(
+    "# Camera list with one line of data per camera:\n# Number of cameras: 0\n\0"
+    "# Image list with two lines of data per image:\n# Number of images: 0, mean observations per image: 0\n\0"
+    "# 3D point list with one line of data per point:\n# Number of points: 0, mean track length: 0\n")
+open(f"{out}/colmap_binary/empty.bin3", "wb").write(struct.pack("<HH", 8, 8) + bytes(24))
+# Track files: the same points' observations in all five images, frame = image index.
+with open(f"{out}/track_file/balbianello.txt", "w") as f:
+    f.write("# track_id frame x y (pixels, (0, 0) the centre of the top-left pixel)\n")
+    for tid, (xyz, rgb, views) in enumerate(pts[:8]):
+        for c, key, x, y in views:
+            f.write(f"{tid} {c} {x + W / 2 - 0.5:.3f} {-y + H / 2 - 0.5:.3f}\n")
+open(f"{out}/track_file/windows.txt", "w").write("# CRLF\r\n0 0 1.5 2.5\r\n0 1 3e2 -4.25e-1\r\n\r\n1\t0\t7\t8\r\n")
+PY
+
+# Batch job files: the README's forms (jobs, defaults, matrix with a name template, each
+# kind), over the fuzz target's fixture directory (tests/fuzz/batch_jobs_fuzz.cc).
+cat > "$corpus/batch_jobs/jobs.json" <<'JSON'
+{
+  "defaults": {"threads": 1, "max-iterations": 30},
+  "jobs": [
+    {"name": "a-huber", "kind": "ba", "input": "a.txt", "solver": "cholmod", "loss": "huber:1",
+     "output": "refined.bal", "fix-intrinsics": true, "cg-eta": 0.05},
+    {"name": "temple", "kind": "reconstruct", "images": ["img*.png", "sub/d.png"],
+     "single-camera": true, "intrinsics": "par.txt", "pairs": "sequential:2", "seed": 7},
+    {"name": "bench-all", "kind": "bench", "problems": ["*.txt", "b.txt.bz2"],
+     "solvers": "pcg-schur,cholmod@cuda", "repetitions": 2, "comment": "two of each"}
+  ]
+}
+JSON
+cat > "$corpus/batch_jobs/matrix.json" <<'JSON'
+{"matrix": [
+  {"kind": "ba", "name": "{input}-{solver}", "input": ["*.txt", "b.txt.bz2"],
+   "solver": ["cholmod", "pcg-schur"], "ply": "points.ply"},
+  {"kind": "reconstruct", "images": [["img1.png", "img2.png"], ["sub/*.png"]],
+   "single-camera": [true, false], "pairs": "pairs.txt", "tracks": "tracks.txt"}
+]}
+JSON
+cat > "$corpus/batch_jobs/errors.json" <<'JSON'
+{"jobs": [
+  {"name": "typo", "kind": "ba", "input": "a.txt", "slover": "cholmod"},
+  {"name": "typo", "kind": "ba", "input": "a.txt", "--solver": "x"},
+  {"name": "wrong-type", "kind": "ba", "input": "a.txt", "max-iterations": "ten", "threads": -2},
+  {"name": "bad name", "kind": "synth"},
+  {"name": "m", "kind": "ba", "input": "missing.txt", "report": "r.json"}
+ ],
+ "matrix": {"kind": "bench", "problems": ["nothing*.txt"], "solvers": ["cholmod"]},
+ "extra": 1}
+JSON
