@@ -57,7 +57,20 @@ struct MapperOptions {
   int min_model_size = 3;
   // Intrinsics: fixed (known calibration) or refined by BA.
   bool refine_intrinsics = true;
-  bool refine_principal_point = false;
+  bool refine_principal_point = false;  // in every adjustment (else as below)
+  // Radial terms are refined in global adjustments once a model holds this many images,
+  // and in each model's final adjustment.
+  int refine_extra_min_images = 10;
+  // The principal point is refined in the final adjustments of a model that holds this
+  // many images (0: never), unless it leaves the image's middle (max_principal_point_shift of
+  // max(width, height) from the centre): then it goes back to the centre and stays.
+  int refine_principal_point_min_images = 8;
+  double max_principal_point_shift = 0.1;
+  // Each model's radial terms are kept only when they lower the final adjustment's cost by
+  // more than this fraction against the same model with radial terms zero.
+  double min_radial_gain = 0.02;
+  // Likewise the refined principal point against the image centre.
+  double min_principal_point_gain = 0.01;
   int ba_local_max_iterations = 25;
   int ba_global_max_iterations = 50;
   uint64_t seed = 0;

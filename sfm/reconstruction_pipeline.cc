@@ -374,6 +374,28 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     extractor->ExtractBatch(ptrs, &features, &fstatus);
     for (int k = 0; k < n; ++k)
       if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
+    std::vector<char> lowered_image(n, 0);
+    for (SiftOptions low = sift; low.contrast_threshold * 0.5 >= o.min_contrast_threshold * (1 - 1e-9);) {
+      low.contrast_threshold *= 0.5;
+      std::vector<int> few;
+      std::vector<const GrayImage*> few_ptrs;
+      for (int k = 0; k < n; ++k)
+        if (static_cast<int>(features[k].size()) < o.min_features_per_image) {
+          few.push_back(k);
+          few_ptrs.push_back(ptrs[k]);
+        }
+      if (few.empty()) break;
+      std::unique_ptr<FeatureExtractor> low_extractor;
+      TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(low, o.device, &low_extractor));
+      std::vector<Features> more;
+      std::vector<Status> more_status;
+      low_extractor->ExtractBatch(few_ptrs, &more, &more_status);
+      for (size_t j = 0; j < few.size(); ++j)
+        if (more_status[j].ok() && more[j].size() > features[few[j]].size()) {
+          features[few[j]] = std::move(more[j]);
+          lowered_image[few[j]] = 1;
+        }
+    }
     int64_t total_features = 0;
     for (int k = 0; k < n; ++k) {
       const GrayImage& g = gray[usable[k]];
@@ -388,7 +410,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       }
       total_features += static_cast<int64_t>(features[k].size());
     }
-    report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features}};
+    report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features},
+                                   {"images_at_lower_contrast_threshold", std::count(lowered_image.begin(), lowered_image.end(), 1)}};
     Progress(o, "extracted " + std::to_string(total_features) + " features");
 
     // 4. Matching.
