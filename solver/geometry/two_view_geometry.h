@@ -81,9 +81,10 @@ struct RansacOptions {
   // bench/verify_bench.sh: the same verified pairs and inlier counts):
   //  - fewer correspondences than min_inliers: not verified, RANSAC not run (no model);
   //  - the give-up bound: while the best model has fewer than min_inliers inliers, RANSAC
-  //    stops after log(1 - confidence) / log(1 - C(m, s) / C(n, s)) samples (m =
-  //    min_inliers, n correspondences, s the sample size), by when a model with m inliers
-  //    would have been sampled with probability `confidence` (solver/geometry/ransac.h);
+  //    stops after max(min_iterations, log(1 - confidence) / log(1 - C(m, s) / (2 C(n, s))))
+  //    samples (m = min_inliers, n correspondences, s the sample size), by when a model
+  //    with m inliers would have been sampled with probability `confidence` even if only
+  //    half of its all-inlier samples reproduced it (solver/geometry/ransac.h);
   //  - each hypothesis is scored in chunks with float SIMD residuals and dropped once its
   //    MSAC cost reaches the best one's (exact: it could not win).
   // An unverified pair's diagnostic model and inliers may differ from those of the full
