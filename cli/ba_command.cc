@@ -145,7 +145,9 @@ int RunBa(const BaArgs& a) {
     ProgressLine progress(show);
     progress.Update("reading " + a.input + " ...");
     const Timer read_timer;
-    if (!(s = ReadBal(a.input, &scene)).ok()) return ReportError(cmd, s);
+    BalReadOptions read_options;
+    read_options.num_threads = a.threads;  // --threads bounds the reading too
+    if (!(s = ReadBal(a.input, read_options, &scene)).ok()) return ReportError(cmd, s);
   }
   if (!(s = options.Check(scene.num_cameras())).ok()) return ReportError(cmd, s);
 
