@@ -10,6 +10,8 @@
 # FUZZ_RUNS=N stops a target after N executions (or SECONDS, whichever comes first).
 # FUZZ_OUT=FILE writes (or merges into) FILE instead of the day's file.
 # FUZZ_NICE=N runs the fuzzers at nice N (default 19).
+# FUZZ_SKIP_BUILD=1 runs the fuzz_* binaries already in the build directory (a commit
+# elsewhere in a shared tree changes the build-info header and would rebuild them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-600}
@@ -22,10 +24,12 @@ build=${FUZZ_BUILD:-$root/build-fuzz}
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang (apt-get install clang)" >&2; exit 2; }
 
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+if [ -z "${FUZZ_SKIP_BUILD:-}" ]; then
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIEPOINT_WITH_CUDA=OFF \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_FLAGS="$flags" \
   -DCMAKE_CXX_FLAGS="$flags" -DTIEPOINT_FUZZ=ON -DTIEPOINT_FUZZ_REPLAY=OFF >/dev/null
 nice -n 19 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]/#/fuzz_}" -- --no-print-directory >/dev/null
+fi
 
 # Longest input per target: enough for every structure of its format, small enough to
 # keep executions fast (the readers' costs grow with the input, not with its header).
