@@ -14,6 +14,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "io/base/atomic_file.h"
 #include "io/colmap_model.h"
 #include "io/image.h"
 #include "io/matches.h"
@@ -608,10 +609,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   const fs::path tmp = out / (".tmp-reconstruct-" + std::to_string(getpid()));
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() { std::error_code e; fs::remove_all(p, e); }
-  } cleanup{tmp};
+  // Removed at return, or by the SIGINT/SIGTERM handling if the process is stopped first.
+  const LiveTemporaryDirectory cleanup(tmp.string());
   for (size_t m = 0; m < result->models.size(); ++m) {
     const fs::path dir = tmp / "sparse" / std::to_string(m);
     fs::create_directories(dir, ec);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -19,6 +20,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::set<std::string> paths;
+  std::set<std::string> dirs;  // temporary directories (LiveTemporaryDirectory)
 };
 
 Registry& Live() {
@@ -114,6 +116,18 @@ Status AtomicFile::Commit() {
 
 void RemoveFileQuietly(const std::string& path) { std::remove(path.c_str()); }
 
+LiveTemporaryDirectory::LiveTemporaryDirectory(std::string path) : path_(std::move(path)) {
+  std::lock_guard<std::mutex> lock(Live().mutex);
+  Live().dirs.insert(path_);
+}
+
+LiveTemporaryDirectory::~LiveTemporaryDirectory() {
+  std::lock_guard<std::mutex> lock(Live().mutex);
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+  Live().dirs.erase(path_);
+}
+
 int RemoveLiveTemporaries() {
   // The lock may be held by a thread that died in the middle of an insert (out of
   // memory): try for a moment, then remove what can be read anyway.
@@ -124,6 +138,10 @@ int RemoveLiveTemporaries() {
   }
   int removed = 0;
   for (const std::string& path : live.paths) removed += ::unlink(path.c_str()) == 0;
+  for (const std::string& dir : live.dirs) {
+    std::error_code ec;
+    removed += std::filesystem::remove_all(dir, ec) > 0;
+  }
   // The mutex stays locked: no Commit() may rename a temporary into place from now on.
   (void)locked;
   return removed;

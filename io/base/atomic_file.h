@@ -51,7 +51,23 @@ class AtomicFile {
 // Removes a file if it exists (used to clean up a temporary written by other means).
 void RemoveFileQuietly(const std::string& path);
 
-// Removes every AtomicFile temporary that exists now and stops any further Commit()
+// A temporary directory (the caller creates it and fills it) that is removed with all it
+// holds when this object is destroyed, or by RemoveLiveTemporaries when the process is
+// stopped by a signal first. `tiepoint reconstruct` writes its model there and renames the
+// parts into place at the end.
+class LiveTemporaryDirectory {
+ public:
+  explicit LiveTemporaryDirectory(std::string path);
+  ~LiveTemporaryDirectory();
+  LiveTemporaryDirectory(const LiveTemporaryDirectory&) = delete;
+  LiveTemporaryDirectory& operator=(const LiveTemporaryDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Removes every AtomicFile temporary and LiveTemporaryDirectory that exists now and stops any further Commit()
 // from renaming (they wait forever): for a process about to exit on a signal or a fatal
 // error. Safe to call from any thread, not from a signal handler. Returns the number of
 // temporaries removed.
