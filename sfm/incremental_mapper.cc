@@ -395,6 +395,12 @@ class Mapper {
     return Status::Ok();
   }
 
+  std::set<uint32_t> AllImages() const {
+    std::set<uint32_t> all;
+    for (const auto& [id, im] : rec_.images) all.insert(id);
+    return all;
+  }
+
   // Every camera's principal point within max_principal_point_shift of its image centre.
   bool PrincipalPointsPlausible() const {
     for (const auto& [id, c] : rec_.cameras) {
@@ -412,12 +418,14 @@ class Mapper {
   // values far from the truth for a gain in the noise (the Middlebury rings, k1 = -0.25 for
   // 0.1%), and the rotations pay for it.
   Status SelectRadialTerms() {
+    // Both radial models keep their radial terms from parameter 3 on.
+    auto is_radial = [](const Camera& c) {
+      return c.model == CameraModelId::kSimpleRadial || c.model == CameraModelId::kRadial;
+    };
     bool radial = false;
-    for (const auto& [id, c] : rec_.cameras)
-      radial |= c.model == CameraModelId::kSimpleRadial || c.model == CameraModelId::kRadial;
+    for (const auto& [id, c] : rec_.cameras) radial |= is_radial(c);
     if (!radial || !o_.refine_intrinsics || rec_.images.size() < 3) return Status::Ok();
-    std::set<uint32_t> all;
-    for (const auto& [id, im] : rec_.images) all.insert(id);
+    const std::set<uint32_t> all = AllImages();
     const Reconstruction start = rec_;
     const bool pp_free = principal_point_free_;
     extra_override_ = 1;
@@ -428,9 +436,7 @@ class Mapper {
     rec_ = start;
     principal_point_free_ = pp_free;
     for (auto& [id, c] : rec_.cameras)
-      for (size_t k = c.model == CameraModelId::kSimpleRadial || c.model == CameraModelId::kRadial ? 3 : c.params.size();
-           k < c.params.size(); ++k)
-        c.params[k] = 0;
+      if (is_radial(c)) std::fill(c.params.begin() + 3, c.params.end(), 0.0);
     extra_override_ = 0;
     if (st.ok()) st = Adjust(all, true, o_.ba_global_max_iterations);
     const double cost_zero = last_cost_;
@@ -453,8 +459,7 @@ class Mapper {
         o_.refine_principal_point_min_images <= 0 ||
         rec_.images.size() < static_cast<size_t>(o_.refine_principal_point_min_images))
       return Status::Ok();
-    std::set<uint32_t> all;
-    for (const auto& [id, im] : rec_.images) all.insert(id);
+    const std::set<uint32_t> all = AllImages();
     const Reconstruction start = rec_;
     Status st = Adjust(all, true, o_.ba_global_max_iterations);
     const double cost_free = last_cost_;
@@ -478,8 +483,7 @@ class Mapper {
   }
 
   Status GlobalAdjust(int max_iterations) {
-    std::set<uint32_t> all;
-    for (const auto& [id, im] : rec_.images) all.insert(id);
+    const std::set<uint32_t> all = AllImages();
     TIEPOINT_RETURN_IF_ERROR(Adjust(all, true, max_iterations));
     Filter({}, true);
     return Status::Ok();
