@@ -56,6 +56,18 @@ with_fsize() {
 asan_build() { nm -D "$tp" 2>/dev/null | grep -q __asan_init || nm "$tp" 2>/dev/null | grep -q __asan_init; }
 ms_now() { date +%s%N | cut -c1-13; }
 # A moment in [from, to) of a run of MS milliseconds, as seconds for sleep.
+# watchdog PID: SIGKILL to PID after 60 s (a test that would hang fails instead); its sleep
+# writes nowhere, so ctest does not wait for it. end_watchdog stops it.
+watchdog() { ( sleep 60 & echo $! >"$dir/watchdog.sleep"; wait $! && kill -KILL "$1" ) >/dev/null 2>&1 & }
+end_watchdog() { kill "$(cat "$dir/watchdog.sleep")" 2>/dev/null || true; }
+# wait_for SECONDS CONDITION: polls CONDITION (a shell expression) every 50 ms.
+wait_for() {
+  local end=$(( $(date +%s) + $1 ))
+  until eval "$2"; do
+    [ "$(date +%s)" -lt "$end" ] || return 1
+    sleep 0.05
+  done
+}
 moment() { awk -v ms="$1" -v a="$2" -v b="$3" -v r="$RANDOM" 'BEGIN { printf "%.3f", ms * (a + (b - a) * r / 32768) / 1000 }'; }
 
 # --- reconstruct ----------------------------------------------------------------------------
@@ -348,41 +360,61 @@ PY
     echo "SIGKILL 3 times over a ${ms} ms batch: every record whole; resumed to 4 of 4" ;;
 
   batch-sigint|batch-sigterm)
+    # Deterministic, whatever the machine's speed: the odd jobs read a FIFO, so they block in
+    # open() until the signal; the even ones read a.bal and finish.
     sig=INT; want=130; [ "$case_name" = batch-sigterm ] && { sig=TERM; want=143; }
     set -m
+    rm b.bal; mkfifo b.bal
     jobs 6
-    "$tp" batch jobs.json -o RUN --quiet >"$dir/stdout" 2>"$dir/stderr" &
+    "$tp" batch jobs.json -o RUN --jobs 2 --quiet >"$dir/stdout" 2>"$dir/stderr" &
     pid=$!
-    sleep 0.5
+    watchdog "$pid"
+    # Signal once j0 is recorded and j1 is running (blocked on the FIFO).
+    wait_for 30 '[ -e RUN/jobs/j0/job.json ] && [ -n "$(find RUN/jobs -maxdepth 1 -name ".j1.tmp-*")" ]' ||
+      fail "j0 never finished or j1 never started"
+    sleep 0.2
     kill -"$sig" "$pid"
     wait "$pid"; got=$?
+    end_watchdog
     [ "$got" = "$want" ] || fail "exit code $got after SIG$sig, expected $want"
     grep -Eq "stopped by SIG$sig: .* left: run the same command again" "$dir/stderr" ||
       fail "no message naming SIG$sig and what is left"
+    grep -q '"exit_code": 0' RUN/jobs/j0/job.json || fail "j0's record was lost"
+    [ ! -e RUN/jobs/j1/job.json ] || fail "j1 (stopped) has a record"
     records_ok RUN
     [ -z "$(tmp_dirs)" ] || fail "partial outputs left: $(tmp_dirs)"
+    rm b.bal; cp "$sample" b.bal
     run 0 "" -- "$tp" batch jobs.json -o RUN --quiet
     stdout_has "6 of 6 jobs done" ;;
 
   batch-input-removed)
-    # j0 solves a larger problem (about 1 s); j1's input is removed meanwhile.
-    "$tp" synth --cameras 30 --points 20000 --seed 5 --quiet -o big.bal >/dev/null 2>&1 || fail synth
+    # "long" reads a FIFO, so it runs until the test writes the problem into it; "short"'s
+    # input is removed meanwhile, after the batch has started (and fingerprinted it).
+    "$tp" synth --cameras 10 --points 2000 --seed 5 --quiet -o big.bal >/dev/null 2>&1 || fail synth
+    mkfifo slow.bal
     cat >jobs.json <<'JSON'
-{"jobs": [{"name": "long", "kind": "ba", "input": "big.bal", "max-iterations": 30, "threads": 1},
+{"jobs": [{"name": "long", "kind": "ba", "input": "slow.bal", "max-iterations": 30, "threads": 1},
           {"name": "short", "kind": "ba", "input": "b.bal", "max-iterations": 2, "threads": 1}]}
 JSON
     "$tp" batch jobs.json -o RUN --jobs 1 --quiet >"$dir/stdout" 2>"$dir/stderr" &
     pid=$!
-    sleep 0.3; rm b.bal
+    watchdog "$pid"
+    wait_for 30 '[ -n "$(find RUN/jobs -maxdepth 1 -name ".long.tmp-*" 2>/dev/null)" ]' ||
+      fail "the first job never started"
+    rm b.bal
+    cat big.bal >slow.bal
     wait "$pid"; got=$?
+    end_watchdog
     [ "$got" = 1 ] || fail "exit code $got, expected 1 (a failed job)"
     grep -q "b.bal" "$dir/stderr" RUN/jobs/short/job.json 2>/dev/null || fail "the removed input is not named"
     grep -q '"exit_code": 0' RUN/jobs/long/job.json || fail "the first job did not finish"
     records_ok RUN
-    # Replaced: a different file under the same name reruns its job, and only that one.
-    cp "$sample" b.bal
+    # The inputs back as regular files: --retry-failed finishes the run.
+    rm slow.bal; cp big.bal slow.bal; cp "$sample" b.bal
     run 0 "" -- "$tp" batch jobs.json -o RUN --retry-failed --quiet
-    "$tp" synth --cameras 5 --points 100 --quiet -o big.bal >/dev/null 2>&1 || fail synth
+    stdout_has "2 of 2 jobs done"
+    # Replaced: a different file under the same name reruns its job, and only that one.
+    "$tp" synth --cameras 5 --points 100 --quiet -o slow.bal >/dev/null 2>&1 || fail synth
     run 0 "" -- "$tp" batch jobs.json -o RUN --quiet
     stdout_has "2 of 2 jobs done \(1 this run, 1 already\)"
     records_ok RUN ;;
