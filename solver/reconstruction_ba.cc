@@ -9,6 +9,10 @@
 #include <map>
 #include <unordered_map>
 
+#include <omp.h>
+
+#include "solver/parallel.h"
+
 namespace tiepoint {
 namespace {
 
@@ -74,6 +78,8 @@ Status ReconstructionBAOptions::Check() const {
   if (max_iterations < 0) return Status::InvalidOptions("bundle adjustment: max_iterations must be >= 0");
   if (!(function_tolerance >= 0)) return Status::InvalidOptions("bundle adjustment: function_tolerance must be >= 0");
   if (!(initial_mu > 0)) return Status::InvalidOptions("bundle adjustment: initial_mu must be > 0");
+  if (num_threads < 1 || num_threads > 4096)
+    return Status::InvalidOptions("bundle adjustment: num_threads must be in [1, 4096]");
   return Status::Ok();
 }
 
@@ -251,18 +257,29 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   for (int i = 0; i < num_images; ++i) summary->num_variable_images += pose_col[i] >= 0;
   for (int j = 0; j < num_points; ++j) summary->num_variable_points += point_free[j];
 
+  const int threads = std::max(1, options.num_threads);
+  std::vector<double> cost_part(threads);
   auto cost_of = [&](const std::vector<double>& R, const std::vector<double>& t,
                      const std::vector<std::vector<double>>& prm, const std::vector<double>& X) {
+    const int64_t n = static_cast<int64_t>(obs.size());
+    ParallelRegion(threads, [&] {
+      const int tid = threads > 1 ? omp_get_thread_num() : 0;
+      double c = 0;
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < n; ++k) {
+        const Obs& o = obs[k];
+        double r[2];
+        ReconstructionResidual(models[image_camera[o.image]], prm[image_camera[o.image]].data(),
+                               &R[9 * o.image], &t[3 * o.image], &X[3 * o.point], o.xy, r,
+                               nullptr, nullptr, nullptr);
+        double rho, drho;
+        options.loss.Evaluate(r[0] * r[0] + r[1] * r[1], &rho, &drho);
+        c += 0.5 * rho;
+      }
+      cost_part[tid] = c;
+    });
     double cost = 0;
-    for (const Obs& o : obs) {
-      double r[2];
-      ReconstructionResidual(models[image_camera[o.image]], prm[image_camera[o.image]].data(),
-                             &R[9 * o.image], &t[3 * o.image], &X[3 * o.point], o.xy, r,
-                             nullptr, nullptr, nullptr);
-      double rho, drho;
-      options.loss.Evaluate(r[0] * r[0] + r[1] * r[1], &rho, &drho);
-      cost += 0.5 * rho;
-    }
+    for (int t = 0; t < threads; ++t) cost += cost_part[t];
     return cost;
   };
 
@@ -275,14 +292,22 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     return Status::Ok();
   }
 
-  // Per-observation linearization storage.
+  // Per-observation linearization storage. Each observation keeps only its active
+  // camera-side columns (the pose's 6 unless the pose is fixed, then the camera's free
+  // intrinsics), packed first in local_cols / W.
   const size_t nobs = obs.size();
   std::vector<double> W(nobs * kMaxLocal * 3);   // J_c^T J_p, kMaxLocal x 3 per observation
-  std::vector<int> local_cols(nobs * kMaxLocal);  // global column of each local row, or -1
+  std::vector<int> local_cols(nobs * kMaxLocal);  // global column of each active local row
+  std::vector<uint8_t> num_local(nobs);
   std::vector<double> V(9 * num_points), g(3 * num_points);
   Eigen::MatrixXd S(nc, nc);
   Eigen::VectorXd b(nc), diagU(nc);
   std::vector<double> diagV(3 * num_points);
+  std::vector<Eigen::Matrix3d> Vinv(num_points);
+  // Per-thread accumulators of the camera-side blocks (summed in thread order, so a run
+  // with a given thread count is deterministic).
+  std::vector<Eigen::MatrixXd> S_part(threads, Eigen::MatrixXd(nc, nc));
+  std::vector<Eigen::VectorXd> b_part(threads, Eigen::VectorXd(nc));
 
   double mu = options.initial_mu, nu = 2.0;
   bool relinearize = true;
@@ -293,58 +318,72 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   int it = 0;
   for (; it < options.max_iterations; ++it) {
     if (relinearize) {
-      U.setZero();
-      bc.setZero();
-      std::fill(V.begin(), V.end(), 0.0);
-      std::fill(g.begin(), g.end(), 0.0);
-      for (size_t k = 0; k < nobs; ++k) {
-        const Obs& o = obs[k];
-        const int c = image_camera[o.image];
-        double r[2], jpose[12], jpt[6], jprm[10];
-        ReconstructionResidual(models[c], params[c].data(), &Rs[9 * o.image], &ts[3 * o.image],
-                               &Xs[3 * o.point], o.xy, r, jpose, jpt, jprm);
-        double rho, drho;
-        options.loss.Evaluate(r[0] * r[0] + r[1] * r[1], &rho, &drho);
-        const double w = std::sqrt(std::max(drho, 0.0));
-        // Local camera-side Jacobian: 2 x kMaxLocal.
-        double Jc[2][kMaxLocal];
-        int* cols = &local_cols[k * kMaxLocal];
-        int nl = 0;
-        for (int q = 0; q < 6; ++q, ++nl) {
-          cols[nl] = pose_col[o.image] >= 0 ? pose_col[o.image] + q : -1;
-          Jc[0][nl] = w * jpose[q];
-          Jc[1][nl] = w * jpose[6 + q];
-        }
-        const int np = CameraModelNumParams(models[c]);
-        for (size_t q = 0; q < free_params[c].size(); ++q, ++nl) {
-          cols[nl] = intr_col[c] + static_cast<int>(q);
-          Jc[0][nl] = w * jprm[free_params[c][q]];
-          Jc[1][nl] = w * jprm[np + free_params[c][q]];
-        }
-        for (int q = nl; q < kMaxLocal; ++q) cols[q] = -1;
-        const double wr[2] = {w * r[0], w * r[1]};
-        for (int a = 0; a < nl; ++a) {
-          if (cols[a] < 0) continue;
-          bc[cols[a]] -= Jc[0][a] * wr[0] + Jc[1][a] * wr[1];
-          for (int bb = 0; bb < nl; ++bb)
-            if (cols[bb] >= 0) U(cols[a], cols[bb]) += Jc[0][a] * Jc[0][bb] + Jc[1][a] * Jc[1][bb];
-        }
-        double* Wk = &W[k * kMaxLocal * 3];
-        if (point_free[o.point]) {
-          double Jp[2][3];
-          for (int q = 0; q < 3; ++q) { Jp[0][q] = w * jpt[q]; Jp[1][q] = w * jpt[3 + q]; }
-          double* Vj = &V[9 * o.point];
-          for (int a = 0; a < 3; ++a) {
-            g[3 * o.point + a] -= Jp[0][a] * wr[0] + Jp[1][a] * wr[1];
-            for (int bb = 0; bb < 3; ++bb) Vj[3 * a + bb] += Jp[0][a] * Jp[0][bb] + Jp[1][a] * Jp[1][bb];
+      // Observations are stored point by point, so a thread that owns a range of points
+      // owns their V, g and W; U and bc go through per-thread parts.
+      ParallelRegion(threads, [&] {
+        const int tid = threads > 1 ? omp_get_thread_num() : 0;
+        Eigen::MatrixXd& Ut = S_part[tid];
+        Eigen::VectorXd& bt = b_part[tid];
+        Ut.setZero();
+        bt.setZero();
+#pragma omp for schedule(static)
+        for (int j = 0; j < num_points; ++j) {
+          double* Vj = &V[9 * j];
+          double* gj = &g[3 * j];
+          std::fill(Vj, Vj + 9, 0.0);
+          std::fill(gj, gj + 3, 0.0);
+          for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
+            const Obs& o = obs[k];
+            const int c = image_camera[o.image];
+            double r[2], jpose[12], jpt[6], jprm[10];
+            ReconstructionResidual(models[c], params[c].data(), &Rs[9 * o.image], &ts[3 * o.image],
+                                   &Xs[3 * o.point], o.xy, r, jpose, jpt, jprm);
+            double rho, drho;
+            options.loss.Evaluate(r[0] * r[0] + r[1] * r[1], &rho, &drho);
+            const double w = std::sqrt(std::max(drho, 0.0));
+            // Active camera-side Jacobian: 2 x nl.
+            double Jc[2][kMaxLocal];
+            int* cols = &local_cols[k * kMaxLocal];
+            int nl = 0;
+            if (pose_col[o.image] >= 0) {
+              for (int q = 0; q < 6; ++q, ++nl) {
+                cols[nl] = pose_col[o.image] + q;
+                Jc[0][nl] = w * jpose[q];
+                Jc[1][nl] = w * jpose[6 + q];
+              }
+            }
+            const int np = CameraModelNumParams(models[c]);
+            for (size_t q = 0; q < free_params[c].size(); ++q, ++nl) {
+              cols[nl] = intr_col[c] + static_cast<int>(q);
+              Jc[0][nl] = w * jprm[free_params[c][q]];
+              Jc[1][nl] = w * jprm[np + free_params[c][q]];
+            }
+            num_local[k] = static_cast<uint8_t>(nl);
+            const double wr[2] = {w * r[0], w * r[1]};
+            for (int a = 0; a < nl; ++a) {
+              bt[cols[a]] -= Jc[0][a] * wr[0] + Jc[1][a] * wr[1];
+              for (int bb = 0; bb < nl; ++bb)
+                Ut(cols[a], cols[bb]) += Jc[0][a] * Jc[0][bb] + Jc[1][a] * Jc[1][bb];
+            }
+            double* Wk = &W[k * kMaxLocal * 3];
+            if (point_free[j]) {
+              double Jp[2][3];
+              for (int q = 0; q < 3; ++q) { Jp[0][q] = w * jpt[q]; Jp[1][q] = w * jpt[3 + q]; }
+              for (int a = 0; a < 3; ++a) {
+                gj[a] -= Jp[0][a] * wr[0] + Jp[1][a] * wr[1];
+                for (int bb = 0; bb < 3; ++bb) Vj[3 * a + bb] += Jp[0][a] * Jp[0][bb] + Jp[1][a] * Jp[1][bb];
+              }
+              for (int a = 0; a < nl; ++a)
+                for (int q = 0; q < 3; ++q) Wk[3 * a + q] = Jc[0][a] * Jp[0][q] + Jc[1][a] * Jp[1][q];
+            } else {
+              std::fill(Wk, Wk + kMaxLocal * 3, 0.0);
+            }
           }
-          for (int a = 0; a < kMaxLocal; ++a)
-            for (int q = 0; q < 3; ++q)
-              Wk[3 * a + q] = a < nl ? Jc[0][a] * Jp[0][q] + Jc[1][a] * Jp[1][q] : 0.0;
-        } else {
-          std::fill(Wk, Wk + kMaxLocal * 3, 0.0);
         }
-      }
+      });
+      U = S_part[0];
+      bc = b_part[0];
+      for (int t = 1; t < threads; ++t) { U += S_part[t]; bc += b_part[t]; }
       for (int q = 0; q < nc; ++q) diagU[q] = std::min(std::max(U(q, q), 1e-6), 1e32);
       for (int j = 0; j < num_points; ++j)
         for (int q = 0; q < 3; ++q) diagV[3 * j + q] = std::min(std::max(V[9 * j + 4 * q], 1e-6), 1e32);
@@ -359,36 +398,65 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       }
     }
 
-    // Reduced system with damping.
-    S = U;
-    b = bc;
-    for (int q = 0; q < nc; ++q) S(q, q) += mu * diagU[q];
-    std::vector<Eigen::Matrix3d> Vinv(num_points);
-    for (int j = 0; j < num_points; ++j) {
-      if (!point_free[j]) continue;
-      Eigen::Matrix3d Vj = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(&V[9 * j]);
-      for (int q = 0; q < 3; ++q) Vj(q, q) += mu * diagV[3 * j + q];
-      Vinv[j] = Vj.inverse();
-      const Eigen::Vector3d gj(&g[3 * j]);
-      for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a) {
-        const int* ca = &local_cols[a * kMaxLocal];
-        const Eigen::Map<const Eigen::Matrix<double, kMaxLocal, 3, Eigen::RowMajor>> Wa(&W[a * kMaxLocal * 3]);
-        const Eigen::Matrix<double, kMaxLocal, 3> WaVinv = Wa * Vinv[j];
-        const Eigen::Matrix<double, kMaxLocal, 1> bw = WaVinv * gj;
-        for (int p = 0; p < kMaxLocal; ++p)
-          if (ca[p] >= 0) b[ca[p]] -= bw[p];
-        for (int64_t bb = point_ptr[j]; bb < point_ptr[j + 1]; ++bb) {
-          const int* cb = &local_cols[bb * kMaxLocal];
-          const Eigen::Map<const Eigen::Matrix<double, kMaxLocal, 3, Eigen::RowMajor>> Wb(&W[bb * kMaxLocal * 3]);
-          const Eigen::Matrix<double, kMaxLocal, kMaxLocal> blk = WaVinv * Wb.transpose();
-          for (int p = 0; p < kMaxLocal; ++p) {
-            if (ca[p] < 0) continue;
-            for (int q = 0; q < kMaxLocal; ++q)
-              if (cb[q] >= 0) S(ca[p], cb[q]) -= blk(p, q);
+    // Reduced system with damping: S = U + mu D_U - sum_j W_j (V_j + mu D_Vj)^-1 W_j^T,
+    // b = bc - sum_j W_j (V_j + mu D_Vj)^-1 g_j, accumulated point by point.
+    ParallelRegion(threads, [&] {
+      const int tid = threads > 1 ? omp_get_thread_num() : 0;
+      Eigen::MatrixXd& St = S_part[tid];
+      Eigen::VectorXd& bt = b_part[tid];
+      St.setZero();
+      bt.setZero();
+      std::vector<double> T;  // W_a Vinv of each observation of the point, nl x 3
+#pragma omp for schedule(static)
+      for (int j = 0; j < num_points; ++j) {
+        if (!point_free[j]) continue;
+        Eigen::Matrix3d Vj = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(&V[9 * j]);
+        for (int q = 0; q < 3; ++q) Vj(q, q) += mu * diagV[3 * j + q];
+        Vinv[j] = Vj.inverse();
+        const Eigen::Matrix3d& Vi = Vinv[j];
+        const double* gj = &g[3 * j];
+        const int64_t first = point_ptr[j], count = point_ptr[j + 1] - first;
+        T.resize(static_cast<size_t>(count) * kMaxLocal * 3);
+        for (int64_t a = 0; a < count; ++a) {
+          const int64_t k = first + a;
+          const int nl = num_local[k];
+          const int* ca = &local_cols[k * kMaxLocal];
+          const double* Wa = &W[k * kMaxLocal * 3];
+          double* Ta = &T[a * kMaxLocal * 3];
+          for (int p = 0; p < nl; ++p) {
+            const double* w = Wa + 3 * p;
+            double* t = Ta + 3 * p;
+            for (int q = 0; q < 3; ++q) t[q] = w[0] * Vi(0, q) + w[1] * Vi(1, q) + w[2] * Vi(2, q);
+            bt[ca[p]] -= t[0] * gj[0] + t[1] * gj[1] + t[2] * gj[2];
+          }
+        }
+        for (int64_t a = 0; a < count; ++a) {
+          const int64_t ka = first + a;
+          const int na = num_local[ka];
+          const int* ca = &local_cols[ka * kMaxLocal];
+          const double* Ta = &T[a * kMaxLocal * 3];
+          for (int64_t bb = a; bb < count; ++bb) {
+            const int64_t kb = first + bb;
+            const int nb = num_local[kb];
+            const int* cb = &local_cols[kb * kMaxLocal];
+            const double* Wb = &W[kb * kMaxLocal * 3];
+            for (int p = 0; p < na; ++p) {
+              const double* t = Ta + 3 * p;
+              for (int q = 0; q < nb; ++q) {
+                const double* w = Wb + 3 * q;
+                const double v = t[0] * w[0] + t[1] * w[1] + t[2] * w[2];
+                St(ca[p], cb[q]) -= v;
+                if (bb != a) St(cb[q], ca[p]) -= v;
+              }
+            }
           }
         }
       }
-    }
+    });
+    S = U;
+    b = bc;
+    for (int t = 0; t < threads; ++t) { S += S_part[t]; b += b_part[t]; }
+    for (int q = 0; q < nc; ++q) S(q, q) += mu * diagU[q];
     bool solved = true;
     if (nc > 0) {
       Eigen::LLT<Eigen::MatrixXd> llt(S);
@@ -405,9 +473,9 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
         Eigen::Vector3d rhs(&g[3 * j]);
         for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a) {
           const int* ca = &local_cols[a * kMaxLocal];
-          const Eigen::Map<const Eigen::Matrix<double, kMaxLocal, 3, Eigen::RowMajor>> Wa(&W[a * kMaxLocal * 3]);
-          for (int p = 0; p < kMaxLocal; ++p)
-            if (ca[p] >= 0) rhs -= Wa.row(p).transpose() * dc[ca[p]];
+          const double* Wa = &W[a * kMaxLocal * 3];
+          for (int p = 0; p < num_local[a]; ++p)
+            for (int q = 0; q < 3; ++q) rhs[q] -= Wa[3 * p + q] * dc[ca[p]];
         }
         const Eigen::Vector3d d = Vinv[j] * rhs;
         dX[3 * j] = d[0]; dX[3 * j + 1] = d[1]; dX[3 * j + 2] = d[2];

@@ -46,6 +46,9 @@ struct ReconstructionBAOptions {
   bool refine_principal_point = false;
   bool refine_focal = true;
   bool refine_extra = true;  // radial terms
+  // OpenMP threads for linearization, the Schur complement and the cost (1: none). The
+  // result depends on the thread count only through the order of floating-point sums.
+  int num_threads = 1;
 
   Status Check() const;
 };

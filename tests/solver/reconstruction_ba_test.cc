@@ -204,6 +204,17 @@ TEST(ReconstructionBA, SharedIntrinsicsMatchesCeres) {
   ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
   EXPECT_LT(summary.final_cost, 0.01 * summary.initial_cost);
 
+  // The threaded solver (per-thread Schur parts) reaches the same minimum.
+  Reconstruction rec3 = start;
+  ReconstructionBAOptions options3 = options;
+  options3.num_threads = 3;
+  ReconstructionBASummary summary3;
+  ASSERT_TRUE(BundleAdjustReconstruction(options3, config, &rec3, &summary3).ok());
+  EXPECT_NEAR(summary3.final_cost, summary.final_cost, 1e-8 * summary.final_cost);
+  EXPECT_NEAR(rec3.cameras[1].params[0], rec.cameras[1].params[0], 1e-6 * rec.cameras[1].params[0]);
+  for (const auto& [id, im] : rec.images)
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(rec3.images.at(id).tvec[k], im.tvec[k], 1e-7);
+
   // Ceres on the same start, one shared intrinsics block (f, k).
   ceres::Problem problem;
   std::map<uint32_t, std::array<double, 6>> poses;
