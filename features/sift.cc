@@ -399,6 +399,7 @@ struct Detection {
   double y = 0;
   double layer_offset = 0;  // sub-layer offset, [-0.5, 0.5] (up to +-1 at layers 1 and S)
   double response = 0;      // interpolated |D|
+  float candidate = 0;      // |D| at the sample the refinement started from (prefilter)
 };
 
 struct OrientedKeypoint {
@@ -440,6 +441,15 @@ class SiftCpu : public FeatureExtractor {
   }
   // Bytes of workspace Extract uses for a w x h image.
   double WorkspaceBytes(int w, int h) const;
+
+  // The lowest contrast threshold a candidate is refined against: contrast_threshold, or
+  // with min_features, its last halving at or above min_contrast_threshold.
+  double DetectionThreshold() const {
+    double t = options_.contrast_threshold;
+    if (options_.min_features > 0)
+      while (t * 0.5 >= options_.min_contrast_threshold * (1 - 1e-9)) t *= 0.5;
+    return t;
+  }
 
   SiftOptions options_;
   Workspace ws_;
@@ -513,7 +523,7 @@ bool SiftCpu::Refine(const std::vector<Plane>& dog, int x, int y, int layer,
     }
   }
   const double contrast = value + 0.5 * g.dot(offset);
-  if (std::abs(contrast) * S < options_.contrast_threshold) return false;
+  if (std::abs(contrast) * S < DetectionThreshold()) return false;
   const double tr = H(0, 0) + H(1, 1);
   const double det2 = H(0, 0) * H(1, 1) - H(0, 1) * H(0, 1);
   const double r = options_.edge_threshold;
@@ -532,7 +542,7 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int thre
                              std::vector<Detection>* detections) const {
   const int S = options_.octave_layers;
   const int w = dog[0].width, h = dog[0].height;
-  const float prefilter = static_cast<float>(0.5 * options_.contrast_threshold / S);
+  const float prefilter = static_cast<float>(0.5 * DetectionThreshold() / S);
   const int nt = ThreadsFor(static_cast<size_t>(w) * h, threads);
   for (int layer = 1; layer <= S; ++layer) {
     std::vector<std::vector<Detection>> rows(h);
@@ -576,6 +586,7 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int thre
         if (!extremum) continue;
         Detection det;
         det.octave = octave;
+        det.candidate = std::abs(v);
         if (Refine(dog, x, y, layer, &det)) rows[y].push_back(det);
       }
     }
@@ -925,13 +936,33 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
 
   // Candidates refined onto the same sample are one keypoint; this also fixes the order.
   auto key = [](const Detection& d) { return std::make_tuple(d.octave, d.layer, d.yi, d.xi); };
-  std::stable_sort(detections.begin(), detections.end(),
-                   [&](const Detection& a, const Detection& b) { return key(a) < key(b); });
-  detections.erase(std::unique(detections.begin(), detections.end(),
-                               [&](const Detection& a, const Detection& b) {
-                                 return key(a) == key(b);
-                               }),
-                   detections.end());
+  auto unique_keypoints = [&](std::vector<Detection>* d) {
+    std::stable_sort(d->begin(), d->end(),
+                     [&](const Detection& a, const Detection& b) { return key(a) < key(b); });
+    d->erase(std::unique(d->begin(), d->end(),
+                         [&](const Detection& a, const Detection& b) { return key(a) == key(b); }),
+             d->end());
+  };
+  result.contrast_threshold = options_.contrast_threshold;
+  if (DetectionThreshold() < options_.contrast_threshold) {
+    // Detected down to min_contrast_threshold: keep what the first threshold of
+    // contrast_threshold, /2, /4, ... giving min_features keypoints would have found,
+    // exactly (a candidate passes threshold t when its prefilter value and its refined
+    // contrast both pass t), or what the lowest gives.
+    std::vector<Detection> all = std::move(detections);
+    for (double t = options_.contrast_threshold;; t *= 0.5) {
+      const bool lowest = t * 0.5 < options_.min_contrast_threshold * (1 - 1e-9);
+      const float prefilter_t = static_cast<float>(0.5 * t / S);
+      detections.clear();
+      for (const Detection& d : all)
+        if (d.candidate > prefilter_t && d.response * S >= t) detections.push_back(d);
+      unique_keypoints(&detections);
+      result.contrast_threshold = t;
+      if (lowest || static_cast<int>(detections.size()) >= options_.min_features) break;
+    }
+  } else {
+    unique_keypoints(&detections);
+  }
 
   std::vector<std::vector<double>> angles(detections.size());
 #pragma omp parallel for num_threads(ThreadsFor(detections.size() * kPixelsPerKeypoint, threads)) \
@@ -1043,6 +1074,14 @@ Status SiftOptions::Check() const {
     return Status::InvalidOptions("SIFT contrast_threshold " + std::to_string(contrast_threshold) +
                                   ": expected [0, 1) for images in [0, 1] (default 0.04)");
   }
+  if (min_features < 0) {
+    return Status::InvalidOptions("SIFT min_features " + std::to_string(min_features) +
+                                  ": expected >= 0 (0: no lower contrast threshold)");
+  }
+  if (min_features > 0 && !(min_contrast_threshold > 0.0 && min_contrast_threshold <= contrast_threshold)) {
+    return Status::InvalidOptions("SIFT min_contrast_threshold " + std::to_string(min_contrast_threshold) +
+                                  ": expected (0, contrast_threshold] when min_features > 0");
+  }
   if (!(edge_threshold >= 1.0 && std::isfinite(edge_threshold))) {
     return Status::InvalidOptions("SIFT edge_threshold " + std::to_string(edge_threshold) +
                                   ": expected a curvature ratio >= 1 (Lowe uses 10)");
@@ -1077,6 +1116,8 @@ Status FeatureExtractor::Create(const SiftOptions& options, Device device,
       *extractor = std::make_unique<SiftCpu>(options);
       return Status::Ok();
     case Device::kCuda:
+      if (options.min_features > 0)
+        return Status::InvalidOptions("SIFT min_features: CPU only (the CUDA extractor keeps one threshold)");
       return CreateCudaSiftExtractor(options, extractor);
   }
   return Status::Internal("FeatureExtractor::Create: unknown device");

@@ -96,6 +96,12 @@ struct SiftOptions {
   // Minimum |DoG| at the refined extremum, times S (for images in [0, 1]): candidates
   // with |D| < contrast_threshold / S are dropped.
   double contrast_threshold = 0.04;
+  // CPU only. With min_features > 0, an image that gives fewer keypoints keeps those of
+  // contrast_threshold / 2, / 4, ..., down to min_contrast_threshold: the first that gives
+  // min_features (Features::contrast_threshold says which). One pass: detection runs at the
+  // lowest, and each threshold keeps exactly the keypoints a run at it finds.
+  int min_features = 0;
+  double min_contrast_threshold = 0.01;
   // Maximum ratio r of the principal curvatures of D (edge rejection): keypoints with
   // tr(H)^2 / det(H) >= (r + 1)^2 / r are dropped.
   double edge_threshold = 10.0;

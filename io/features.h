@@ -48,6 +48,9 @@ struct Keypoint {
 
 struct Features {
   std::vector<Keypoint> keypoints;
+  // The contrast threshold the keypoints passed (SIFT; set by the extractor, not stored in
+  // feature files; 0 when unknown).
+  double contrast_threshold = 0;
   // kSiftDescriptorDim bytes per keypoint, row-major: descriptors[i * 128 + j] is
   // element j of keypoint i's descriptor.
   std::vector<uint8_t> descriptors;

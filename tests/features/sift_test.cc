@@ -310,6 +310,55 @@ TEST(SiftTest, DeterministicAcrossThreadCounts) {
   }
 }
 
+// min_features: one pass at the lowest threshold gives exactly what a plain run at the
+// threshold it settles on gives (keypoints and descriptors), and settles on the first of
+// contrast_threshold, /2, /4, ... that yields min_features.
+TEST(SiftTest, MinFeaturesEqualsAPlainRunAtTheThresholdItSettlesOn) {
+  GrayImage img = TextureImage(420, 310, 5);
+  for (float& v : img.pixels) v = 0.5f + 0.25f * (v - 0.5f);  // low contrast
+  auto same = [](const Features& a, const Features& b) {
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.keypoints.data(), b.keypoints.data(), a.size() * sizeof(Keypoint)), 0);
+    EXPECT_EQ(a.descriptors, b.descriptors);
+  };
+  SiftOptions plain;
+  std::vector<Features> at(3);
+  for (int k = 0; k < 3; ++k) {
+    plain.contrast_threshold = 0.04 / (1 << k);
+    at[k] = Extract(img, plain);
+  }
+  ASSERT_LT(at[0].size(), at[1].size());
+  ASSERT_LT(at[1].size(), at[2].size());
+  SiftOptions low;
+  low.min_contrast_threshold = 0.01;
+  // Enough at 0.04: the plain result.
+  low.min_features = static_cast<int>(at[0].size());
+  Features f = Extract(img, low);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.04);
+  same(f, at[0]);
+  // One more than 0.04 gives: 0.02.
+  low.min_features = static_cast<int>(at[0].size()) + 1;
+  f = Extract(img, low);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.02);
+  same(f, at[1]);
+  // More than any gives: the lowest, 0.01.
+  low.min_features = static_cast<int>(at[2].size()) * 2;
+  f = Extract(img, low);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.01);
+  same(f, at[2]);
+  // min_contrast_threshold stops the halving.
+  low.min_contrast_threshold = 0.02;
+  f = Extract(img, low);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.02);
+  same(f, at[1]);
+  // Bad values are named.
+  low.min_contrast_threshold = 0.0;
+  EXPECT_NE(low.Check().message().find("min_contrast_threshold"), std::string::npos);
+  low.min_contrast_threshold = 0.01;
+  low.min_features = -1;
+  EXPECT_NE(low.Check().message().find("min_features"), std::string::npos);
+}
+
 // (d') The workspace an extractor keeps between images and ExtractBatch's parallel
 // workers (one image each) change nothing: every image gets exactly what a fresh
 // extractor gives it alone, in any order, after larger or smaller images, past a bad one.
