@@ -57,6 +57,17 @@ Status CheckDimensions(const std::string& name, const char* format, long long w,
   return Status::Ok();
 }
 
+// Where a decoder puts the pixels: grey floats in [0, 1] (ReadImageGray) or 8-bit samples
+// with the file's channels (ReadImage8). Exactly one is set.
+struct DecodeTarget {
+  GrayImage* gray = nullptr;
+  Image8* image8 = nullptr;
+};
+
+unsigned char To8(float v) {
+  return static_cast<unsigned char>(std::min(1.0f, std::max(0.0f, v)) * 255.0f + 0.5f);
+}
+
 // ---------------------------------------------------------------------------------------
 // PGM / PPM
 
@@ -97,7 +108,7 @@ class PnmParser {
     return Status::Ok();
   }
 
-  Status Decode(GrayImage* out) {
+  Status Decode(const DecodeTarget& target) {
     const char kind = static_cast<char>(data_[1]);
     const bool ascii = kind == '2' || kind == '3';
     const int channels = (kind == '3' || kind == '6') ? 3 : 1;
@@ -160,6 +171,16 @@ class PnmParser {
         samples[i] = static_cast<float>(v) * scale;
       }
     }
+    if (target.image8 != nullptr) {
+      Image8* out = target.image8;
+      out->width = static_cast<int>(w);
+      out->height = static_cast<int>(h);
+      out->channels = channels;
+      out->pixels.resize(num_samples);
+      for (size_t i = 0; i < num_samples; ++i) out->pixels[i] = To8(samples[i]);
+      return Status::Ok();
+    }
+    GrayImage* out = target.gray;
     out->width = static_cast<int>(w);
     out->height = static_cast<int>(h);
     if (channels == 1) {
@@ -287,7 +308,7 @@ bool DecodePngProtected(PngContext* ctx) {
 }
 
 Status DecodePng(const unsigned char* data, size_t size, const std::string& name,
-                 GrayImage* out) {
+                 const DecodeTarget& target) {
   // IHDR must be the first chunk: check its dimensions before libpng reads further (it
   // would otherwise stop at whatever follows a corrupt header, with a vaguer message).
   if (size >= 24 && std::memcmp(data + 12, "IHDR", 4) == 0) {
@@ -320,8 +341,34 @@ Status DecodePng(const unsigned char* data, size_t size, const std::string& name
   if (!ok) return Status::InvalidInput(name + ": corrupt or truncated PNG: " + ctx.error);
 
   const size_t n = static_cast<size_t>(ctx.width) * ctx.height;
-  std::vector<float> pixels(n);
   const int c = ctx.channels;
+  if (target.image8 != nullptr) {
+    Image8* out = target.image8;
+    out->width = static_cast<int>(ctx.width);
+    out->height = static_cast<int>(ctx.height);
+    out->channels = c;
+    if (ctx.bit_depth == 8) {
+      if (ctx.row_bytes == static_cast<size_t>(ctx.width) * c) {
+        out->pixels = std::move(ctx.buffer);
+      } else {
+        out->pixels.resize(n * c);
+        for (png_uint_32 y = 0; y < ctx.height; ++y)
+          std::memcpy(&out->pixels[static_cast<size_t>(y) * ctx.width * c], ctx.rows[y],
+                      static_cast<size_t>(ctx.width) * c);
+      }
+    } else {
+      out->pixels.resize(n * c);
+      for (png_uint_32 y = 0; y < ctx.height; ++y) {
+        const unsigned char* row = ctx.rows[y];
+        unsigned char* dst = &out->pixels[static_cast<size_t>(y) * ctx.width * c];
+        for (size_t i = 0; i < static_cast<size_t>(ctx.width) * c; ++i)
+          dst[i] = static_cast<unsigned char>((((row[2 * i] << 8) | row[2 * i + 1]) * 255 + 32767) / 65535);
+      }
+    }
+    return Status::Ok();
+  }
+  GrayImage* out = target.gray;
+  std::vector<float> pixels(n);
   for (png_uint_32 y = 0; y < ctx.height; ++y) {
     const unsigned char* row = ctx.rows[y];
     float* dst = &pixels[static_cast<size_t>(y) * ctx.width];
@@ -381,6 +428,7 @@ struct JpegContext {
   JpegErrorManager err;
   jpeg_progress_mgr progress;
   bool created = false;
+  bool color = false;  // decode YCbCr to RGB (else to its Y channel)
   // Filled by the protected decode.
   long long width = 0, height = 0;
   bool dimensions_rejected = false;
@@ -432,9 +480,11 @@ bool DecodeJpegProtected(JpegContext* ctx) {
   }
   switch (ctx->cinfo.jpeg_color_space) {
     case JCS_GRAYSCALE:
-    case JCS_YCbCr:
-      // The Y channel of JPEG's YCbCr is the BT.601 luma: no need to decode chroma.
       ctx->cinfo.out_color_space = JCS_GRAYSCALE;
+      break;
+    case JCS_YCbCr:
+      // The Y channel of JPEG's YCbCr is the BT.601 luma: grey needs no chroma.
+      ctx->cinfo.out_color_space = ctx->color ? JCS_RGB : JCS_GRAYSCALE;
       break;
     case JCS_RGB:
       ctx->cinfo.out_color_space = JCS_RGB;
@@ -456,10 +506,11 @@ bool DecodeJpegProtected(JpegContext* ctx) {
 }
 
 Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& name,
-                  GrayImage* out) {
+                  const DecodeTarget& target) {
   JpegContext ctx;
   ctx.data = data;
   ctx.size = size;
+  ctx.color = target.image8 != nullptr;
   const bool ok = DecodeJpegProtected(&ctx);
   if (ctx.created) jpeg_destroy_decompress(&ctx.cinfo);
   if (ctx.dimensions_rejected) return CheckDimensions(name, "JPEG", ctx.width, ctx.height);
@@ -477,6 +528,15 @@ Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& nam
                                 std::string(ctx.err.message));
   }
   const size_t n = static_cast<size_t>(ctx.width) * ctx.height;
+  if (target.image8 != nullptr) {
+    Image8* out = target.image8;
+    out->width = static_cast<int>(ctx.width);
+    out->height = static_cast<int>(ctx.height);
+    out->channels = ctx.components;
+    out->pixels = std::move(ctx.buffer);
+    return Status::Ok();
+  }
+  GrayImage* out = target.gray;
   std::vector<float> pixels(n);
   if (ctx.components == 1) {
     for (size_t i = 0; i < n; ++i) pixels[i] = ctx.buffer[i] / 255.0f;
@@ -513,8 +573,10 @@ std::string ExtensionHint(const std::string& name) {
 
 }  // namespace
 
-Status DecodeImageGray(const unsigned char* data, size_t size, const std::string& name,
-                       GrayImage* out) {
+namespace {
+
+Status DecodeImage(const unsigned char* data, size_t size, const std::string& name,
+                   const DecodeTarget& out) {
   if (size == 0) return Status::InvalidInput(name + ": empty file (0 bytes), not an image");
   static const unsigned char kPngMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (size >= 8 && std::memcmp(data, kPngMagic, 8) == 0) return DecodePng(data, size, name, out);
@@ -541,7 +603,7 @@ Status DecodeImageGray(const unsigned char* data, size_t size, const std::string
                               " (the file starts with " + FirstBytes(data, size) + ")");
 }
 
-Status ReadImageGray(const std::string& path, GrayImage* out) {
+Status ReadFile(const std::string& path, std::vector<unsigned char>* out_bytes) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
@@ -561,7 +623,35 @@ Status ReadImageGray(const std::string& path, GrayImage* out) {
   const int err = errno;
   std::fclose(f);
   if (failed) return Status::IoError(path + ": read error (" + std::strerror(err) + ")");
+  *out_bytes = std::move(bytes);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DecodeImageGray(const unsigned char* data, size_t size, const std::string& name,
+                       GrayImage* out) {
+  DecodeTarget target;
+  target.gray = out;
+  return DecodeImage(data, size, name, target);
+}
+
+Status DecodeImage8(const unsigned char* data, size_t size, const std::string& name, Image8* out) {
+  DecodeTarget target;
+  target.image8 = out;
+  return DecodeImage(data, size, name, target);
+}
+
+Status ReadImageGray(const std::string& path, GrayImage* out) {
+  std::vector<unsigned char> bytes;
+  TIEPOINT_RETURN_IF_ERROR(ReadFile(path, &bytes));
   return DecodeImageGray(bytes.data(), bytes.size(), path, out);
+}
+
+Status ReadImage8(const std::string& path, Image8* out) {
+  std::vector<unsigned char> bytes;
+  TIEPOINT_RETURN_IF_ERROR(ReadFile(path, &bytes));
+  return DecodeImage8(bytes.data(), bytes.size(), path, out);
 }
 
 Status WritePgm(const std::string& path, const GrayImage& image, int max_value) {

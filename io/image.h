@@ -1,4 +1,4 @@
-// Reading images as single-channel float for feature extraction.
+// Reading images as single-channel float for feature extraction, or as 8-bit colour.
 //
 // Pixel convention (the project's, see DESIGN.md): pixel (0,0) is the *centre* of the
 // top-left pixel; x grows to the right (column), y grows downwards (row). A feature at
@@ -29,7 +29,8 @@
 // libraries' errors are caught through their error hooks (setjmp/longjmp); nothing
 // here aborts or throws. On failure *out is left unchanged.
 //
-// Thread safety: ReadImageGray is reentrant (no shared state); call it from any thread.
+// Thread safety: ReadImageGray and ReadImage8 are reentrant (no shared state); call them
+// from any thread.
 #pragma once
 
 #include <cstddef>
@@ -80,6 +81,15 @@ struct Image8 {
 
   bool empty() const { return width == 0 || height == 0; }
 };
+
+// Decodes a PNG, JPEG, PGM or PPM file (detected by magic bytes) to 8-bit samples as
+// stored, for colours: 1 channel for grey files (PGM, grey PNG and JPEG), 3 for colour
+// ones (PPM; RGB and palette PNG; YCbCr and RGB JPEG, YCbCr converted by libjpeg); alpha
+// is dropped; 16-bit samples and PNM maxvals other than 255 are scaled to 0..255 and
+// rounded. The same checks and error messages as ReadImageGray; on failure *out is left
+// unchanged. Reentrant. Holds width x height x channels bytes (a 3072 x 2048 photo: 19 MB).
+Status ReadImage8(const std::string& path, Image8* out);
+Status DecodeImage8(const unsigned char* data, size_t size, const std::string& name, Image8* out);
 
 // Writes an 8-bit PNG (grey for 1 channel, RGB for 3; no alpha, no gamma chunk) through
 // libpng, encoded in memory and written through a temporary file renamed into place.

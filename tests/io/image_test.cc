@@ -312,6 +312,86 @@ TEST(ImageTest, RandomCorruptionNeverCrashes) {
   EXPECT_GT(successes, 0);
 }
 
+// ReadImage8: the samples as stored, 1 channel for grey files and 3 for colour ones.
+TEST(ImageTest, Image8KeepsColourAndChannels) {
+  ScratchDir dir("image8");
+  const int w = 7, h = 5;
+  struct Case {
+    std::string name;
+    testing::Bytes bytes;
+    int channels;
+    int maxval;  // of the pattern written
+    int tol;     // in 8-bit steps (JPEG is lossy)
+  };
+  std::vector<uint8_t> rgb8(w * h * 3), grey8(w * h);
+  for (size_t i = 0; i < rgb8.size(); ++i) rgb8[i] = static_cast<uint8_t>(PatternSamples(w, h, 3, 255)[i]);
+  for (size_t i = 0; i < grey8.size(); ++i) grey8[i] = static_cast<uint8_t>(PatternSamples(w, h, 1, 255)[i]);
+  const std::vector<Case> cases = {
+      {"rgb.png", EncodePng(w, h, PNG_COLOR_TYPE_RGB, 8, PatternSamples(w, h, 3, 255)), 3, 255, 0},
+      {"rgb16.png", EncodePng(w, h, PNG_COLOR_TYPE_RGB, 16, PatternSamples(w, h, 3, 65535)), 3, 65535, 0},
+      {"grey.png", EncodePng(w, h, PNG_COLOR_TYPE_GRAY, 8, PatternSamples(w, h, 1, 255)), 1, 255, 0},
+      {"rgb.ppm", EncodePnm(w, h, 3, 255, PatternSamples(w, h, 3, 255)), 3, 255, 0},
+      {"rgb1000.ppm", EncodePnm(w, h, 3, 1000, PatternSamples(w, h, 3, 1000)), 3, 1000, 1},
+      {"grey.pgm", EncodePnm(w, h, 1, 255, PatternSamples(w, h, 1, 255)), 1, 255, 0},
+      {"rgb_as_rgb.jpg", EncodeJpeg(w, h, 3, rgb8, 100, true), 3, 255, 6},
+      {"grey.jpg", EncodeJpeg(w, h, 1, grey8, 100), 1, 255, 6},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.File(c.name);
+    ASSERT_TRUE(testing::WriteBytes(path, c.bytes));
+    Image8 im;
+    const Status s = ReadImage8(path, &im);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(im.width, w);
+    ASSERT_EQ(im.height, h);
+    ASSERT_EQ(im.channels, c.channels);
+    ASSERT_EQ(im.pixels.size(), static_cast<size_t>(w) * h * c.channels);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int k = 0; k < c.channels; ++k) {
+          const double expected = std::round(Pattern(x, y, k, c.maxval) * 255.0 / c.maxval);
+          ASSERT_NEAR(im.pixels[(y * w + x) * c.channels + k], expected, c.tol + 1e-9)
+              << "pixel (" << x << ", " << y << ") channel " << k;
+        }
+  }
+}
+
+TEST(ImageTest, Image8DecodesYCbCrJpegToRgb) {
+  // Flat red, green and blue thirds, stored as YCbCr: RGB comes back, not the luma.
+  const int w = 48, h = 16;
+  std::vector<uint8_t> rgb(w * h * 3, 0);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) rgb[(y * w + x) * 3 + x / 16] = 255;
+  const testing::Bytes jpeg = EncodeJpeg(w, h, 3, rgb, 95);
+  Image8 im;
+  ASSERT_TRUE(DecodeImage8(jpeg.data(), jpeg.size(), "thirds.jpg", &im).ok());
+  ASSERT_EQ(im.channels, 3);
+  for (int third = 0; third < 3; ++third) {
+    const int x = third * 16 + 8, y = 8;
+    for (int k = 0; k < 3; ++k)
+      EXPECT_NEAR(im.pixels[(y * w + x) * 3 + k], k == third ? 255 : 0, 8) << "third " << third << " channel " << k;
+  }
+}
+
+TEST(ImageTest, Image8GivesTheSameErrorsAsGrey) {
+  for (const auto& entry : fs::directory_iterator(BadImagesDir())) {
+    const std::string name = entry.path().filename().string();
+    if (name == "README.md") continue;
+    SCOPED_TRACE(name);
+    GrayImage g;
+    Image8 im;
+    im.width = 3;
+    const Status sg = ReadImageGray(entry.path().string(), &g);
+    const Status s8 = ReadImage8(entry.path().string(), &im);
+    ASSERT_FALSE(s8.ok());
+    EXPECT_EQ(s8.code(), sg.code());
+    EXPECT_EQ(s8.message(), sg.message());
+    EXPECT_EQ(im.width, 3);
+    EXPECT_TRUE(im.pixels.empty());
+  }
+}
+
 TEST(ImageTest, WritePgmRoundTrip) {
   ScratchDir dir("write");
   GrayImage img;
