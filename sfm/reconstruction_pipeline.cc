@@ -16,6 +16,7 @@
 
 #include "io/base/atomic_file.h"
 #include "io/colmap_model.h"
+#include "io/exif.h"
 #include "io/image.h"
 #include "io/matches.h"
 #include "io/reconstruction_export.h"
@@ -46,6 +47,85 @@ uint8_t GrayAt(const GrayImage& g, double x, double y) {
   const int yi = std::clamp(static_cast<int>(std::lround(y)), 0, g.height - 1);
   return static_cast<uint8_t>(std::clamp(g.at(xi, yi), 0.0f, 1.0f) * 255 + 0.5f);
 }
+
+// The image's colour at (x, y) in COLMAP's convention (the top-left pixel's centre at
+// (0.5, 0.5)), bilinear between the four nearest pixel centres, clamped to the image;
+// a grey image gives R = G = B. As COLMAP's Bitmap::InterpolateBilinear.
+std::array<double, 3> ColourAt(const Image8& im, double x, double y) {
+  const double u = std::clamp(x - 0.5, 0.0, im.width - 1.0);
+  const double v = std::clamp(y - 0.5, 0.0, im.height - 1.0);
+  const int x0 = std::min(static_cast<int>(u), im.width - 1), y0 = std::min(static_cast<int>(v), im.height - 1);
+  const int x1 = std::min(x0 + 1, im.width - 1), y1 = std::min(y0 + 1, im.height - 1);
+  const double ax = u - x0, ay = v - y0;
+  std::array<double, 3> rgb{};
+  for (int c = 0; c < 3; ++c) {
+    const int ch = im.channels == 3 ? c : 0;
+    auto at = [&](int xx, int yy) {
+      return double(im.pixels[(static_cast<size_t>(yy) * im.width + xx) * im.channels + ch]);
+    };
+    rgb[c] = (1 - ay) * ((1 - ax) * at(x0, y0) + ax * at(x1, y0)) + ay * ((1 - ax) * at(x0, y1) + ax * at(x1, y1));
+  }
+  return rgb;
+}
+
+}  // namespace
+
+Status ColourReconstructionPoints(const std::map<std::string, std::string>& paths, int num_threads,
+                                  std::vector<Reconstruction>* models, ColourSummary* summary) {
+  *summary = ColourSummary();
+  // Each image once, whichever model holds it.
+  std::map<std::string, std::vector<std::pair<size_t, uint32_t>>> holders;  // name -> (model, image_id)
+  for (size_t m = 0; m < models->size(); ++m)
+    for (const auto& [id, image] : (*models)[m].images) holders[image.name].push_back({m, id});
+  std::vector<std::pair<std::string, std::vector<std::pair<size_t, uint32_t>>>> list(holders.begin(), holders.end());
+  // Per image, the colour of each observation: (model, point3D_id, rgb). Summed below in
+  // image order, so the result does not depend on the threads.
+  struct Sample {
+    size_t model;
+    uint64_t point3D_id;
+    std::array<double, 3> rgb;
+  };
+  std::vector<std::vector<Sample>> samples(list.size());
+  std::vector<Status> status(list.size());
+#pragma omp parallel for num_threads(std::max(1, num_threads)) schedule(dynamic)
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto it = paths.find(list[i].first);
+    if (it == paths.end()) {
+      status[i] = Status::InvalidInput(list[i].first + ": no path for this image");
+      continue;
+    }
+    Image8 im;  // one image per thread at a time
+    status[i] = ReadImage8(it->second, &im);
+    if (!status[i].ok()) continue;
+    for (const auto& [m, id] : list[i].second)
+      for (const Point2D& p : (*models)[m].images.at(id).points2D)
+        if (p.point3D_id != kInvalidPoint3DId) samples[i].push_back({m, p.point3D_id, ColourAt(im, p.x, p.y)});
+  }
+  std::vector<std::map<uint64_t, std::array<double, 4>>> sums(models->size());  // rgb, count
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!status[i].ok()) {
+      summary->failures.push_back(status[i].message());
+      continue;
+    }
+    ++summary->images_read;
+    for (const Sample& s : samples[i]) {
+      auto& acc = sums[s.model][s.point3D_id];
+      for (int c = 0; c < 3; ++c) acc[c] += s.rgb[c];
+      acc[3] += 1;
+    }
+  }
+  for (size_t m = 0; m < models->size(); ++m)
+    for (auto& [pid, point] : (*models)[m].points3D) {
+      const auto it = sums[m].find(pid);
+      if (it == sums[m].end()) continue;  // its images could not be read: the mapper's grey stays
+      for (int c = 0; c < 3; ++c)
+        point.rgb[c] = static_cast<uint8_t>(std::clamp(it->second[c] / it->second[3] + 0.5, 0.0, 255.0));
+      ++summary->points_coloured;
+    }
+  return Status::Ok();
+}
+
+namespace {
 
 // Image pairs (i < j) by the chosen selection.
 Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std::string>& names,
@@ -256,8 +336,16 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   const int n_in = static_cast<int>(o.image_paths.size());
   std::vector<GrayImage> gray(n_in);
   std::vector<Status> read_status(n_in);
+  // The focal length priors of the JPEGs' EXIF (not read when --intrinsics gives them).
+  std::vector<std::optional<ExifFocalPrior>> exif(n_in);
+  std::vector<std::string> exif_note(n_in);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (int i = 0; i < n_in; ++i) read_status[i] = ReadImageGray(o.image_paths[i], &gray[i]);
+  for (int i = 0; i < n_in; ++i) {
+    read_status[i] = ReadImageGray(o.image_paths[i], &gray[i]);
+    if (!read_status[i].ok() || gray[i].empty() || !known.empty()) continue;
+    const Status s = ReadExifFocalPrior(o.image_paths[i], gray[i].width, gray[i].height, &exif[i], &exif_note[i]);
+    if (!s.ok()) exif_note[i] = s.message();
+  }
   std::vector<int> usable;
   json skipped = json::array();
   for (int i = 0; i < n_in; ++i) {
@@ -281,9 +369,13 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   Progress(o, "read " + std::to_string(n) + " images" +
                   (skipped.empty() ? "" : " (" + std::to_string(skipped.size()) + " skipped)"));
 
-  // 2. Cameras: known intrinsics (fixed), else the prior, one per image or per size.
+  // 2. Cameras: known intrinsics (fixed), else the prior (EXIF, else 1.2 max(w, h)), one per
+  // image or per size.
   std::map<uint32_t, Camera> cameras;
   std::vector<uint32_t> image_camera(n);
+  std::map<uint32_t, std::string> focal_source;  // camera -> "intrinsics file", "exif", "default"
+  json camera_report = json::array();
+  json exif_notes = json::array();
   {
     std::map<std::array<double, 6>, uint32_t> shared;  // (w, h, fx, fy, cx, cy) -> camera
     for (int k = 0; k < n; ++k) {
@@ -309,7 +401,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         key = {double(g.width), double(g.height), K.fx, K.fy, K.cx, K.cy};
       } else {
         c.model = o.camera_model;
-        const double f = 1.2 * std::max(g.width, g.height);
+        const std::optional<ExifFocalPrior>& prior = exif[usable[k]];
+        const double f = prior ? prior->focal_px : 1.2 * std::max(g.width, g.height);
         const double cx = g.width / 2.0, cy = g.height / 2.0;
         switch (o.camera_model) {
           case CameraModelId::kSimplePinhole: c.params = {f, cx, cy}; break;
@@ -329,7 +422,49 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         if (share) shared[key] = c.camera_id;
       }
     }
+    // Per camera: its images' priors. A shared camera takes their common value, else their
+    // median (images without EXIF do not count), else the default.
+    std::map<uint32_t, std::vector<int>> members;
+    for (int k = 0; k < n; ++k) members[image_camera[k]].push_back(k);
+    for (auto& [id, c] : cameras) {
+      json entry = {{"camera_id", id}, {"width", c.width}, {"height", c.height}, {"images", members[id].size()}};
+      if (!known.empty()) {
+        focal_source[id] = "intrinsics file";
+      } else {
+        std::vector<double> priors;
+        for (int k : members[id])
+          if (exif[usable[k]]) priors.push_back(exif[usable[k]]->focal_px);
+        const double default_f = 1.2 * std::max(c.width, c.height);
+        double f = default_f;
+        if (!priors.empty()) {
+          std::sort(priors.begin(), priors.end());
+          const size_t h = priors.size() / 2;
+          f = priors.size() % 2 ? priors[h] : 0.5 * (priors[h - 1] + priors[h]);
+          entry["exif_images"] = priors.size();
+          if (priors.back() - priors.front() > 1e-9 * priors.back()) {
+            entry["exif_focal_px_range"] = {priors.front(), priors.back()};
+            entry["note"] = "the images' EXIF priors differ: their median is used";
+          }
+          if (members[id].size() == 1) entry["exif_source"] = exif[usable[members[id][0]]]->source;
+        }
+        c.params[0] = f;
+        if (c.model == CameraModelId::kPinhole) c.params[1] = f;
+        focal_source[id] = priors.empty() ? "default" : "exif";
+      }
+      entry["focal_source"] = focal_source[id];
+      entry["initial_focal_px"] = c.fx();
+      camera_report.push_back(entry);
+    }
+    // EXIF that was there but gave no prior (rejected values, corrupt blocks): said in the
+    // report. No EXIF at all, or a PNG, is the common case and goes unmentioned.
+    for (int k = 0; k < n; ++k) {
+      const std::string& note = exif_note[usable[k]];
+      if (note.empty() || note == "no EXIF block" || note.rfind("not a JPEG", 0) == 0) continue;
+      exif_notes.push_back({{"image", names[k]}, {"note", note + "; the default focal length is used"}});
+    }
   }
+  report["cameras"] = camera_report;
+  if (!exif_notes.empty()) report["exif_notes"] = exif_notes;
 
   std::vector<MapperImage> mimages(n);
   std::vector<PairCorrespondences> correspondences;
@@ -495,6 +630,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
   }
   report["pairs"] = pair_report;
+  // The grey images are not needed after extraction: their memory (4 bytes a pixel) goes
+  // back before the mapping. Their sizes stay.
+  for (GrayImage& g : gray) std::vector<float>().swap(g.pixels);
 
   // 6. Tracks.
   t0 = std::chrono::steady_clock::now();
@@ -585,7 +723,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     json cams = json::array();
     for (const auto& [id, c] : r.cameras)
       cams.push_back({{"camera_id", id}, {"model", CameraModelName(c.model)}, {"width", c.width},
-                      {"height", c.height}, {"params", c.params}});
+                      {"height", c.height}, {"params", c.params},
+                      {"focal_source", focal_source.count(id) ? focal_source[id] : "default"},
+                      {"initial_focal_px", cameras.count(id) ? cameras.at(id).fx() : 0.0}});
     models.push_back({{"index", m},
                       {"registered_images", r.images.size()},
                       {"points", r.points3D.size()},
@@ -602,6 +742,16 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   if (result->models.empty())
     return Status::Numerical("no image pair initialises a model (" + std::to_string(mpairs.size()) +
                              " verified pairs; see the pairs' inlier counts): nothing written under sparse/");
+
+  // Colours: every registered image read again in colour.
+  t0 = std::chrono::steady_clock::now();
+  ColourSummary colours;
+  TIEPOINT_RETURN_IF_ERROR(ColourReconstructionPoints(by_name, threads, &result->models, &colours));
+  report["stages"]["colour"] = {{"seconds", Since(t0)}, {"images_read", colours.images_read},
+                                {"points_coloured", colours.points_coloured}, {"unreadable", colours.failures}};
+  for (const std::string& f : colours.failures)
+    std::fprintf(stderr, "tiepoint reconstruct: points keep grey colours: %s\n", f.c_str());
+  Progress(o, "coloured " + std::to_string(colours.points_coloured) + " points");
 
   // 8. Outputs: everything under a temporary directory, renamed into place at the end.
   t0 = std::chrono::steady_clock::now();

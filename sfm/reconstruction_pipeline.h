@@ -4,8 +4,9 @@
 //  2. SIFT on each (features/sift.h, CPU or CUDA), upsampled first octave by default;
 //  3. descriptor matching of the chosen pairs (features/matcher.h, ratio test);
 //  4. two-view verification of each pair (solver/geometry/two_view_geometry.h): a
-//     fundamental matrix for the inliers, then with the cameras' intrinsics (given, or the
-//     prior f = 1.2 max(width, height)) an essential matrix for the relative pose and a
+//     fundamental matrix for the inliers, then with the cameras' intrinsics (given, else
+//     the focal length prior of the JPEG's EXIF, io/exif.h, else f = 1.2 max(width,
+//     height), as COLMAP) an essential matrix for the relative pose and a
 //     homography for the planar / pure-rotation test (COLMAP's classification);
 //  5. tracks (sfm/tracks.h) and the incremental mapper (sfm/incremental_mapper.h);
 //  6. outputs into OUT/ (written under a temporary name and renamed at the end, so a
@@ -13,6 +14,8 @@
 //       OUT/sparse/N/{cameras,images,points3D}.{txt,bin}  COLMAP model, largest first
 //       OUT/sparse/N/model.bal                             BAL export
 //       OUT/points.ply                                     coloured points + camera centres
+//     (each point's colour is the mean of the image colours at its observations, the
+//     images read again one at a time per thread, see ColourReconstructionPoints)
 //       OUT/report.json, OUT/overview.svg
 // Sequence mode (`tracks_file`): correspondences come from `tiepoint track` output
 // ("track_id frame x y", frame = index into the images) instead of SIFT matching.
@@ -20,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +45,8 @@ struct ReconstructionPipelineOptions {
   Device device = Device::kCpu;
   CameraModelId camera_model = CameraModelId::kSimpleRadial;
   // One camera for all images of one size (else one camera per image, as COLMAP's default).
+  // Its initial focal length: the images' EXIF prior when they all agree, else the median
+  // of the priors of those that have one, else 1.2 max(width, height).
   bool single_camera = false;
   // Known intrinsics (lines "NAME fx fy cx cy" or Middlebury *_par.txt): held fixed.
   std::string intrinsics_file;
@@ -74,6 +80,22 @@ struct ReconstructionPipelineResult {
   std::vector<Reconstruction> models;
   nlohmann::json report;  // what report.json holds
 };
+
+// What ColourReconstructionPoints did.
+struct ColourSummary {
+  int images_read = 0;
+  int64_t points_coloured = 0;
+  std::vector<std::string> failures;  // images that could not be read again (messages)
+};
+
+// Gives each 3D point of `models` the mean RGB over its observations of the image colour
+// at the observation (bilinear; COLMAP's Reconstruction::ExtractColorsForAllImages does
+// the same). `paths` maps an image name (Image::name) to its file. Each registered image is
+// read once through ReadImage8, on up to num_threads threads, each holding one image at a
+// time; grey images give R = G = B. A point none of whose images can be read keeps its
+// colour, and the images are listed in summary->failures (it is not an error).
+Status ColourReconstructionPoints(const std::map<std::string, std::string>& paths, int num_threads,
+                                  std::vector<Reconstruction>* models, ColourSummary* summary);
 
 // Runs everything and writes the outputs. Errors: kInvalidInput when fewer than two
 // images can be read, duplicate image names (naming both paths), a bad intrinsics, pairs

@@ -28,6 +28,17 @@ print("registered", e["registered"], "median rotation error", e["aligned"]["medi
 sys.exit(0 if ok else 1)
 PY
 [ $? = 0 ] || fail "model disagrees with the rendering cameras"
+# The rendered scene is coloured: so are the points (COLMAP's points3D.txt: ID X Y Z R G B ...),
+# and the PNGs have no EXIF, so the camera starts from the default focal length.
+python3 - "$d/rec/sparse/0/points3D.txt" "$d/rec/report.json" <<'PY' || fail "points are grey or the focal source is wrong"
+import json, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+coloured = sum(1 for r in rows if len({r[4], r[5], r[6]}) > 1)
+cams = json.load(open(sys.argv[2]))["cameras"]
+print("points", len(rows), "coloured", coloured, "focal sources", [c["focal_source"] for c in cams])
+sys.exit(0 if rows and coloured > 0.5 * len(rows) and [c["focal_source"] for c in cams] == ["default"]
+            and abs(cams[0]["initial_focal_px"] - 1.2 * 640) < 1e-9 else 1)
+PY
 # The BAL export runs through `tiepoint ba` unchanged, starting at the model's own error.
 "$tp" ba "$d/rec/sparse/0/model.bal" --max-iterations 3 --report "$d/ba.json" > /dev/null || fail "ba on model.bal"
 python3 - "$d/ba.json" "$d/rec/report.json" <<'PY' || fail "BAL export does not reproduce the reprojection error"

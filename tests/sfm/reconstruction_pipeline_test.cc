@@ -1,0 +1,180 @@
+// Parts of the photos-to-model pipeline (sfm/reconstruction_pipeline.h) that can be tested
+// without running it whole: the points' colours.
+#include "sfm/reconstruction_pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/common/exif_blocks.h"
+#include "tests/common/image_encoders.h"
+#include "tests/common/scratch_dir.h"
+
+namespace tiepoint {
+namespace {
+
+using testing::ScratchDir;
+
+// A w x h RGB image: left half `left`, right half `right`.
+testing::Bytes HalvesPpm(int w, int h, std::array<int, 3> left, std::array<int, 3> right) {
+  std::vector<uint16_t> s;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) s.push_back(static_cast<uint16_t>(x < w / 2 ? left[c] : right[c]));
+  return testing::EncodePnm(w, h, 3, 255, s);
+}
+
+// Adds an observation of point `pid` at (x, y) (COLMAP's convention) to image `image_id`.
+void Observe(Reconstruction* r, uint32_t image_id, uint64_t pid, double x, double y) {
+  Image& im = r->images[image_id];
+  Point2D p;
+  p.x = x;
+  p.y = y;
+  p.point3D_id = pid;
+  im.points2D.push_back(p);
+  r->points3D[pid].track.push_back({image_id, static_cast<uint32_t>(im.points2D.size() - 1)});
+}
+
+TEST(ColourReconstructionPoints, PointsTakeTheMeanColourOfTheirObservations) {
+  ScratchDir dir("colours");
+  // a.ppm: red | green; b.ppm: blue | green; c.pgm: grey 90 everywhere.
+  ASSERT_TRUE(testing::WriteBytes(dir.File("a.ppm"), HalvesPpm(40, 20, {255, 0, 0}, {0, 255, 0})));
+  ASSERT_TRUE(testing::WriteBytes(dir.File("b.ppm"), HalvesPpm(40, 20, {0, 0, 255}, {0, 255, 0})));
+  ASSERT_TRUE(testing::WriteBytes(dir.File("c.pgm"), testing::EncodePnm(40, 20, 1, 255, std::vector<uint16_t>(800, 90))));
+  Reconstruction r;
+  for (uint32_t id : {1u, 2u}) {
+    r.images[id].image_id = id;
+    r.images[id].name = id == 1 ? "a.ppm" : "b.ppm";
+  }
+  // Point 1: red in a only. Point 2: red in a, blue in b: the mean. Point 3: green in both.
+  Observe(&r, 1, 1, 5.5, 10.5);
+  Observe(&r, 1, 2, 8.0, 3.0);
+  Observe(&r, 2, 2, 9.0, 17.0);
+  Observe(&r, 1, 3, 30.5, 10.5);
+  Observe(&r, 2, 3, 35.0, 2.0);
+  // A point at the boundary between red and green: bilinear, half of each.
+  Observe(&r, 1, 4, 20.0, 10.5);
+  // A second model on the grey image; its points come out grey.
+  Reconstruction grey;
+  grey.images[7].image_id = 7;
+  grey.images[7].name = "c.pgm";
+  Observe(&grey, 7, 1, 3.2, 4.7);
+  // A third whose image is gone: its point keeps the mapper's colour.
+  Reconstruction gone;
+  gone.images[1].image_id = 1;
+  gone.images[1].name = "gone.ppm";
+  Observe(&gone, 1, 1, 3, 3);
+  gone.points3D[1].rgb[0] = gone.points3D[1].rgb[1] = gone.points3D[1].rgb[2] = 77;
+
+  std::vector<Reconstruction> models = {r, grey, gone};
+  const std::map<std::string, std::string> paths = {
+      {"a.ppm", dir.File("a.ppm")}, {"b.ppm", dir.File("b.ppm")}, {"c.pgm", dir.File("c.pgm")},
+      {"gone.ppm", dir.File("gone.ppm")}};
+  ColourSummary summary;
+  ASSERT_TRUE(ColourReconstructionPoints(paths, 2, &models, &summary).ok());
+  auto rgb = [&](size_t m, uint64_t pid) {
+    const uint8_t* c = models[m].points3D.at(pid).rgb;
+    return std::array<int, 3>{c[0], c[1], c[2]};
+  };
+  EXPECT_EQ(rgb(0, 1), (std::array<int, 3>{255, 0, 0}));
+  EXPECT_EQ(rgb(0, 2), (std::array<int, 3>{128, 0, 128}));
+  EXPECT_EQ(rgb(0, 3), (std::array<int, 3>{0, 255, 0}));
+  EXPECT_EQ(rgb(0, 4), (std::array<int, 3>{128, 128, 0}));
+  EXPECT_EQ(rgb(1, 1), (std::array<int, 3>{90, 90, 90}));
+  EXPECT_EQ(rgb(2, 1), (std::array<int, 3>{77, 77, 77}));
+  EXPECT_EQ(summary.images_read, 3);
+  EXPECT_EQ(summary.points_coloured, 5);
+  ASSERT_EQ(summary.failures.size(), 1u);
+  EXPECT_NE(summary.failures[0].find("gone.ppm"), std::string::npos) << summary.failures[0];
+  // The same with one thread: the sums run in image order, so the result is identical.
+  std::vector<Reconstruction> again = {r, grey, gone};
+  ASSERT_TRUE(ColourReconstructionPoints(paths, 1, &again, &summary).ok());
+  for (size_t m = 0; m < 3; ++m)
+    for (const auto& [pid, p] : models[m].points3D)
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(again[m].points3D.at(pid).rgb[c], p.rgb[c]);
+}
+
+// A 96 x 64 JPEG of noise, with an EXIF block giving a 35 mm equivalent of f35 mm
+// (none when f35 is 0, a corrupt block when it is negative).
+testing::Bytes PhotoJpeg(int f35, uint32_t seed) {
+  const int w = 96, h = 64;
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> rgb(w * h * 3);
+  for (uint8_t& v : rgb) v = static_cast<uint8_t>(rng());
+  testing::Bytes jpeg = testing::EncodeJpeg(w, h, 3, rgb, 90);
+  testing::Bytes app1;
+  if (f35 > 0) app1 = testing::ExifApp1({{testing::exif_tags::kFocalLengthIn35mm, testing::exif_tags::kShort, uint32_t(f35)}});
+  if (f35 < 0) app1 = {0xff, 0xe1, 0x00, 0x0c, 'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0};
+  jpeg.insert(jpeg.begin() + 2, app1.begin(), app1.end());
+  return jpeg;
+}
+
+// The cameras' initial focal lengths as report.json gives them (filled before the mapping,
+// so also when, as on these noise images, no model comes out).
+nlohmann::json Cameras(const std::vector<int>& f35, bool single_camera, const std::string& intrinsics = "") {
+  ScratchDir dir("priors");
+  ReconstructionPipelineOptions o;
+  for (size_t i = 0; i < f35.size(); ++i) {
+    const std::string path = dir.File("im" + std::to_string(i) + ".jpg");
+    EXPECT_TRUE(testing::WriteBytes(path, PhotoJpeg(f35[i], static_cast<uint32_t>(i))));
+    o.image_paths.push_back(path);
+  }
+  if (!intrinsics.empty()) {
+    o.intrinsics_file = dir.File("K.txt");
+    std::ofstream(o.intrinsics_file) << intrinsics;
+  }
+  o.output_dir = dir.File("out");
+  o.single_camera = single_camera;
+  o.sift.upsample = false;
+  o.num_threads = 1;
+  ReconstructionPipelineResult result;
+  const Status s = RunReconstructionPipeline(o, &result);  // fails: noise has no model
+  EXPECT_FALSE(s.ok());
+  if (!result.report.contains("cameras")) ADD_FAILURE() << "stopped before the cameras: " << s.message();
+  return result.report;
+}
+
+TEST(ReconstructionPipeline, InitialFocalLengthComesFromExif) {
+  // One camera per image: 36 mm equivalent on a 96-pixel-wide image = 96 px; none: 1.2 x 96.
+  nlohmann::json r = Cameras({36, 0, -1}, false);
+  ASSERT_EQ(r["cameras"].size(), 3u) << r.dump();
+  EXPECT_EQ(r["cameras"][0]["focal_source"], "exif");
+  EXPECT_NEAR(r["cameras"][0]["initial_focal_px"].get<double>(), 96.0, 1e-9);
+  EXPECT_EQ(r["cameras"][0]["exif_source"], "FocalLengthIn35mmFilm");
+  EXPECT_EQ(r["cameras"][1]["focal_source"], "default");
+  EXPECT_NEAR(r["cameras"][1]["initial_focal_px"].get<double>(), 1.2 * 96, 1e-9);
+  EXPECT_EQ(r["cameras"][2]["focal_source"], "default");
+  // The corrupt block is reported, naming the image; the image is still used.
+  ASSERT_EQ(r["exif_notes"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["exif_notes"][0]["image"], "im2.jpg");
+  EXPECT_NE(r["exif_notes"][0]["note"].get<std::string>().find("EXIF"), std::string::npos);
+  EXPECT_EQ(r["stages"]["read"]["images"], 3);
+
+  // One camera: the images agree -> their value; they differ -> the median of those with
+  // EXIF (28, 36, 54 mm: 36), the range said.
+  r = Cameras({54, 54, 0}, true);
+  ASSERT_EQ(r["cameras"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["cameras"][0]["focal_source"], "exif");
+  EXPECT_NEAR(r["cameras"][0]["initial_focal_px"].get<double>(), 144.0, 1e-9);
+  EXPECT_EQ(r["cameras"][0]["exif_images"], 2);
+  EXPECT_FALSE(r["cameras"][0].contains("exif_focal_px_range"));
+  r = Cameras({28, 54, 36, 0}, true);
+  ASSERT_EQ(r["cameras"].size(), 1u) << r.dump();
+  EXPECT_NEAR(r["cameras"][0]["initial_focal_px"].get<double>(), 96.0, 1e-9);
+  EXPECT_EQ(r["cameras"][0]["exif_focal_px_range"][0].get<double>(), 28.0 / 36 * 96);
+  EXPECT_EQ(r["cameras"][0]["exif_focal_px_range"][1].get<double>(), 144.0);
+
+  // --intrinsics wins over EXIF.
+  r = Cameras({54, 54}, true, "* 500 500 47.5 31.5\n");
+  ASSERT_EQ(r["cameras"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["cameras"][0]["focal_source"], "intrinsics file");
+  EXPECT_NEAR(r["cameras"][0]["initial_focal_px"].get<double>(), 500.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace tiepoint
