@@ -242,3 +242,48 @@ cat > "$corpus/batch_jobs/errors.json" <<'JSON'
  "matrix": {"kind": "bench", "problems": ["nothing*.txt"], "solvers": ["cholmod"]},
  "extra": 1}
 JSON
+
+# EXIF (io/exif.h): SOI + one APP1 + EOI. The EXIF block of a real camera photo (Balbianello,
+# a Canon), and hand-written ones: each route to the prior, both byte orders, a rejected value.
+mkdir -p "$corpus/exif"
+python3 - "$data/multiview/gtsam_balbianello/BalbianelloMedium-3.jpg" "$corpus/exif" <<'PY'
+import struct, sys
+src, out = sys.argv[1], sys.argv[2]
+def jpeg(app1): return b"\xff\xd8" + app1 + b"\xff\xd9"
+def app1(body): return b"\xff\xe1" + struct.pack(">H", len(body) + 2) + body
+d = open(src, "rb").read()
+i = d.find(b"Exif\x00\x00")
+n = struct.unpack(">H", d[i - 2:i])[0]
+open(out + "/camera.jpg", "wb").write(jpeg(d[i - 4:i - 4 + 2 + n]))
+SHORT, LONG, RATIONAL = 3, 4, 5
+def exif(tags, big=False):
+    e = ">" if big else "<"
+    ifd = 8 + 2 + 12 + 4
+    t = (b"MM" if big else b"II") + struct.pack(e + "HI", 42, 8)
+    t += struct.pack(e + "HHHII", 1, 0x8769, LONG, 1, ifd) + struct.pack(e + "I", 0)
+    data_at = ifd + 2 + 12 * len(tags) + 4
+    t += struct.pack(e + "H", len(tags))
+    rationals = b""
+    for tag, typ, a, b in tags:
+        if typ == RATIONAL:
+            t += struct.pack(e + "HHII", tag, typ, 1, data_at + len(rationals))
+            rationals += struct.pack(e + "II", a, b)
+        elif typ == SHORT:
+            t += struct.pack(e + "HHIHH", tag, typ, 1, a, 0)
+        else:
+            t += struct.pack(e + "HHII", tag, typ, 1, a)
+    t += struct.pack(e + "I", 0) + rationals
+    return app1(b"Exif\x00\x00" + t)
+F, F35, XRES, UNIT, PX = 0x920a, 0xa405, 0xa20e, 0xa210, 0xa002
+seeds = {
+    "f35.jpg": [(F35, SHORT, 50, 0)],
+    "focal_plane_cm.jpg": [(F, RATIONAL, 45, 10), (XRES, RATIONAL, 2000, 1), (UNIT, SHORT, 3, 0)],
+    "focal_plane_inch_resized_be.jpg": ([(F, RATIONAL, 5, 1), (XRES, RATIONAL, 5080, 1), (PX, LONG, 1280, 0)], True),
+    "both_f35_absurd.jpg": [(F, RATIONAL, 45, 10), (XRES, RATIONAL, 2000, 1), (UNIT, SHORT, 3, 0), (F35, SHORT, 60000, 0)],
+    "zero_denominator.jpg": [(F, RATIONAL, 5, 0), (XRES, RATIONAL, 5080, 1)],
+    "no_focal.jpg": [(PX, LONG, 640, 0)],
+}
+for name, spec in seeds.items():
+    tags, big = spec if isinstance(spec, tuple) else (spec, False)
+    open(out + "/" + name, "wb").write(jpeg(exif(tags, big)))
+PY
