@@ -1,5 +1,7 @@
 // Geometric verification, the reference RANSAC loop against the one with early stopping
-// (RansacOptions::early_stop), on the same matches in the same run.
+// (RansacOptions::early_stop) and against early stopping with PROSAC sampling
+// (RansacOptions::Sampling::kProsac, ranked by squared descriptor distance), on the same
+// matches in the same run.
 //
 //   verify_bench --features DIR --matches DIR --model fundamental|essential|homography
 //                [--intrinsics FILE] [--threads N] [--min-inliers M] [--max-error PX]
@@ -43,6 +45,7 @@ namespace {
 struct Pair {
   std::string name1, name2;
   std::vector<std::array<double, 2>> x1, x2;
+  std::vector<double> costs;  // squared descriptor distances (PROSAC's ranking)
   Intrinsics k1, k2;
 };
 
@@ -70,7 +73,7 @@ Run Verify(const std::vector<Pair>& pairs, TwoViewModel model, const RansacOptio
       if (o.early_stop) o.num_threads = std::max<int>(1, threads / static_cast<int>(pairs.size() - p));
       TwoViewGeometry g;
       const bool essential = model == TwoViewModel::kEssential;
-      const Status s = EstimateTwoViewGeometry(model, pairs[p].x1, pairs[p].x2,
+      const Status s = EstimateTwoViewGeometry(model, pairs[p].x1, pairs[p].x2, &pairs[p].costs,
                                                essential ? &pairs[p].k1 : nullptr,
                                                essential ? &pairs[p].k2 : nullptr, o, &g);
       if (!s.ok()) {
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
     else if (a == "--min-inliers") options.min_inliers = std::atoi(v.c_str());
     else if (a == "--max-error") options.max_error_px = std::atof(v.c_str());
     else if (a == "--out") out_file = v;
+    else if (a == "--seed") options.seed = std::strtoull(v.c_str(), nullptr, 10);
     else if (a == "--skip-reference") skip_reference = v == "1";
     else return Usage();
   }
@@ -174,6 +178,7 @@ int main(int argc, char** argv) {
       const Keypoint& b = f2.keypoints[m.index2];
       p.x1.push_back({a.x, a.y});
       p.x2.push_back({b.x, b.y});
+      p.costs.push_back(m.distance_sq);
     }
     if (model == TwoViewModel::kEssential && !(lookup(p.name1, &p.k1) && lookup(p.name2, &p.k2))) {
       ++skipped;  // no intrinsics for one of the images: not a pair for the essential matrix
@@ -189,9 +194,17 @@ int main(int argc, char** argv) {
   reference.early_stop = false;
   RansacOptions fast = options;
   fast.early_stop = true;
+  RansacOptions prosac = fast;
+  prosac.sampling = RansacOptions::Sampling::kProsac;
   const Run ref = skip_reference ? Run{0, 0, std::vector<Outcome>(pairs.size())}
                                  : Verify(pairs, model, reference, threads);
   const Run now = Verify(pairs, model, fast, threads);
+  const Run pro = Verify(pairs, model, prosac, threads);
+  // The same early-stopping loop with the next seed: how much the outcome of the search
+  // itself varies (the noise floor of any comparison of sampling schemes).
+  RansacOptions next_seed = fast;
+  next_seed.seed = options.seed + 1;
+  const Run other = Verify(pairs, model, next_seed, threads);
 
   nlohmann::json result;
   result["tool"] = "bench/verify_bench";
@@ -223,45 +236,65 @@ int main(int argc, char** argv) {
   };
   result["reference"] = summarise(ref);
   result["early_stop"] = summarise(now);
-  nlohmann::json differ = nlohmann::json::array();
-  size_t both = 0, inliers_ref_both = 0, inliers_now_both = 0;
-  double worst_relative = 0;
-  for (size_t p = 0; p < pairs.size(); ++p) {
-    const Outcome& a = ref.pairs[p];
-    const Outcome& b = now.pairs[p];
-    if (a.verified && b.verified) {
-      ++both;
-      inliers_ref_both += a.inliers;
-      inliers_now_both += b.inliers;
-      worst_relative = std::max(worst_relative, std::abs(b.inliers - a.inliers) / double(a.inliers));
+  result["prosac"] = summarise(pro);
+  result["early_stop_next_seed"] = summarise(other);
+  // Run b against run a, pair by pair.
+  auto compare = [&](const Run& ra, const char* a_name, const Run& rb, const char* b_name) {
+    nlohmann::json c, differ = nlohmann::json::array();
+    size_t both = 0, inliers_a = 0, inliers_b = 0, only_a = 0, only_b = 0, within_2 = 0;
+    double worst_relative = 0;
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      const Outcome& a = ra.pairs[p];
+      const Outcome& b = rb.pairs[p];
+      only_a += a.verified && !b.verified;
+      only_b += b.verified && !a.verified;
+      if (a.verified && b.verified) {
+        ++both;
+        inliers_a += a.inliers;
+        inliers_b += b.inliers;
+        const double rel = std::abs(b.inliers - a.inliers) / double(a.inliers);
+        worst_relative = std::max(worst_relative, rel);
+        within_2 += rel <= 0.02;
+      }
+      if (a.verified != b.verified || (a.verified && a.inliers != b.inliers)) {
+        differ.push_back({{"pair", pairs[p].name1 + " " + pairs[p].name2},
+                          {"matches", pairs[p].x1.size()},
+                          {a_name, {{"verified", a.verified}, {"inliers", a.inliers}, {"iterations", a.iterations}}},
+                          {b_name, {{"verified", b.verified}, {"inliers", b.inliers}, {"iterations", b.iterations}}}});
+      }
     }
-    if (a.verified != b.verified || (a.verified && a.inliers != b.inliers)) {
-      differ.push_back({{"pair", pairs[p].name1 + " " + pairs[p].name2},
-                        {"matches", pairs[p].x1.size()},
-                        {"reference", {{"verified", a.verified}, {"inliers", a.inliers}, {"iterations", a.iterations}}},
-                        {"early_stop", {{"verified", b.verified}, {"inliers", b.inliers}, {"iterations", b.iterations}}}});
-    }
-  }
-  result["verified_in_both"] = both;
-  result["inliers_in_both"] = {{"reference", inliers_ref_both}, {"early_stop", inliers_now_both}};
-  result["largest_relative_inlier_change_in_both"] = worst_relative;
-  result["pairs_that_differ"] = differ;
-  result["speedup"] = ref.seconds / std::max(1e-9, now.seconds);
-  result["cpu_speedup"] = ref.cpu_seconds / std::max(1e-9, now.cpu_seconds);
-
-  std::printf("%-11s %9s %9s %9s %16s %12s %12s\n", "run", "seconds", "cpu s", "verified",
+    c["verified_in_both"] = both;
+    c["verified_only_in_" + std::string(a_name)] = only_a;
+    c["verified_only_in_" + std::string(b_name)] = only_b;
+    c["inliers_in_both"] = {{a_name, inliers_a}, {b_name, inliers_b}};
+    c["largest_relative_inlier_change_in_both"] = worst_relative;
+    c["pairs_within_2_percent"] = within_2;
+    c["pairs_that_differ"] = differ;
+    c["speedup"] = ra.seconds / std::max(1e-9, rb.seconds);
+    c["cpu_speedup"] = ra.cpu_seconds / std::max(1e-9, rb.cpu_seconds);
+    std::printf("%s -> %s: speedup %.2fx (cpu %.2fx); verified in both %zu (only %s %zu, only %s %zu), "
+                "their inliers %zu -> %zu (largest change %.1f%%, %zu within 2%%); %zu pairs differ\n",
+                a_name, b_name, c["speedup"].get<double>(), c["cpu_speedup"].get<double>(), both, a_name, only_a,
+                b_name, only_b, inliers_a, inliers_b, 100 * worst_relative, within_2, differ.size());
+    return c;
+  };
+  std::printf("%-20s %9s %9s %9s %16s %12s %12s\n", "run", "seconds", "cpu s", "verified",
               "inliers(verif.)", "inliers(all)", "iterations");
-  for (const char* key : {"reference", "early_stop"}) {
+  for (const char* key : {"reference", "early_stop", "prosac", "early_stop_next_seed"}) {
     const auto& r = result[key];
-    std::printf("%-11s %9.3f %9.3f %9zu %16zu %12zu %12zu\n", key, r["seconds"].get<double>(),
+    std::printf("%-20s %9.3f %9.3f %9zu %16zu %12zu %12zu\n", key, r["seconds"].get<double>(),
                 r["cpu_seconds"].get<double>(),
                 r["verified_pairs"].get<size_t>(), r["inliers_of_verified_pairs"].get<size_t>(),
                 r["inliers_all_pairs"].get<size_t>(), r["ransac_iterations"].get<size_t>());
   }
-  std::printf("speedup %.2fx (cpu %.2fx); verified in both %zu, their inliers %zu -> %zu (largest change %.1f%%); "
-              "%zu pairs differ\n",
-              result["speedup"].get<double>(), result["cpu_speedup"].get<double>(), both, inliers_ref_both, inliers_now_both,
-              100 * worst_relative, differ.size());
+  // The earlier session's fields (reference -> early_stop) keep their names.
+  const nlohmann::json es = compare(ref, "reference", now, "early_stop");
+  for (const char* k : {"verified_in_both", "inliers_in_both", "largest_relative_inlier_change_in_both",
+                        "pairs_that_differ", "speedup", "cpu_speedup"})
+    result[k] = es[k];
+  result["reference_vs_prosac"] = compare(ref, "reference", pro, "prosac");
+  result["early_stop_vs_prosac"] = compare(now, "early_stop", pro, "prosac");
+  result["early_stop_vs_next_seed"] = compare(now, "early_stop", other, "early_stop_next_seed");
   if (!out_file.empty()) {
     std::ofstream out(out_file);
     out << result.dump(2) << "\n";

@@ -175,7 +175,92 @@ struct RansacParams {
   uint64_t seed = 0;
   int min_inliers = 0;          // the give-up bound's m; 0: no bound
   int num_threads = 1;          // > 1: batches of hypotheses in parallel (same result)
+  // PROSAC (below): the data indices best first (NumData() of them), or null for uniform
+  // sampling. Not owned; must outlive the call.
+  const int* prosac_order = nullptr;
+  // PROSAC's non-randomness test: the probability that a correspondence is consistent
+  // with a wrong model by chance.
+  double prosac_beta = 0.05;
 };
+
+// PROSAC (Chum & Matas, "Matching with PROSAC - progressive sample consensus", CVPR 2005):
+// minimal samples are drawn from the n best-ranked correspondences, n growing on the
+// schedule under which, after T_N = max_iterations samples, each s-subset of the N points
+// has been drawn as often as uniform sampling would draw it (sample t holds the n-th point
+// and s - 1 of the n - 1 before it while t <= T'_n, else s of the first n). Positions are
+// ranks; the caller maps them through the order.
+class ProsacSampler {
+ public:
+  ProsacSampler(int num_points, int sample_size, int horizon)
+      : N_(num_points), s_(sample_size), horizon_(horizon), n_(sample_size) {
+    // T_s = T_N C(s, s) / C(N, s).
+    T_n_ = horizon;
+    for (int i = 0; i < s_; ++i) T_n_ *= static_cast<double>(s_ - i) / static_cast<double>(N_ - i);
+    T_prime_ = 1.0;
+  }
+  // Draws the next sample (ranks, distinct) into `rank`; returns the largest rank.
+  template <class Rng>
+  int Draw(Rng& rng, int* rank) {
+    ++t_;
+    if (t_ > horizon_) n_ = N_;  // past T_N: uniform over all points
+    while (static_cast<double>(t_) >= T_prime_ && n_ < N_ && t_ <= horizon_) {
+      const double next = T_n_ * static_cast<double>(n_ + 1) / static_cast<double>(n_ + 1 - s_);
+      T_prime_ += std::max(1.0, std::ceil(next - T_n_));
+      T_n_ = next;
+      ++n_;
+      if (static_cast<double>(t_) < T_prime_) break;
+    }
+    const bool forced = static_cast<double>(t_) <= T_prime_ && n_ > s_ && t_ <= horizon_ && n_ < N_;
+    const int pool = forced ? n_ - 1 : n_;
+    const int random = forced ? s_ - 1 : s_;
+    for (int k = 0; k < random; ++k) {
+      bool repeated = true;
+      while (repeated) {
+        rank[k] = static_cast<int>(rng() % static_cast<uint64_t>(pool));
+        repeated = false;
+        for (int j = 0; j < k; ++j) repeated = repeated || rank[j] == rank[k];
+      }
+    }
+    if (forced) rank[s_ - 1] = n_ - 1;
+    int largest = 0;
+    for (int k = 0; k < s_; ++k) largest = std::max(largest, rank[k]);
+    return largest;
+  }
+
+ private:
+  int N_, s_, horizon_;
+  int n_;
+  int64_t t_ = 0;
+  double T_n_, T_prime_;
+};
+
+// PROSAC's stopping rule for the best model so far: over prefixes of n best-ranked points
+// whose inlier count I_n passes the non-randomness test (I_n at least the 95% quantile of
+// s + Binomial(n - s, beta), by the normal approximation, plus one), the samples
+// k_n = log(1 - confidence) / log(1 - C(I_n, s) / C(n, s)) that must be drawn from the
+// first n to see an all-inlier one with probability `confidence` (maximality). Returns
+// the n of the smallest k_n (N when none passes) and that k_n in *k.
+inline int ProsacStoppingPrefix(const std::vector<uint8_t>& inlier_by_rank, int s, double confidence,
+                                double beta, double* k) {
+  const int N = static_cast<int>(inlier_by_rank.size());
+  int best_n = N;
+  double best_k = std::numeric_limits<double>::infinity();
+  int I = 0;
+  const double log_fail = std::log(1.0 - confidence);
+  for (int n = 1; n <= N; ++n) {
+    I += inlier_by_rank[n - 1];
+    if (n <= s || I < s) continue;
+    const double m = n - s;
+    const double i_min = s + m * beta + 1.645 * std::sqrt(m * beta * (1.0 - beta)) + 1.0;
+    if (I < i_min) continue;
+    double p = 1.0;
+    for (int j = 0; j < s; ++j) p *= static_cast<double>(I - j) / static_cast<double>(n - j);
+    const double kn = p >= 1.0 ? 0.0 : log_fail / std::log1p(-p);
+    if (kn < best_k) best_k = kn, best_n = n;
+  }
+  *k = best_k;
+  return best_n;
+}
 
 // Hypotheses are scored kScoreChunk points at a time between the checks of the bound:
 // small enough that a hopeless one stops early on the typical 20-200 matches of a pair,
@@ -239,6 +324,18 @@ RansacOutput<typename Estimator::Model> RunRansacFast(const Estimator& estimator
                              : std::max<double>(params.min_iterations,
                                                 GiveUpIterations(n, params.min_inliers, s, params.confidence));
   std::mt19937_64 rng(params.seed);
+  const int* order = params.prosac_order;
+  ProsacSampler prosac(n, s, params.max_iterations);
+  // PROSAC: max rank of each sample drawn so far (histogram), the prefix of the stopping
+  // rule and the samples it needs from it.
+  std::vector<int> max_rank_count(order ? n : 0, 0);
+  std::vector<int> rank_of(order ? n : 0);
+  std::vector<uint8_t> inlier_by_rank(order ? n : 0);
+  for (int r = 0; order && r < n; ++r) rank_of[order[r]] = r;
+  int stop_prefix = n;
+  double stop_k = std::numeric_limits<double>::infinity();
+  int64_t drawn_in_prefix = 0;
+  std::vector<int> sample_max_rank;
   const int threads = std::max(1, params.num_threads);
   // Per thread 16 samples a batch: enough work to amortise the fork and join (~2 us)
   // against 1-10 us a sample; at most 16 * threads - 1 samples past the stop are wasted.
@@ -252,12 +349,20 @@ RansacOutput<typename Estimator::Model> RunRansacFast(const Estimator& estimator
   auto go_on = [&](int it) {
     if (it >= params.max_iterations) return false;
     if (out.num_inliers < params.min_inliers && it >= give_up) return false;
-    return it < params.min_iterations || it < required;
+    if (it < params.min_iterations) return true;
+    if (order && out.num_inliers >= params.min_inliers && drawn_in_prefix >= stop_k) return false;
+    return it < required;
   };
   int it = 0;
   while (go_on(it)) {
     const int size = std::min(batch, params.max_iterations - it);
-    for (int b = 0; b < size; ++b) {
+    if (order) sample_max_rank.resize(size);
+    for (int b = 0; b < size && order; ++b) {
+      int* sample = samples[b].data();
+      sample_max_rank[b] = prosac.Draw(rng, sample);
+      for (int k = 0; k < s; ++k) sample[k] = order[sample[k]];
+    }
+    for (int b = 0; b < size && !order; ++b) {
       int* sample = samples[b].data();
       for (int k = 0; k < s; ++k) {
         bool repeated = true;
@@ -285,6 +390,11 @@ RansacOutput<typename Estimator::Model> RunRansacFast(const Estimator& estimator
       solve_and_score(0);
     }
     for (int b = 0; b < size && go_on(it); ++b, ++it) {
+      if (order) {
+        ++max_rank_count[sample_max_rank[b]];
+        if (sample_max_rank[b] < stop_prefix) ++drawn_in_prefix;
+      }
+      bool new_best = false;
       for (size_t m = 0; m < models[b].size(); ++m) {
         if (!(costs[b][m] < out.cost)) continue;
         out.found = true;
@@ -306,6 +416,15 @@ RansacOutput<typename Estimator::Model> RunRansacFast(const Estimator& estimator
           inliers.swap(refit_inliers);
         }
         required = RequiredIterations(static_cast<double>(out.num_inliers) / n, s, params.confidence);
+        new_best = true;
+      }
+      if (order && new_best) {
+        // `inliers` are those of out.model (after local optimisation).
+        std::fill(inlier_by_rank.begin(), inlier_by_rank.end(), 0);
+        for (int i : inliers) inlier_by_rank[rank_of[i]] = 1;
+        stop_prefix = ProsacStoppingPrefix(inlier_by_rank, s, params.confidence, params.prosac_beta, &stop_k);
+        drawn_in_prefix = 0;
+        for (int r = 0; r < stop_prefix; ++r) drawn_in_prefix += max_rank_count[r];
       }
     }
   }

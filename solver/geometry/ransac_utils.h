@@ -92,6 +92,33 @@ bool NullSpaceGauss(double A[Rows][9], double basis[9 - Rows][9]) {
     pivot_col[row++] = j;
   }
   if (row < Rows) return false;
+  bool leading = true;  // the usual case: pivots in columns 0..Rows-1, the last ones free
+  for (int i = 0; i < Rows; ++i) leading = leading && pivot_col[i] == i;
+  if (leading) {
+    // The same operations in the same order as the general loop below (so the same
+    // bits), with fixed indices so that x stays in registers and the 9 - Rows
+    // back-substitutions, each a chain of divisions, overlap.
+    constexpr int F = 9 - Rows;
+    double x[F][9];
+    for (int f = 0; f < F; ++f)
+      for (int c = 0; c < 9; ++c) x[f][c] = c == Rows + f ? 1.0 : 0.0;
+#pragma GCC unroll 9
+    for (int i = Rows - 1; i >= 0; --i) {
+      double sum[F];
+      for (int f = 0; f < F; ++f) sum[f] = 0.0;
+#pragma GCC unroll 9
+      for (int c = i + 1; c < 9; ++c)
+        for (int f = 0; f < F; ++f) sum[f] += A[i][c] * x[f][c];
+      for (int f = 0; f < F; ++f) x[f][i] = -sum[f] / A[i][i];
+    }
+    for (int f = 0; f < F; ++f) {
+      double norm2 = 0.0;
+      for (int c = 0; c < 9; ++c) norm2 += x[f][c] * x[f][c];
+      const double inv_norm = 1.0 / std::sqrt(norm2);
+      for (int c = 0; c < 9; ++c) basis[f][c] = x[f][c] * inv_norm;
+    }
+    return true;
+  }
   for (int f = 0; f < 9 - Rows; ++f) {
     double x[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     x[free_col[f]] = 1.0;

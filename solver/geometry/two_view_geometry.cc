@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -323,8 +324,8 @@ Scored<Estimator> Score(const Estimator& est, const typename Estimator::Model& m
 // kRefineRounds times, while the MSAC cost drops). `refine(model, inliers)` returns the
 // refined model.
 template <class Estimator, class RefineFn>
-Scored<Estimator> RansacAndRefine(const Estimator& est, const RansacOptions& o, const RefineFn& refine,
-                                  int* iterations, bool* found) {
+Scored<Estimator> RansacAndRefine(const Estimator& est, const RansacOptions& o, const int* prosac_order,
+                                  const RefineFn& refine, int* iterations, bool* found) {
   constexpr int kRefineRounds = 3;
   two_view::RansacOutput<typename Estimator::Model> ransac;
   if (o.early_stop) {
@@ -336,6 +337,7 @@ Scored<Estimator> RansacAndRefine(const Estimator& est, const RansacOptions& o, 
     params.seed = o.seed;
     params.min_inliers = o.min_inliers;
     params.num_threads = o.num_threads;
+    params.prosac_order = prosac_order;
     ransac = two_view::RunRansacFast(est, params);
   } else {
     ransac = two_view::RunRansac(est, o.max_error_px, o.confidence, o.min_iterations,
@@ -405,12 +407,23 @@ Status RansacOptions::Check() const {
                std::to_string(min_iterations) + ", max " + std::to_string(max_iterations) + ")");
   }
   if (min_inliers < 1) return bad("min_inliers must be >= 1, got " + std::to_string(min_inliers));
+  if (sampling == Sampling::kProsac && !early_stop) {
+    return bad("PROSAC sampling needs early_stop (the reference loop samples uniformly)");
+  }
   if (num_threads < 1) return bad("num_threads must be >= 1, got " + std::to_string(num_threads));
   return Status::Ok();
 }
 
 Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<double, 2>>& x1,
                                const std::vector<std::array<double, 2>>& x2,
+                               const Intrinsics* intrinsics1, const Intrinsics* intrinsics2,
+                               const RansacOptions& options, TwoViewGeometry* result) {
+  return EstimateTwoViewGeometry(model, x1, x2, nullptr, intrinsics1, intrinsics2, options, result);
+}
+
+Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<double, 2>>& x1,
+                               const std::vector<std::array<double, 2>>& x2,
+                               const std::vector<double>* match_costs,
                                const Intrinsics* intrinsics1, const Intrinsics* intrinsics2,
                                const RansacOptions& options, TwoViewGeometry* result) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());
@@ -430,6 +443,18 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
       }
     }
   }
+  if (match_costs != nullptr && options.sampling == RansacOptions::Sampling::kProsac) {
+    if (static_cast<int>(match_costs->size()) != n) {
+      return Status::InvalidInput("two-view geometry: " + std::to_string(match_costs->size()) +
+                                  " match costs for " + std::to_string(n) +
+                                  " correspondences (one per correspondence expected)");
+    }
+    for (int i = 0; i < n; ++i) {
+      if (std::isnan((*match_costs)[i])) {
+        return Status::InvalidInput("two-view geometry: match cost " + std::to_string(i) + " is NaN");
+      }
+    }
+  }
   if (model == TwoViewModel::kEssential) {
     TIEPOINT_RETURN_IF_ERROR(CheckIntrinsics(intrinsics1, "intrinsics1"));
     TIEPOINT_RETURN_IF_ERROR(CheckIntrinsics(intrinsics2, "intrinsics2"));
@@ -446,6 +471,17 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
     return Status::Ok();
   }
   const PointSet points(x1, x2);
+  // PROSAC's ranking: correspondences by cost, ties in input order.
+  std::vector<int> order;
+  if (options.early_stop && options.sampling == RansacOptions::Sampling::kProsac) {
+    order.resize(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    if (match_costs != nullptr) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return (*match_costs)[a] < (*match_costs)[b]; });
+    }
+  }
+  const int* prosac_order = order.empty() ? nullptr : order.data();
   // The essential matrix's refinement weighs residuals by a Cauchy loss of half the
   // inlier threshold, so that wrong matches that happen to fall inside the threshold pull
   // less: on the Middlebury temple ring (17 neighbouring pairs) the worst rotation error
@@ -458,7 +494,7 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
     case TwoViewModel::kHomography: {
       const HomographyEstimator est(points, 0.0);
       const auto s = RansacAndRefine(
-          est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
+          est, options, prosac_order, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
           &result->ransac_iterations, &found);
       if (!found) break;
       CopyMatrix(s.model.H, result->matrix);
@@ -468,7 +504,7 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
     case TwoViewModel::kFundamental: {
       const FundamentalEstimator est(points, 0.0);
       const auto s = RansacAndRefine(
-          est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
+          est, options, prosac_order, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
           &result->ransac_iterations, &found);
       if (!found) break;
       CopyMatrix(s.model, result->matrix);
@@ -480,7 +516,7 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
       const EssentialEstimator est(points, K1, K2, robust_scale);
       result->rotation_uncertainty_deg = std::numeric_limits<double>::infinity();  // until a model
       const auto s = RansacAndRefine(
-          est, options, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
+          est, options, prosac_order, [&](const auto& m, const auto& in) { return est.Refine(m, in); },
           &result->ransac_iterations, &found);
       if (!found) break;
       const Eigen::Matrix3d& R = s.model.R;

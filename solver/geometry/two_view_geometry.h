@@ -95,6 +95,20 @@ struct RansacOptions {
   // scored in parallel, then taken in sample order, so the result is the same for any
   // count. For callers that verify fewer pairs at once than they have threads. >= 1.
   int num_threads = 1;
+  // How minimal samples are drawn (with early_stop; the reference loop samples uniformly):
+  //  - kUniform: s distinct correspondences, uniformly (what the sfm pipeline uses);
+  //  - kProsac: PROSAC (Chum & Matas 2005, solver/geometry/ransac.h): samples first from
+  //    the best-ranked correspondences (by the match costs passed to
+  //    EstimateTwoViewGeometry, lowest first, e.g. descriptor distances; input order when
+  //    none are given), the pool growing to all of them by max_iterations samples, and
+  //    PROSAC's stopping rule: once a model has >= min_inliers inliers, stop when, for the
+  //    prefix of the ranking where it needs the fewest, enough samples were drawn from that
+  //    prefix to see an all-inlier one with probability `confidence`, the prefix's inlier
+  //    count passing a non-randomness test. Pairs with few inliers among many matches
+  //    stop after hundreds of samples instead of max_iterations when their good matches
+  //    rank high (bench/verify_bench.sh).
+  enum class Sampling { kUniform, kProsac };
+  Sampling sampling = Sampling::kUniform;
 
   // Explains bad values in words (kInvalidOptions naming the field).
   Status Check() const;
@@ -145,6 +159,15 @@ struct TwoViewGeometry {
 // kInvalidOptions for bad options or missing/invalid intrinsics. `result` must not be null.
 Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<double, 2>>& x1,
                                const std::vector<std::array<double, 2>>& x2,
+                               const Intrinsics* intrinsics1, const Intrinsics* intrinsics2,
+                               const RansacOptions& options, TwoViewGeometry* result);
+
+// The same with a cost per correspondence (lower is better: e.g. the descriptor distance)
+// that ranks them for RansacOptions::Sampling::kProsac; null: input order. Ignored with
+// uniform sampling. kInvalidInput when its size differs from x1's or a cost is NaN.
+Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<double, 2>>& x1,
+                               const std::vector<std::array<double, 2>>& x2,
+                               const std::vector<double>* match_costs,
                                const Intrinsics* intrinsics1, const Intrinsics* intrinsics2,
                                const RansacOptions& options, TwoViewGeometry* result);
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "solver/geometry/essential.h"
@@ -320,6 +321,180 @@ TEST(RansacEarlyStop, ThreadOptionIsChecked) {
   const Status s = o.Check();
   EXPECT_EQ(s.code(), StatusCode::kInvalidOptions);
   EXPECT_NE(s.message().find("num_threads"), std::string::npos);
+}
+
+// PROSAC (RansacOptions::Sampling::kProsac). Match costs as a matcher's distances behave:
+// the inliers' lower on average, overlapping the outliers'.
+// The pair with, in addition, `costs`: inliers uniform in [0, 1), outliers in [0.5, 1.5).
+struct RankedPair {
+  Pair p;
+  std::vector<double> costs;
+};
+RankedPair MakeRankedPair(int num_points, int num_inliers, bool planar, uint32_t seed, bool informative) {
+  // MakePair shuffles; build the inliers and outliers apart to know which is which.
+  RankedPair r;
+  const Pair in = MakePair(num_inliers, num_inliers, planar, 0.5, seed);
+  const Pair out = MakePair(num_points - num_inliers, 0, planar, 0.5, seed + 77777);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<std::tuple<std::array<double, 2>, std::array<double, 2>, double>> all;
+  for (size_t i = 0; i < in.x1.size(); ++i) all.emplace_back(in.x1[i], in.x2[i], u(rng));
+  for (size_t i = 0; i < out.x1.size(); ++i)
+    all.emplace_back(out.x1[i], out.x2[i], informative ? 0.5 + u(rng) : u(rng));
+  std::shuffle(all.begin(), all.end(), rng);
+  r.p = in;
+  r.p.x1.clear(), r.p.x2.clear();
+  for (const auto& [a, b, c] : all) {
+    r.p.x1.push_back(a);
+    r.p.x2.push_back(b);
+    r.costs.push_back(c);
+  }
+  r.p.num_inliers = num_inliers;
+  return r;
+}
+
+TwoViewGeometry EstimateRanked(TwoViewModel model, const RankedPair& r, const RansacOptions& o) {
+  TwoViewGeometry g;
+  EXPECT_TRUE(EstimateTwoViewGeometry(model, r.p.x1, r.p.x2, &r.costs, &r.p.k, &r.p.k, o, &g).ok());
+  return g;
+}
+
+TEST(RansacProsac, SamplerDrawsDistinctRanksFromAGrowingPool) {
+  const int N = 60, s = 7, horizon = 2000;
+  two_view::ProsacSampler sampler(N, s, horizon);
+  std::mt19937_64 rng(1);
+  std::vector<int> hits(N, 0);
+  int largest_seen = 0;
+  double mean_largest_first_100 = 0;
+  for (int t = 1; t <= 3 * horizon; ++t) {
+    int rank[s];
+    const int largest = sampler.Draw(rng, rank);
+    for (int k = 0; k < s; ++k) {
+      ASSERT_GE(rank[k], 0);
+      ASSERT_LT(rank[k], N);
+      for (int j = 0; j < k; ++j) ASSERT_NE(rank[j], rank[k]) << "sample " << t;
+      if (t > horizon) ++hits[rank[k]];
+    }
+    if (t <= 20) EXPECT_LE(largest, s + t) << "sample " << t;  // the pool grows one a sample at most
+    if (t <= 100) mean_largest_first_100 += largest / 100.0;
+    if (t <= horizon) largest_seen = std::max(largest_seen, largest);
+  }
+  // The first samples come from the top of the ranking (uniform draws of 7 of 60 have a
+  // mean largest rank of 52.4); by T_N the pool is all N.
+  EXPECT_LT(mean_largest_first_100, 0.6 * N);
+  EXPECT_EQ(largest_seen, N - 1);
+  // Past the horizon, uniform: each point in about s / N of the samples.
+  for (int r = 0; r < N; ++r) EXPECT_NEAR(hits[r], 2.0 * horizon * s / N, 0.3 * 2.0 * horizon * s / N) << r;
+}
+
+TEST(RansacProsac, StoppingRuleUsesTheBestPrefix) {
+  // 100 ranked points, the first 20 inliers, 10 more among the rest.
+  std::vector<uint8_t> in(100, 0);
+  for (int r = 0; r < 20; ++r) in[r] = 1;
+  for (int r = 25; r < 100; r += 8) in[r] = 1;
+  double k = 0;
+  const int n = two_view::ProsacStoppingPrefix(in, 7, 0.9999, 0.05, &k);
+  EXPECT_GE(n, 8);
+  EXPECT_LE(n, 20);
+  EXPECT_EQ(k, 0.0);  // every sample of a prefix of the first 20 is all inliers
+  in[3] = 0;          // 19 of the first 20
+  two_view::ProsacStoppingPrefix(in, 7, 0.9999, 0.05, &k);
+  const double p = 19.0 * 18 * 17 * 16 * 15 * 14 * 13 / (20.0 * 19 * 18 * 17 * 16 * 15 * 14);  // C(19,7)/C(20,7)
+  EXPECT_LE(k, std::log(1e-4) / std::log1p(-p) + 1e-9);
+  EXPECT_GT(k, 0.0);
+  // No inliers: no bound.
+  std::vector<uint8_t> none(100, 0);
+  EXPECT_EQ(two_view::ProsacStoppingPrefix(none, 7, 0.9999, 0.05, &k), 100);
+  EXPECT_TRUE(std::isinf(k));
+  // A prefix whose count could be chance (7 of 40 with beta 0.3) is not used.
+  std::vector<uint8_t> sparse(40, 0);
+  for (int r = 0; r < 7; ++r) sparse[r] = 1;
+  two_view::ProsacStoppingPrefix(sparse, 7, 0.9999, 0.3, &k);
+  EXPECT_TRUE(std::isinf(k));
+}
+
+TEST(RansacProsac, FindsTheReferenceSupportAtLowInlierRatiosInFewSamples) {
+  // 25% inliers among 200: uniform sampling runs to max_iterations (10,000) for F.
+  for (const Case& c : kCases) {
+    int total_prosac = 0, total_uniform = 0;
+    for (uint32_t seed = 0; seed < 8; ++seed) {
+      const RankedPair r = MakeRankedPair(200, 50, c.planar, 6000 + seed, true);
+      RansacOptions o;
+      o.seed = seed;
+      const TwoViewGeometry uniform = EstimateRanked(c.model, r, o);
+      o.sampling = RansacOptions::Sampling::kProsac;
+      const TwoViewGeometry prosac = EstimateRanked(c.model, r, o);
+      ASSERT_TRUE(uniform.verified) << ToString(c.model) << " seed " << seed;
+      ASSERT_TRUE(prosac.verified) << ToString(c.model) << " seed " << seed;
+      EXPECT_GE(prosac.num_inliers, uniform.num_inliers - std::max(1, uniform.num_inliers / 50))
+          << ToString(c.model) << " seed " << seed;
+      EXPECT_GE(prosac.num_inliers, 47) << ToString(c.model) << " seed " << seed;
+      total_prosac += prosac.ransac_iterations;
+      total_uniform += uniform.ransac_iterations;
+    }
+    EXPECT_LT(total_prosac * 5, total_uniform) << ToString(c.model);
+    if (c.model == TwoViewModel::kFundamental) EXPECT_LT(total_prosac, 8 * 1000);
+  }
+}
+
+TEST(RansacProsac, UninformativeRankingStillVerifies) {
+  for (const Case& c : kCases) {
+    for (uint32_t seed = 0; seed < 5; ++seed) {
+      const RankedPair r = MakeRankedPair(150, 75, c.planar, 7000 + seed, false);
+      RansacOptions o;
+      o.seed = seed;
+      const TwoViewGeometry uniform = EstimateRanked(c.model, r, o);
+      o.sampling = RansacOptions::Sampling::kProsac;
+      const TwoViewGeometry prosac = EstimateRanked(c.model, r, o);
+      ASSERT_TRUE(prosac.verified) << ToString(c.model) << " seed " << seed;
+      EXPECT_GE(prosac.num_inliers, uniform.num_inliers - 2) << ToString(c.model) << " seed " << seed;
+    }
+  }
+}
+
+TEST(RansacProsac, DeterministicAndIndependentOfThreads) {
+  for (const Case& c : kCases) {
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      for (int inliers : {0, 50, 120}) {
+        const RankedPair r = MakeRankedPair(160, inliers, c.planar, 8000 + seed, true);
+        RansacOptions o;
+        o.seed = seed;
+        o.sampling = RansacOptions::Sampling::kProsac;
+        const TwoViewGeometry a = EstimateRanked(c.model, r, o);
+        const TwoViewGeometry b = EstimateRanked(c.model, r, o);
+        o.num_threads = 3;
+        const TwoViewGeometry d = EstimateRanked(c.model, r, o);
+        for (const TwoViewGeometry* g : {&b, &d}) {
+          EXPECT_EQ(a.verified, g->verified);
+          EXPECT_EQ(a.num_inliers, g->num_inliers);
+          EXPECT_EQ(a.ransac_iterations, g->ransac_iterations);
+          EXPECT_EQ(a.inlier_mask, g->inlier_mask);
+          for (int k = 0; k < 9; ++k) EXPECT_EQ(a.matrix[k], g->matrix[k]);
+        }
+      }
+    }
+  }
+}
+
+TEST(RansacProsac, BadCostsAndOptionsAreRefused) {
+  const RankedPair r = MakeRankedPair(60, 40, false, 9000, true);
+  RansacOptions o;
+  o.sampling = RansacOptions::Sampling::kProsac;
+  std::vector<double> short_costs(r.costs.begin(), r.costs.end() - 1);
+  TwoViewGeometry g;
+  Status s = EstimateTwoViewGeometry(TwoViewModel::kFundamental, r.p.x1, r.p.x2, &short_costs, nullptr,
+                                     nullptr, o, &g);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("match costs"), std::string::npos) << s.message();
+  std::vector<double> nan_costs = r.costs;
+  nan_costs[5] = std::numeric_limits<double>::quiet_NaN();
+  s = EstimateTwoViewGeometry(TwoViewModel::kFundamental, r.p.x1, r.p.x2, &nan_costs, nullptr, nullptr, o, &g);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("match cost 5"), std::string::npos) << s.message();
+  o.early_stop = false;
+  s = o.Check();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidOptions);
+  EXPECT_NE(s.message().find("PROSAC"), std::string::npos) << s.message();
 }
 
 }  // namespace
