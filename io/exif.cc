@@ -170,7 +170,18 @@ void PriorFromTags(ExifData* ed, int width, int height, std::optional<ExifFocalP
                " is not a length unit (2 inch, 3 cm, 4 mm, 5 um)";
     } else {
       const double scale = has_pixel_x && pixel_x > 0 ? width / pixel_x : 1.0;
-      if (accept(f * xres / unit_mm * scale, "FocalLength+FocalPlaneXResolution",
+      // The sensor width these tags imply. A photo resized after the EXIF was written
+      // keeps the original FocalPlaneXResolution while PixelXDimension (or the image) is
+      // smaller: the implied sensor shrinks with it (Balbianello's 640-pixel Canon photos:
+      // 3.1 mm for an APS-C sensor of 22.3 mm, a prior 7x too long). Sensors that write
+      // these tags are at least 1/3.2" (4.5 mm wide).
+      const double sensor_mm = (has_pixel_x && pixel_x > 0 ? pixel_x : width) / (xres / unit_mm);
+      const double focal_px = f * xres / unit_mm * scale;
+      if (std::isfinite(focal_px) && focal_px > 0 && !(sensor_mm >= kMinSensorWidthMm)) {
+        notes += (notes.empty() ? "" : "; ") + how + " implies a sensor " + Number(sensor_mm) +
+                 " mm wide (under " + Number(kMinSensorWidthMm) +
+                 " mm: the photo was probably resized after its EXIF was written)";
+      } else if (accept(focal_px, "FocalLength+FocalPlaneXResolution",
                  how + (scale != 1.0 ? " and PixelXDimension " + Number(pixel_x) : ""))) {
         *prior = p;
         return;

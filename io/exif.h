@@ -37,6 +37,9 @@ namespace tiepoint {
 // The accepted range of a prior, as multiples of max(width, height).
 constexpr double kMinFocalFactor = 0.1;
 constexpr double kMaxFocalFactor = 10.0;
+// FocalLength + FocalPlaneXResolution give no prior when they imply a sensor narrower than
+// this (a photo resized after its EXIF was written).
+constexpr double kMinSensorWidthMm = 4.0;
 
 struct ExifFocalPrior {
   double focal_px = 0;  // the prior, in pixels of the width x height image

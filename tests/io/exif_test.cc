@@ -64,12 +64,12 @@ TEST(ExifFocalPrior, PortraitUsesTheLongerSide) {
 TEST(ExifFocalPrior, FromFocalLengthAndFocalPlaneResolution) {
   for (bool big_endian : {false, true}) {
     SCOPED_TRACE(big_endian ? "big-endian" : "little-endian");
-    // 4.5 mm at 2000 pixels per cm (5 um pixels): 4.5 * 200 = 900 px.
+    // 4.5 mm at 2000 pixels per cm (5 um pixels, a 5 mm wide sensor): 4.5 * 200 = 900 px.
     const Bytes app1 = ExifApp1({{kFocalLength, kRational, 45, 10},
                                  {kFocalPlaneXResolution, kRational, 2000, 1},
                                  {kFocalPlaneResolutionUnit, kShort, 3}},
                                 big_endian);
-    const Result r = Decode(Jpeg(320, 240, app1), 320, 240);
+    const Result r = Decode(Jpeg(1000, 750, app1), 1000, 750);
     ASSERT_TRUE(r.status.ok()) << r.status.message();
     ASSERT_TRUE(r.prior.has_value()) << r.why;
     EXPECT_NEAR(r.prior->focal_px, 900, 1e-9);
@@ -79,14 +79,28 @@ TEST(ExifFocalPrior, FromFocalLengthAndFocalPlaneResolution) {
 }
 
 TEST(ExifFocalPrior, FocalPlaneResolutionDefaultsToInchesAndFollowsResizing) {
-  // No unit: inches. 5 mm at 5080 px/inch = 200 px/mm -> 1000 px for the 640-pixel original;
-  // the file is 320 wide (resized after the EXIF was written): 500 px.
+  // No unit: inches. 5 mm at 5080 px/inch = 200 px/mm -> 1000 px for the 1280-pixel
+  // original (a 6.4 mm sensor); the file is 640 wide (resized, PixelXDimension kept): 500 px.
   const Bytes app1 = ExifApp1({{kFocalLength, kRational, 5, 1},
                                {kFocalPlaneXResolution, kRational, 5080, 1},
-                               {kPixelXDimension, kLong, 640}});
-  const Result r = Decode(Jpeg(320, 240, app1), 320, 240);
+                               {kPixelXDimension, kLong, 1280}});
+  const Result r = Decode(Jpeg(640, 480, app1), 640, 480);
   ASSERT_TRUE(r.prior.has_value()) << r.why;
   EXPECT_NEAR(r.prior->focal_px, 500, 1e-9);
+}
+
+TEST(ExifFocalPrior, AResizedPhotoWhoseTagsImplyATinySensorGivesNone) {
+  // Balbianello's Canon EOS 500D photos, resized to 640 x 427 with PixelXDimension rewritten
+  // but the original FocalPlaneXResolution kept: 18 mm at 5315.44 px/inch gives 3767 px
+  // (the truth is about 519) and implies a 3.1 mm wide sensor (the camera's is 22.3 mm).
+  const Bytes app1 = ExifApp1({{kFocalLength, kRational, 18, 1},
+                               {kFocalPlaneXResolution, kRational, 531544, 100},
+                               {kFocalPlaneResolutionUnit, kShort, 2},
+                               {kPixelXDimension, kLong, 640}});
+  const Result r = Decode(Jpeg(640, 427, app1), 640, 427);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_FALSE(r.prior.has_value()) << r.prior->focal_px;
+  EXPECT_NE(r.why.find("resized"), std::string::npos) << r.why;
 }
 
 TEST(ExifFocalPrior, ThirtyFiveMillimetreEquivalentComesFirst) {
@@ -94,15 +108,15 @@ TEST(ExifFocalPrior, ThirtyFiveMillimetreEquivalentComesFirst) {
                                {kFocalPlaneXResolution, kRational, 2000, 1},
                                {kFocalPlaneResolutionUnit, kShort, 3},
                                {kFocalLengthIn35mm, kShort, 36}});
-  const Result r = Decode(Jpeg(320, 240, app1), 320, 240);
+  const Result r = Decode(Jpeg(1000, 750, app1), 1000, 750);
   ASSERT_TRUE(r.prior.has_value()) << r.why;
-  EXPECT_NEAR(r.prior->focal_px, 320, 1e-9);
+  EXPECT_NEAR(r.prior->focal_px, 1000, 1e-9);
   // An absurd 35 mm value falls through to the focal plane tags.
   const Bytes app1b = ExifApp1({{kFocalLength, kRational, 45, 10},
                                 {kFocalPlaneXResolution, kRational, 2000, 1},
                                 {kFocalPlaneResolutionUnit, kShort, 3},
                                 {kFocalLengthIn35mm, kShort, 60000}});
-  const Result rb = Decode(Jpeg(320, 240, app1b), 320, 240);
+  const Result rb = Decode(Jpeg(1000, 750, app1b), 1000, 750);
   ASSERT_TRUE(rb.prior.has_value()) << rb.why;
   EXPECT_NEAR(rb.prior->focal_px, 900, 1e-9);
 }
