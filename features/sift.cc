@@ -452,6 +452,8 @@ class SiftCpu : public FeatureExtractor {
   }
 
   SiftOptions options_;
+  // The threshold DetectInOctave and Refine use in the running Extract.
+  double detect_threshold_ = 0;
   Workspace ws_;
   // ExtractBatch's workers (one image each at a time), kept for their workspaces.
   std::vector<std::unique_ptr<SiftCpu>> workers_;
@@ -523,7 +525,7 @@ bool SiftCpu::Refine(const std::vector<Plane>& dog, int x, int y, int layer,
     }
   }
   const double contrast = value + 0.5 * g.dot(offset);
-  if (std::abs(contrast) * S < DetectionThreshold()) return false;
+  if (std::abs(contrast) * S < detect_threshold_) return false;
   const double tr = H(0, 0) + H(1, 1);
   const double det2 = H(0, 0) * H(1, 1) - H(0, 1) * H(0, 1);
   const double r = options_.edge_threshold;
@@ -542,7 +544,7 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int thre
                              std::vector<Detection>* detections) const {
   const int S = options_.octave_layers;
   const int w = dog[0].width, h = dog[0].height;
-  const float prefilter = static_cast<float>(0.5 * DetectionThreshold() / S);
+  const float prefilter = static_cast<float>(0.5 * detect_threshold_ / S);
   const int nt = ThreadsFor(static_cast<size_t>(w) * h, threads);
   for (int layer = 1; layer <= S; ++layer) {
     std::vector<std::vector<Detection>> rows(h);
@@ -861,6 +863,7 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
                                 std::to_string(image.height) + " pixels holds " +
                                 std::to_string(image.pixels.size()) + " values");
   }
+  detect_threshold_ = DetectionThreshold();
   const int threads = ResolveThreads(options_.num_threads);
   const int S = options_.octave_layers;
   Features result;
@@ -919,9 +922,29 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
     for (int i = 1; i < S + 3; ++i) {
       GaussianBlur(gauss[i - 1], increment[i], threads, &ws_.blur_scratch, gauss[i], &dog[i - 1]);
     }
-    const size_t first = detections.size();
     DetectInOctave(o, dog, threads, &detections);
-    const std::vector<Detection> mine(detections.begin() + first, detections.end());
+    if (detect_threshold_ < options_.contrast_threshold) {
+      // Detecting low for min_features: once the samples that pass contrast_threshold reach
+      // min_features, the image keeps contrast_threshold; from here it is a plain run
+      // (earlier octaves keep the candidates a plain run detects).
+      const double high = options_.contrast_threshold;
+      const float prefilter_high = static_cast<float>(0.5 * high / S);
+      auto passes = [&](const Detection& d) { return d.candidate > prefilter_high && d.response * S >= high; };
+      std::vector<std::tuple<int, int, int, int>> keys;
+      for (const Detection& d : detections)
+        if (passes(d)) keys.emplace_back(d.octave, d.layer, d.yi, d.xi);
+      std::sort(keys.begin(), keys.end());
+      if (std::unique(keys.begin(), keys.end()) - keys.begin() >= options_.min_features) {
+        detections.erase(std::remove_if(detections.begin(), detections.end(),
+                                        [&](const Detection& d) { return !passes(d); }),
+                         detections.end());
+        detect_threshold_ = high;
+      }
+    }
+    // This octave's detections: the tail (filtering keeps the order).
+    size_t mine_first = detections.size();
+    while (mine_first > 0 && detections[mine_first - 1].octave == o) --mine_first;
+    const std::vector<Detection> mine(detections.begin() + mine_first, detections.end());
     ComputeGradients(o, gauss, mine, threads, &gradients[o]);
     if (o + 1 < num_octaves) {
       // The next base: gauss[S] at even pixels, into gauss[0] (S >= 1, so no overlap).
@@ -943,32 +966,59 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
                          [&](const Detection& a, const Detection& b) { return key(a) == key(b); }),
              d->end());
   };
+  auto orient = [&](const std::vector<Detection>& d, std::vector<std::vector<double>>* angles) {
+    angles->assign(d.size(), {});
+#pragma omp parallel for num_threads(ThreadsFor(d.size() * kPixelsPerKeypoint, threads)) \
+    schedule(dynamic, 16)
+    for (size_t i = 0; i < d.size(); ++i) Orientations(gradients[d[i].octave], d[i], &(*angles)[i]);
+  };
+  std::vector<std::vector<double>> angles;
   result.contrast_threshold = options_.contrast_threshold;
-  if (DetectionThreshold() < options_.contrast_threshold) {
-    // Detected down to min_contrast_threshold: keep what the first threshold of
-    // contrast_threshold, /2, /4, ... giving min_features keypoints would have found,
-    // exactly (a candidate passes threshold t when its prefilter value and its refined
-    // contrast both pass t), or what the lowest gives.
+  if (detect_threshold_ < options_.contrast_threshold) {
+    // Detected down to min_contrast_threshold: keep what a plain run at the first of
+    // contrast_threshold, /2, /4, ... giving min_features keypoints (after orientation
+    // assignment, before max_features) would have found, or what the lowest gives. Exactly:
+    // a plain run at t keeps a refined sample when one of the candidates refined onto it
+    // passed t's prefilter and its contrast passes t; the refined values, and so the
+    // orientations, do not depend on the candidate.
     std::vector<Detection> all = std::move(detections);
-    for (double t = options_.contrast_threshold;; t *= 0.5) {
+    std::vector<float> best_candidate;  // per unique sample: its largest candidate value
+    {
+      std::stable_sort(all.begin(), all.end(),
+                       [&](const Detection& x, const Detection& y) { return key(x) < key(y); });
+      std::vector<Detection> merged;
+      for (const Detection& d : all) {
+        if (!merged.empty() && key(merged.back()) == key(d)) {
+          best_candidate.back() = std::max(best_candidate.back(), d.candidate);
+        } else {
+          merged.push_back(d);
+          best_candidate.push_back(d.candidate);
+        }
+      }
+      all = std::move(merged);
+    }
+    std::vector<std::vector<double>> all_angles;
+    orient(all, &all_angles);
+    double t = options_.contrast_threshold;
+    for (;; t *= 0.5) {
       const bool lowest = t * 0.5 < options_.min_contrast_threshold * (1 - 1e-9);
       const float prefilter_t = static_cast<float>(0.5 * t / S);
-      detections.clear();
-      for (const Detection& d : all)
-        if (d.candidate > prefilter_t && d.response * S >= t) detections.push_back(d);
-      unique_keypoints(&detections);
-      result.contrast_threshold = t;
-      if (lowest || static_cast<int>(detections.size()) >= options_.min_features) break;
+      size_t count = 0;
+      for (size_t i = 0; i < all.size(); ++i)
+        if (best_candidate[i] > prefilter_t && all[i].response * S >= t) count += all_angles[i].size();
+      if (lowest || count >= static_cast<size_t>(options_.min_features)) break;
     }
+    const float prefilter_t = static_cast<float>(0.5 * t / S);
+    detections.clear();
+    for (size_t i = 0; i < all.size(); ++i)
+      if (best_candidate[i] > prefilter_t && all[i].response * S >= t) {
+        detections.push_back(all[i]);
+        angles.push_back(std::move(all_angles[i]));
+      }
+    result.contrast_threshold = t;
   } else {
     unique_keypoints(&detections);
-  }
-
-  std::vector<std::vector<double>> angles(detections.size());
-#pragma omp parallel for num_threads(ThreadsFor(detections.size() * kPixelsPerKeypoint, threads)) \
-    schedule(dynamic, 16)
-  for (size_t i = 0; i < detections.size(); ++i) {
-    Orientations(gradients[detections[i].octave], detections[i], &angles[i]);
+    orient(detections, &angles);
   }
   std::vector<OrientedKeypoint> oriented;
   for (size_t i = 0; i < detections.size(); ++i) {

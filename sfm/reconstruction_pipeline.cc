@@ -322,6 +322,15 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   std::unique_ptr<DescriptorMatcher> matcher;
   SiftOptions sift = o.sift;
   sift.num_threads = threads;
+  // On the CPU the extractor lowers the contrast threshold itself, in the same pass, for an
+  // image with fewer than min_features_per_image keypoints; the CUDA extractor keeps one
+  // threshold, and those images are extracted again below.
+  const bool lower_in_extractor = o.device == Device::kCpu && o.min_features_per_image > 0 &&
+                                  o.min_contrast_threshold < sift.contrast_threshold;
+  if (lower_in_extractor) {
+    sift.min_features = o.min_features_per_image;
+    sift.min_contrast_threshold = o.min_contrast_threshold;
+  }
   MatcherOptions mo = o.matcher;
   mo.num_threads = threads;
   if (o.tracks_file.empty()) {
@@ -511,7 +520,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     for (int k = 0; k < n; ++k)
       if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
     std::vector<char> lowered_image(n, 0);
-    for (SiftOptions low = sift; low.contrast_threshold * 0.5 >= o.min_contrast_threshold * (1 - 1e-9);) {
+    for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < sift.contrast_threshold;
+    for (SiftOptions low = sift; !lower_in_extractor && low.contrast_threshold * 0.5 >= o.min_contrast_threshold * (1 - 1e-9);) {
       low.contrast_threshold *= 0.5;
       std::vector<int> few;
       std::vector<const GrayImage*> few_ptrs;
