@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
+#include <cholmod.h>
 #include <omp.h>
 
 #include "solver/parallel.h"
@@ -72,7 +74,393 @@ struct Obs {
   double xy[2];
 };
 
+// Symmetric block-sparse matrix over the reduced system's blocks (a pose's 6 columns, a
+// camera's free intrinsics), upper triangle by block rows (A <= B); each stored block is
+// dense row-major size[A] x size[B], diagonal blocks in full.
+struct BlockPattern {
+  std::vector<int> start, size;  // per block: first column, width
+  std::vector<int64_t> row_ptr;  // per block row, into cols / offset
+  std::vector<int> cols;         // column block of each stored block (sorted per row)
+  std::vector<int64_t> offset;   // value offset of each stored block
+  int64_t num_values = 0;
+
+  // adj[A]: column blocks B >= A of row A (any order, duplicates allowed).
+  void Build(std::vector<std::vector<int>>* adj) {
+    const int nb = static_cast<int>(adj->size());
+    row_ptr.assign(1, 0);
+    cols.clear();
+    offset.clear();
+    num_values = 0;
+    for (int a = 0; a < nb; ++a) {
+      std::vector<int>& r = (*adj)[a];
+      std::sort(r.begin(), r.end());
+      r.erase(std::unique(r.begin(), r.end()), r.end());
+      for (int bb : r) {
+        cols.push_back(bb);
+        offset.push_back(num_values);
+        num_values += static_cast<int64_t>(size[a]) * size[bb];
+      }
+      row_ptr.push_back(static_cast<int64_t>(cols.size()));
+    }
+  }
+  int64_t Find(int a, int b) const {
+    const auto first = cols.begin() + row_ptr[a], last = cols.begin() + row_ptr[a + 1];
+    const auto it = std::lower_bound(first, last, b);
+    return (it != last && *it == b) ? offset[it - cols.begin()] : -1;
+  }
+};
+
+// Camera-side blocks of one observation: the pose block (local rows 0..5) if the pose is
+// variable, then the camera's intrinsics block; pose blocks precede intrinsics blocks.
+struct ObsBlocks {
+  int blk[2];
+  uint8_t off[2];
+  uint8_t n;
+};
+
+// Point side of one LM step, read by the Schur assembly and the matrix-free product.
+struct PointSide {
+  int num_points;
+  const int64_t* point_ptr;
+  const uint8_t* point_free;
+  const ObsBlocks* obs_blocks;
+  const int* local_cols;     // kMaxLocal per observation
+  const uint8_t* num_local;
+  const double* W;           // kMaxLocal x 3 per observation
+};
+
+// vals(block A, B) -= M or M^T (see SchurAccumulate), M = T_x W_y^T over the local rows of
+// the two blocks; T and W are (local rows) x 3 row-major.
+void SubtractProduct(const BlockPattern& pat, double* vals, int bx, int ox, const double* T,
+                     int by, int oy, const double* Wb, bool add_transpose_too) {
+  const int sx = pat.size[bx], sy = pat.size[by];
+  if (bx <= by) {
+    const int64_t o = pat.Find(bx, by);
+    if (o < 0) return;
+    double* blk = vals + o;
+    for (int r = 0; r < sx; ++r) {
+      const double* t = T + 3 * (ox + r);
+      for (int c = 0; c < sy; ++c) {
+        const double* w = Wb + 3 * (oy + c);
+        const double v = t[0] * w[0] + t[1] * w[1] + t[2] * w[2];
+        blk[r * sy + c] -= v;
+        if (add_transpose_too) blk[c * sy + r] -= v;  // bx == by
+      }
+    }
+  } else {
+    const int64_t o = pat.Find(by, bx);
+    if (o < 0) return;
+    double* blk = vals + o;
+    for (int r = 0; r < sx; ++r) {
+      const double* t = T + 3 * (ox + r);
+      for (int c = 0; c < sy; ++c) {
+        const double* w = Wb + 3 * (oy + c);
+        blk[c * sx + r] -= t[0] * w[0] + t[1] * w[1] + t[2] * w[2];
+      }
+    }
+  }
+}
+
+// Adds -sum_j W_j Vinv_j W_j^T to vals (the blocks of `pat`; blocks missing from `pat`,
+// or all off-diagonal blocks with diag_only, are skipped) and -sum_j W_j Vinv_j g_j to bt.
+// T: scratch. One point's contributions; called inside the per-thread point loop.
+void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
+                          const Eigen::Matrix3d& Vi, const double* gj, bool diag_only,
+                          std::vector<double>* T, double* vals, double* bt) {
+  const int64_t first = ps.point_ptr[j], count = ps.point_ptr[j + 1] - first;
+  T->resize(static_cast<size_t>(count) * kMaxLocal * 3);
+  for (int64_t a = 0; a < count; ++a) {
+    const int64_t k = first + a;
+    const int nl = ps.num_local[k];
+    const int* ca = &ps.local_cols[k * kMaxLocal];
+    const double* Wa = &ps.W[k * kMaxLocal * 3];
+    double* Ta = &(*T)[a * kMaxLocal * 3];
+    for (int p = 0; p < nl; ++p) {
+      const double* w = Wa + 3 * p;
+      double* t = Ta + 3 * p;
+      for (int q = 0; q < 3; ++q) t[q] = w[0] * Vi(0, q) + w[1] * Vi(1, q) + w[2] * Vi(2, q);
+      bt[ca[p]] -= t[0] * gj[0] + t[1] * gj[1] + t[2] * gj[2];
+    }
+  }
+  for (int64_t a = 0; a < count; ++a) {
+    const ObsBlocks& oa = ps.obs_blocks[first + a];
+    const double* Ta = &(*T)[a * kMaxLocal * 3];
+    for (int64_t bb = a; bb < count; ++bb) {
+      const ObsBlocks& ob = ps.obs_blocks[first + bb];
+      const double* Wb = &ps.W[(first + bb) * kMaxLocal * 3];
+      for (int x = 0; x < oa.n; ++x)
+        for (int y = 0; y < ob.n; ++y) {
+          const int bx = oa.blk[x], by = ob.blk[y];
+          if (diag_only && bx != by) continue;
+          if (bb == a) {
+            // W_a Vinv W_a^T: each unordered block pair once, the diagonal block in full.
+            if (y < x) continue;
+            SubtractProduct(pat, vals, bx, oa.off[x], Ta, by, ob.off[y], Wb, false);
+          } else {
+            // (a, b) and its mirror (b, a).
+            SubtractProduct(pat, vals, bx, oa.off[x], Ta, by, ob.off[y], Wb, bx == by);
+          }
+        }
+    }
+  }
+}
+
+// One LM step's reduced system S dc = b as the linear solvers see it.
+struct ReducedSystem {
+  const BlockPattern* pattern;
+  const std::vector<double>* S;  // blocks of S + mu D (kIterativeSchur: only the diagonal
+                                 // blocks are S's, the others are U's)
+  const std::vector<double>* U;  // blocks of U (undamped)
+  const Eigen::VectorXd* diagU;
+  double mu;
+  const Eigen::VectorXd* b;
+  PointSide points;
+  const std::vector<Eigen::Matrix3d>* Vinv;  // (V_j + mu D_Vj)^-1
+  int threads;
+};
+
+class ReducedSolver {
+ public:
+  virtual ~ReducedSolver() = default;
+  // Whether S's off-diagonal blocks must be assembled (false: only its diagonal blocks).
+  virtual bool NeedsOffDiagonalSchur() const { return true; }
+  // *solved = false when S is not numerically positive definite (LM then raises mu).
+  virtual Status Solve(const ReducedSystem& sys, Eigen::VectorXd* dc, bool* solved,
+                       int* iterations) = 0;
+};
+
+class DenseSchurSolver : public ReducedSolver {
+ public:
+  Status Solve(const ReducedSystem& sys, Eigen::VectorXd* dc, bool* solved, int*) override {
+    const BlockPattern& pat = *sys.pattern;
+    const int n = static_cast<int>(sys.b->size());
+    S_.setZero(n, n);
+    const int nb = static_cast<int>(pat.size.size());
+    for (int a = 0; a < nb; ++a)
+      for (int64_t k = pat.row_ptr[a]; k < pat.row_ptr[a + 1]; ++k) {
+        const int bb = pat.cols[k], sa = pat.size[a], sb = pat.size[bb];
+        const double* blk = sys.S->data() + pat.offset[k];
+        for (int r = 0; r < sa; ++r)
+          for (int c = 0; c < sb; ++c) {
+            S_(pat.start[a] + r, pat.start[bb] + c) = blk[r * sb + c];
+            S_(pat.start[bb] + c, pat.start[a] + r) = blk[r * sb + c];
+          }
+      }
+    Eigen::LLT<Eigen::MatrixXd> llt(S_);
+    if (llt.info() != Eigen::Success) { *solved = false; return Status::Ok(); }
+    *dc = llt.solve(*sys.b);
+    *solved = dc->allFinite();
+    return Status::Ok();
+  }
+
+ private:
+  Eigen::MatrixXd S_;
+};
+
+// CHOLMOD (supernodal, long indices) on the lower triangle in CSC, which is the stored
+// upper triangle read by rows; analysed once (the pattern is fixed), factored each step.
+class SparseSchurSolver : public ReducedSolver {
+ public:
+  SparseSchurSolver() { cholmod_l_start(&common_); }
+  ~SparseSchurSolver() override {
+    if (factor_) cholmod_l_free_factor(&factor_, &common_);
+    if (matrix_) cholmod_l_free_sparse(&matrix_, &common_);
+    cholmod_l_finish(&common_);
+  }
+  SparseSchurSolver(const SparseSchurSolver&) = delete;
+  SparseSchurSolver& operator=(const SparseSchurSolver&) = delete;
+
+  Status Solve(const ReducedSystem& sys, Eigen::VectorXd* dc, bool* solved, int*) override {
+    const BlockPattern& pat = *sys.pattern;
+    const int64_t n = sys.b->size();
+    const int nb = static_cast<int>(pat.size.size());
+    if (!matrix_) {
+      int64_t nnz = 0;
+      for (int a = 0; a < nb; ++a)
+        for (int64_t k = pat.row_ptr[a]; k < pat.row_ptr[a + 1]; ++k) {
+          const int bb = pat.cols[k];
+          nnz += bb == a ? pat.size[a] * (pat.size[a] + 1) / 2
+                         : static_cast<int64_t>(pat.size[a]) * pat.size[bb];
+        }
+      matrix_ = cholmod_l_allocate_sparse(n, n, nnz, 1, 1, -1, CHOLMOD_REAL, &common_);
+      if (!matrix_)
+        return Status::OutOfMemory("bundle adjustment: CHOLMOD could not allocate the reduced system (" +
+                                   std::to_string(nnz) + " nonzeros)");
+      auto* colp = static_cast<SuiteSparse_long*>(matrix_->p);
+      auto* rowi = static_cast<SuiteSparse_long*>(matrix_->i);
+      int64_t pos = 0;
+      for (int a = 0; a < nb; ++a)
+        for (int r = 0; r < pat.size[a]; ++r) {
+          colp[pat.start[a] + r] = pos;
+          for (int64_t k = pat.row_ptr[a]; k < pat.row_ptr[a + 1]; ++k) {
+            const int bb = pat.cols[k];
+            for (int c = bb == a ? r : 0; c < pat.size[bb]; ++c) {
+              src_.push_back(pat.offset[k] + static_cast<int64_t>(r) * pat.size[bb] + c);
+              rowi[pos++] = pat.start[bb] + c;
+            }
+          }
+        }
+      colp[n] = pos;
+      factor_ = cholmod_l_analyze(matrix_, &common_);
+      if (!factor_) return Status::Internal("bundle adjustment: CHOLMOD analysis failed");
+    }
+    double* x = static_cast<double*>(matrix_->x);
+    for (size_t q = 0; q < src_.size(); ++q) x[q] = (*sys.S)[src_[q]];
+    if (!cholmod_l_factorize(matrix_, factor_, &common_) || common_.status == CHOLMOD_NOT_POSDEF) {
+      *solved = false;
+      return Status::Ok();
+    }
+    if (common_.status < CHOLMOD_OK)
+      return Status::Internal("bundle adjustment: CHOLMOD factorization failed (status " +
+                              std::to_string(common_.status) + ")");
+    cholmod_dense* rhs = cholmod_l_allocate_dense(n, 1, n, CHOLMOD_REAL, &common_);
+    if (!rhs) return Status::OutOfMemory("bundle adjustment: CHOLMOD could not allocate the right-hand side");
+    std::copy_n(sys.b->data(), n, static_cast<double*>(rhs->x));
+    cholmod_dense* sol = cholmod_l_solve(CHOLMOD_A, factor_, rhs, &common_);
+    cholmod_l_free_dense(&rhs, &common_);
+    if (!sol) return Status::Internal("bundle adjustment: CHOLMOD solve failed");
+    dc->resize(n);
+    std::copy_n(static_cast<const double*>(sol->x), n, dc->data());
+    cholmod_l_free_dense(&sol, &common_);
+    *solved = dc->allFinite();
+    return Status::Ok();
+  }
+
+ private:
+  cholmod_common common_;
+  cholmod_sparse* matrix_ = nullptr;
+  cholmod_factor* factor_ = nullptr;
+  std::vector<int64_t> src_;  // value index in the block storage of each CSC entry
+};
+
+// Matrix-free preconditioned CG on S dc = b.
+class IterativeSchurSolver : public ReducedSolver {
+ public:
+  IterativeSchurSolver(double tolerance, int max_iterations)
+      : tolerance_(tolerance), max_iterations_(max_iterations) {}
+  bool NeedsOffDiagonalSchur() const override { return false; }
+
+  Status Solve(const ReducedSystem& sys, Eigen::VectorXd* dc, bool* solved,
+               int* iterations) override {
+    const BlockPattern& pat = *sys.pattern;
+    const int n = static_cast<int>(sys.b->size());
+    const int nb = static_cast<int>(pat.size.size());
+    // Block-Jacobi preconditioner: inverses of S's damped diagonal blocks.
+    precond_.resize(nb);
+    for (int a = 0; a < nb; ++a) {
+      const int s = pat.size[a];
+      const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> D(
+          sys.S->data() + pat.offset[pat.row_ptr[a]], s, s);
+      Eigen::LLT<Eigen::MatrixXd> llt(D);
+      if (llt.info() != Eigen::Success) { *solved = false; return Status::Ok(); }
+      precond_[a] = llt.solve(Eigen::MatrixXd::Identity(s, s));
+    }
+    auto precondition = [&](const Eigen::VectorXd& r, Eigen::VectorXd* z) {
+      for (int a = 0; a < nb; ++a)
+        z->segment(pat.start[a], pat.size[a]) = precond_[a] * r.segment(pat.start[a], pat.size[a]);
+    };
+    parts_.assign(sys.threads, Eigen::VectorXd(n));
+    auto apply = [&](const Eigen::VectorXd& x, Eigen::VectorXd* y) { Apply(sys, x, y); };
+
+    Eigen::VectorXd& x = *dc;
+    x.setZero(n);
+    Eigen::VectorXd r = *sys.b, z(n), p(n), q(n);
+    const double bnorm = r.norm();
+    int it = 0;
+    if (bnorm > 0) {
+      precondition(r, &z);
+      p = z;
+      double rz = r.dot(z);
+      for (; it < max_iterations_; ++it) {
+        apply(p, &q);
+        const double pq = p.dot(q);
+        if (!(pq > 0)) {
+          if (it == 0) { *solved = false; return Status::Ok(); }
+          break;  // lost positive curvature to rounding: keep the iterate so far
+        }
+        const double alpha = rz / pq;
+        x += alpha * p;
+        r -= alpha * q;
+        if (r.norm() <= tolerance_ * bnorm) { ++it; break; }
+        precondition(r, &z);
+        const double rz_new = r.dot(z);
+        p = z + (rz_new / rz) * p;
+        rz = rz_new;
+      }
+    }
+    *iterations += it;
+    *solved = x.allFinite();
+    return Status::Ok();
+  }
+
+ private:
+  // y = (U + mu D_U) x - sum_j W_j Vinv_j W_j^T x.
+  void Apply(const ReducedSystem& sys, const Eigen::VectorXd& x, Eigen::VectorXd* y) {
+    const BlockPattern& pat = *sys.pattern;
+    const PointSide& ps = sys.points;
+    const int threads = sys.threads;
+    ParallelRegion(threads, [&] {
+      const int tid = threads > 1 ? omp_get_thread_num() : 0;
+      Eigen::VectorXd& yt = parts_[tid];
+      yt.setZero();
+#pragma omp for schedule(static)
+      for (int j = 0; j < ps.num_points; ++j) {
+        if (!ps.point_free[j]) continue;
+        Eigen::Vector3d w = Eigen::Vector3d::Zero();
+        for (int64_t k = ps.point_ptr[j]; k < ps.point_ptr[j + 1]; ++k) {
+          const int* ck = &ps.local_cols[k * kMaxLocal];
+          const double* Wk = &ps.W[k * kMaxLocal * 3];
+          for (int p = 0; p < ps.num_local[k]; ++p)
+            for (int q = 0; q < 3; ++q) w[q] += Wk[3 * p + q] * x[ck[p]];
+        }
+        const Eigen::Vector3d v = (*sys.Vinv)[j] * w;
+        for (int64_t k = ps.point_ptr[j]; k < ps.point_ptr[j + 1]; ++k) {
+          const int* ck = &ps.local_cols[k * kMaxLocal];
+          const double* Wk = &ps.W[k * kMaxLocal * 3];
+          for (int p = 0; p < ps.num_local[k]; ++p)
+            yt[ck[p]] -= Wk[3 * p] * v[0] + Wk[3 * p + 1] * v[1] + Wk[3 * p + 2] * v[2];
+        }
+      }
+    });
+    *y = sys.mu * sys.diagU->cwiseProduct(x);
+    const int nb = static_cast<int>(pat.size.size());
+    for (int a = 0; a < nb; ++a)
+      for (int64_t k = pat.row_ptr[a]; k < pat.row_ptr[a + 1]; ++k) {
+        const int bb = pat.cols[k], sa = pat.size[a], sb = pat.size[bb];
+        const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> B(
+            sys.U->data() + pat.offset[k], sa, sb);
+        y->segment(pat.start[a], sa) += B * x.segment(pat.start[bb], sb);
+        if (bb != a) y->segment(pat.start[bb], sb) += B.transpose() * x.segment(pat.start[a], sa);
+      }
+    for (int t = 0; t < threads; ++t) *y += parts_[t];
+  }
+
+  double tolerance_;
+  int max_iterations_;
+  std::vector<Eigen::MatrixXd> precond_;
+  std::vector<Eigen::VectorXd> parts_;
+};
+
 }  // namespace
+
+Status ReconstructionLinearSolverFromName(const std::string& name, ReconstructionLinearSolver* out) {
+  if (name == "dense") *out = ReconstructionLinearSolver::kDenseSchur;
+  else if (name == "sparse") *out = ReconstructionLinearSolver::kSparseSchur;
+  else if (name == "iterative") *out = ReconstructionLinearSolver::kIterativeSchur;
+  else
+    return Status::InvalidOptions("bundle adjustment: unknown linear solver '" + name +
+                                  "' (dense, sparse or iterative)");
+  return Status::Ok();
+}
+
+const char* ReconstructionLinearSolverName(ReconstructionLinearSolver solver) {
+  switch (solver) {
+    case ReconstructionLinearSolver::kDenseSchur: return "dense";
+    case ReconstructionLinearSolver::kSparseSchur: return "sparse";
+    case ReconstructionLinearSolver::kIterativeSchur: return "iterative";
+  }
+  return "?";
+}
 
 Status ReconstructionBAOptions::Check() const {
   if (max_iterations < 0) return Status::InvalidOptions("bundle adjustment: max_iterations must be >= 0");
@@ -80,6 +468,10 @@ Status ReconstructionBAOptions::Check() const {
   if (!(initial_mu > 0)) return Status::InvalidOptions("bundle adjustment: initial_mu must be > 0");
   if (num_threads < 1 || num_threads > 4096)
     return Status::InvalidOptions("bundle adjustment: num_threads must be in [1, 4096]");
+  if (!(pcg_relative_tolerance > 0 && pcg_relative_tolerance < 1))
+    return Status::InvalidOptions("bundle adjustment: pcg_relative_tolerance must be in (0, 1)");
+  if (pcg_max_iterations < 1)
+    return Status::InvalidOptions("bundle adjustment: pcg_max_iterations must be >= 1");
   return Status::Ok();
 }
 
@@ -292,28 +684,86 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     return Status::Ok();
   }
 
+  // Blocks of the reduced system: a pose block per variable pose, then an intrinsics block
+  // per camera with free intrinsics (columns are numbered in that order).
+  BlockPattern pattern;
+  std::vector<int> pose_block(num_images, -1), intr_block(num_cameras, -1);
+  for (int i = 0; i < num_images; ++i)
+    if (pose_col[i] >= 0) {
+      pose_block[i] = static_cast<int>(pattern.start.size());
+      pattern.start.push_back(pose_col[i]);
+      pattern.size.push_back(6);
+    }
+  for (int c = 0; c < num_cameras; ++c)
+    if (intr_col[c] >= 0) {
+      intr_block[c] = static_cast<int>(pattern.start.size());
+      pattern.start.push_back(intr_col[c]);
+      pattern.size.push_back(static_cast<int>(free_params[c].size()));
+    }
+  const int num_blocks = static_cast<int>(pattern.start.size());
+  const size_t nobs = obs.size();
+  std::vector<ObsBlocks> obs_blocks(nobs);
+  for (size_t k = 0; k < nobs; ++k) {
+    ObsBlocks& ob = obs_blocks[k];
+    ob.n = 0;
+    if (pose_block[obs[k].image] >= 0) { ob.blk[ob.n] = pose_block[obs[k].image]; ob.off[ob.n++] = 0; }
+    const int ib = intr_block[image_camera[obs[k].image]];
+    if (ib >= 0) { ob.blk[ob.n] = ib; ob.off[ob.n] = ob.n == 1 ? 6 : 0; ++ob.n; }
+  }
+  std::unique_ptr<ReducedSolver> solver;
+  switch (options.linear_solver) {
+    case ReconstructionLinearSolver::kDenseSchur: solver = std::make_unique<DenseSchurSolver>(); break;
+    case ReconstructionLinearSolver::kSparseSchur: solver = std::make_unique<SparseSchurSolver>(); break;
+    case ReconstructionLinearSolver::kIterativeSchur:
+      solver = std::make_unique<IterativeSchurSolver>(options.pcg_relative_tolerance,
+                                                      options.pcg_max_iterations);
+      break;
+  }
+  const bool full_schur = solver->NeedsOffDiagonalSchur();
+  {
+    // U's blocks (those of one observation), plus for the exact solvers every pair of
+    // blocks that share a free point.
+    std::vector<std::vector<int>> adj(num_blocks);
+    std::vector<int> blocks;
+    for (int j = 0; j < num_points; ++j) {
+      blocks.clear();
+      for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
+        const ObsBlocks& ob = obs_blocks[k];
+        for (int x = 0; x < ob.n; ++x)
+          for (int y = x; y < ob.n; ++y) adj[ob.blk[x]].push_back(ob.blk[y]);
+        for (int x = 0; x < ob.n; ++x) blocks.push_back(ob.blk[x]);
+      }
+      if (!full_schur || !point_free[j]) continue;
+      std::sort(blocks.begin(), blocks.end());
+      blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+      for (size_t x = 0; x < blocks.size(); ++x)
+        for (size_t y = x; y < blocks.size(); ++y) adj[blocks[x]].push_back(blocks[y]);
+    }
+    pattern.Build(&adj);
+  }
+
   // Per-observation linearization storage. Each observation keeps only its active
   // camera-side columns (the pose's 6 unless the pose is fixed, then the camera's free
   // intrinsics), packed first in local_cols / W.
-  const size_t nobs = obs.size();
   std::vector<double> W(nobs * kMaxLocal * 3);   // J_c^T J_p, kMaxLocal x 3 per observation
   std::vector<int> local_cols(nobs * kMaxLocal);  // global column of each active local row
   std::vector<uint8_t> num_local(nobs);
   std::vector<double> V(9 * num_points), g(3 * num_points);
-  Eigen::MatrixXd S(nc, nc);
   Eigen::VectorXd b(nc), diagU(nc);
   std::vector<double> diagV(3 * num_points);
   std::vector<Eigen::Matrix3d> Vinv(num_points);
-  // Per-thread accumulators of the camera-side blocks (summed in thread order, so a run
-  // with a given thread count is deterministic).
-  std::vector<Eigen::MatrixXd> S_part(threads, Eigen::MatrixXd(nc, nc));
+  // Blocks of U and of S, and per-thread accumulators of both (summed in thread order, so
+  // a run with a given thread count is deterministic).
+  std::vector<double> Uvals(pattern.num_values), Svals(pattern.num_values);
+  std::vector<std::vector<double>> val_part(threads, std::vector<double>(pattern.num_values));
   std::vector<Eigen::VectorXd> b_part(threads, Eigen::VectorXd(nc));
+  const PointSide point_side{num_points, point_ptr.data(), point_free.data(), obs_blocks.data(),
+                             local_cols.data(), num_local.data(), W.data()};
 
   double mu = options.initial_mu, nu = 2.0;
   bool relinearize = true;
   std::vector<double> dX(3 * num_points);
   Eigen::VectorXd dc(nc);
-  Eigen::MatrixXd U(nc, nc);
   Eigen::VectorXd bc(nc);
   int it = 0;
   for (; it < options.max_iterations; ++it) {
@@ -322,9 +772,9 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       // owns their V, g and W; U and bc go through per-thread parts.
       ParallelRegion(threads, [&] {
         const int tid = threads > 1 ? omp_get_thread_num() : 0;
-        Eigen::MatrixXd& Ut = S_part[tid];
+        double* Ut = val_part[tid].data();
         Eigen::VectorXd& bt = b_part[tid];
-        Ut.setZero();
+        std::fill(val_part[tid].begin(), val_part[tid].end(), 0.0);
         bt.setZero();
 #pragma omp for schedule(static)
         for (int j = 0; j < num_points; ++j) {
@@ -360,11 +810,18 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
             }
             num_local[k] = static_cast<uint8_t>(nl);
             const double wr[2] = {w * r[0], w * r[1]};
-            for (int a = 0; a < nl; ++a) {
-              bt[cols[a]] -= Jc[0][a] * wr[0] + Jc[1][a] * wr[1];
-              for (int bb = 0; bb < nl; ++bb)
-                Ut(cols[a], cols[bb]) += Jc[0][a] * Jc[0][bb] + Jc[1][a] * Jc[1][bb];
-            }
+            for (int a = 0; a < nl; ++a) bt[cols[a]] -= Jc[0][a] * wr[0] + Jc[1][a] * wr[1];
+            // Jc^T Jc into U's blocks (x <= y: pose block before intrinsics block).
+            const ObsBlocks& ob = obs_blocks[k];
+            for (int x = 0; x < ob.n; ++x)
+              for (int y = x; y < ob.n; ++y) {
+                double* blk = Ut + pattern.Find(ob.blk[x], ob.blk[y]);
+                const int sx = pattern.size[ob.blk[x]], sy = pattern.size[ob.blk[y]];
+                const int ox = ob.off[x], oy = ob.off[y];
+                for (int p = 0; p < sx; ++p)
+                  for (int q = 0; q < sy; ++q)
+                    blk[p * sy + q] += Jc[0][ox + p] * Jc[0][oy + q] + Jc[1][ox + p] * Jc[1][oy + q];
+              }
             double* Wk = &W[k * kMaxLocal * 3];
             if (point_free[j]) {
               double Jp[2][3];
@@ -381,10 +838,17 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
           }
         }
       });
-      U = S_part[0];
+      Uvals = val_part[0];
       bc = b_part[0];
-      for (int t = 1; t < threads; ++t) { U += S_part[t]; bc += b_part[t]; }
-      for (int q = 0; q < nc; ++q) diagU[q] = std::min(std::max(U(q, q), 1e-6), 1e32);
+      for (int t = 1; t < threads; ++t) {
+        for (int64_t q = 0; q < pattern.num_values; ++q) Uvals[q] += val_part[t][q];
+        bc += b_part[t];
+      }
+      for (int a = 0; a < num_blocks; ++a) {
+        const double* D = &Uvals[pattern.offset[pattern.row_ptr[a]]];
+        for (int q = 0; q < pattern.size[a]; ++q)
+          diagU[pattern.start[a] + q] = std::min(std::max(D[q * pattern.size[a] + q], 1e-6), 1e32);
+      }
       for (int j = 0; j < num_points; ++j)
         for (int q = 0; q < 3; ++q) diagV[3 * j + q] = std::min(std::max(V[9 * j + 4 * q], 1e-6), 1e32);
       relinearize = false;
@@ -399,12 +863,13 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     }
 
     // Reduced system with damping: S = U + mu D_U - sum_j W_j (V_j + mu D_Vj)^-1 W_j^T,
-    // b = bc - sum_j W_j (V_j + mu D_Vj)^-1 g_j, accumulated point by point.
+    // b = bc - sum_j W_j (V_j + mu D_Vj)^-1 g_j, accumulated point by point (only S's
+    // diagonal blocks for the iterative solver).
     ParallelRegion(threads, [&] {
       const int tid = threads > 1 ? omp_get_thread_num() : 0;
-      Eigen::MatrixXd& St = S_part[tid];
+      double* St = val_part[tid].data();
       Eigen::VectorXd& bt = b_part[tid];
-      St.setZero();
+      std::fill(val_part[tid].begin(), val_part[tid].end(), 0.0);
       bt.setZero();
       std::vector<double> T;  // W_a Vinv of each observation of the point, nl x 3
 #pragma omp for schedule(static)
@@ -413,59 +878,25 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
         Eigen::Matrix3d Vj = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(&V[9 * j]);
         for (int q = 0; q < 3; ++q) Vj(q, q) += mu * diagV[3 * j + q];
         Vinv[j] = Vj.inverse();
-        const Eigen::Matrix3d& Vi = Vinv[j];
-        const double* gj = &g[3 * j];
-        const int64_t first = point_ptr[j], count = point_ptr[j + 1] - first;
-        T.resize(static_cast<size_t>(count) * kMaxLocal * 3);
-        for (int64_t a = 0; a < count; ++a) {
-          const int64_t k = first + a;
-          const int nl = num_local[k];
-          const int* ca = &local_cols[k * kMaxLocal];
-          const double* Wa = &W[k * kMaxLocal * 3];
-          double* Ta = &T[a * kMaxLocal * 3];
-          for (int p = 0; p < nl; ++p) {
-            const double* w = Wa + 3 * p;
-            double* t = Ta + 3 * p;
-            for (int q = 0; q < 3; ++q) t[q] = w[0] * Vi(0, q) + w[1] * Vi(1, q) + w[2] * Vi(2, q);
-            bt[ca[p]] -= t[0] * gj[0] + t[1] * gj[1] + t[2] * gj[2];
-          }
-        }
-        for (int64_t a = 0; a < count; ++a) {
-          const int64_t ka = first + a;
-          const int na = num_local[ka];
-          const int* ca = &local_cols[ka * kMaxLocal];
-          const double* Ta = &T[a * kMaxLocal * 3];
-          for (int64_t bb = a; bb < count; ++bb) {
-            const int64_t kb = first + bb;
-            const int nb = num_local[kb];
-            const int* cb = &local_cols[kb * kMaxLocal];
-            const double* Wb = &W[kb * kMaxLocal * 3];
-            for (int p = 0; p < na; ++p) {
-              const double* t = Ta + 3 * p;
-              for (int q = 0; q < nb; ++q) {
-                const double* w = Wb + 3 * q;
-                const double v = t[0] * w[0] + t[1] * w[1] + t[2] * w[2];
-                St(ca[p], cb[q]) -= v;
-                if (bb != a) St(cb[q], ca[p]) -= v;
-              }
-            }
-          }
-        }
+        SchurAccumulatePoint(pattern, point_side, j, Vinv[j], &g[3 * j], !full_schur, &T, St,
+                             bt.data());
       }
     });
-    S = U;
+    Svals = Uvals;
     b = bc;
-    for (int t = 0; t < threads; ++t) { S += S_part[t]; b += b_part[t]; }
-    for (int q = 0; q < nc; ++q) S(q, q) += mu * diagU[q];
+    for (int t = 0; t < threads; ++t) {
+      for (int64_t q = 0; q < pattern.num_values; ++q) Svals[q] += val_part[t][q];
+      b += b_part[t];
+    }
+    for (int a = 0; a < num_blocks; ++a) {
+      double* D = &Svals[pattern.offset[pattern.row_ptr[a]]];
+      for (int q = 0; q < pattern.size[a]; ++q)
+        D[q * pattern.size[a] + q] += mu * diagU[pattern.start[a] + q];
+    }
     bool solved = true;
     if (nc > 0) {
-      Eigen::LLT<Eigen::MatrixXd> llt(S);
-      if (llt.info() != Eigen::Success) {
-        solved = false;
-      } else {
-        dc = llt.solve(b);
-        solved = dc.allFinite();
-      }
+      const ReducedSystem sys{&pattern, &Svals, &Uvals, &diagU, mu, &b, point_side, &Vinv, threads};
+      TIEPOINT_RETURN_IF_ERROR(solver->Solve(sys, &dc, &solved, &summary->linear_iterations));
     }
     if (solved) {
       for (int j = 0; j < num_points; ++j) {

@@ -18,8 +18,15 @@
 // variable images in other images count as constraints (COLMAP's local BA).
 //
 // Linear solver: each LM step eliminates the points (Schur complement) and solves the
-// reduced system over poses and intrinsics, S dx_c = b, by dense Cholesky (Eigen LLT; the
-// mapper's problems have at most a few hundred images), then back-substitutes the points.
+// reduced system over poses and intrinsics, S dx_c = b, then back-substitutes the points.
+// S is assembled once per step as a block-sparse matrix (a 6x6 block per pose, a block per
+// camera's free intrinsics; off-diagonal blocks only where two blocks share a point) and
+// solved by the option's linear_solver: kDenseSchur (dense Eigen LLT; the mapper's local
+// problems), kSparseSchur (CHOLMOD supernodal Cholesky of the same matrix: exact, scales to
+// thousands of images) or kIterativeSchur (matrix-free PCG: S x = U x - sum_j W_j V_j^-1
+// W_j^T x point by point, block-Jacobi preconditioner from S's diagonal blocks; only the
+// diagonal blocks of S are formed). Damping, predicted decrease and step control are the
+// same for all three.
 // D = mu diag(J^T J) (Marquardt), mu adapted by the gain ratio (Nielsen's rule).
 #pragma once
 
@@ -33,6 +40,12 @@
 #include "solver/loss.h"
 
 namespace tiepoint {
+
+enum class ReconstructionLinearSolver { kDenseSchur, kSparseSchur, kIterativeSchur };
+
+// "dense" | "sparse" | "iterative" (the CLI's --ba-solver names).
+Status ReconstructionLinearSolverFromName(const std::string& name, ReconstructionLinearSolver* out);
+const char* ReconstructionLinearSolverName(ReconstructionLinearSolver solver);
 
 struct ReconstructionBAOptions {
   int max_iterations = 50;
@@ -49,6 +62,11 @@ struct ReconstructionBAOptions {
   // OpenMP threads for linearization, the Schur complement and the cost (1: none). The
   // result depends on the thread count only through the order of floating-point sums.
   int num_threads = 1;
+  ReconstructionLinearSolver linear_solver = ReconstructionLinearSolver::kDenseSchur;
+  // kIterativeSchur: CG stops at |b - S x| <= pcg_relative_tolerance |b| or after
+  // pcg_max_iterations iterations (the step is then taken as it is; the gain ratio judges it).
+  double pcg_relative_tolerance = 1e-4;
+  int pcg_max_iterations = 500;
 
   Status Check() const;
 };
@@ -73,6 +91,7 @@ struct ReconstructionBASummary {
   int num_variable_points = 0;
   double initial_cost = 0, final_cost = 0;
   double seconds = 0;
+  int linear_iterations = 0;   // kIterativeSchur: CG iterations over all steps
   bool converged = false;
   std::string termination;
 };
