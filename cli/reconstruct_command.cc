@@ -53,6 +53,7 @@ struct ReconstructArgs {
   std::string tracks;
   std::string format = "both";
   int threads = 0;
+  std::string ba_solver = "dense";
   int max_features = 8192;
   bool no_upsample = false;
   int cuda_streams = 8;
@@ -73,6 +74,8 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.intrinsics_file = a.intrinsics;
   o.tracks_file = a.tracks;
   o.num_threads = a.threads;
+  if (!(s = ReconstructionLinearSolverFromName(a.ba_solver, &o.mapper.ba_linear_solver)).ok())
+    return ReportError(cmd, Status::InvalidOptions("--ba-solver: " + s.message()));
   o.sift.max_features = a.max_features;
   o.sift.upsample = !a.no_upsample;
   o.sift.cuda_streams = a.cuda_streams;
@@ -148,6 +151,9 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--format", a->format, "COLMAP model format: text | binary | both")->capture_default_str();
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--ba-solver", a->ba_solver,
+                 "Bundle adjustment linear solver: dense | sparse (CHOLMOD) | iterative (PCG)")
+      ->capture_default_str();
   app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
   app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");
   app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: images in flight")->capture_default_str();

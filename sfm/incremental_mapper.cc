@@ -362,6 +362,7 @@ class Mapper {
     ReconstructionBAOptions bo;
     bo.max_iterations = max_iterations;
     bo.num_threads = o_.num_threads > 0 ? o_.num_threads : omp_get_max_threads();
+    bo.linear_solver = o_.ba_linear_solver;
     bo.fix_intrinsics = !o_.refine_intrinsics || rec_.images.size() < 3;
     // Radial terms and the principal point are weakly constrained by a small model and,
     // refined early, walk into a wrong basin (the Middlebury rings: k1 near -0.6 where the

@@ -37,6 +37,7 @@
 #include "io/base/status.h"
 #include "io/reconstruction.h"
 #include "sfm/tracks.h"
+#include "solver/reconstruction_ba.h"
 
 namespace tiepoint {
 
@@ -75,6 +76,8 @@ struct MapperOptions {
   int ba_global_max_iterations = 50;
   uint64_t seed = 0;
   int num_threads = 0;
+  // Linear solver of every bundle adjustment (solver/reconstruction_ba.h).
+  ReconstructionLinearSolver ba_linear_solver = ReconstructionLinearSolver::kDenseSchur;
 
   Status Check() const;
 };
