@@ -420,6 +420,20 @@ void CheckSolversAgree(const Reconstruction& start, const ReconstructionBAOption
     EXPECT_NEAR(dense_t.summary.final_cost, dense.summary.final_cost, 1e-9 * dense.summary.final_cost);
     const SolveResult sparse = Solve(start, options, config, ReconstructionLinearSolver::kSparseSchur, threads);
     EXPECT_EQ(sparse.summary.linear_iterations, 0);
+    EXPECT_EQ(sparse.summary.iterations, dense.summary.iterations);
+    {
+      // The same steps: after 2 LM iterations (far from the minimum, where an inexact
+      // solve would show) the two agree to rounding.
+      ReconstructionBAOptions two = options;
+      two.max_iterations = 2;
+      const SolveResult d2 = Solve(start, two, config, ReconstructionLinearSolver::kDenseSchur, threads);
+      const SolveResult s2 = Solve(start, two, config, ReconstructionLinearSolver::kSparseSchur, threads);
+      EXPECT_NEAR(s2.summary.final_cost, d2.summary.final_cost, 1e-10 * d2.summary.final_cost);
+      const Diff d = Compare(s2.rec, d2.rec);
+      EXPECT_LT(d.focal, 1e-10);
+      EXPECT_LT(d.pose, 1e-10);
+      EXPECT_LT(d.point, 1e-10);
+    }
     EXPECT_NEAR(sparse.summary.final_cost, dense.summary.final_cost, 1e-9 * dense.summary.final_cost);
     const Diff ds = Compare(sparse.rec, dense.rec);
     EXPECT_LT(ds.focal, 1e-9);
