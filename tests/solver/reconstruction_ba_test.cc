@@ -536,8 +536,10 @@ TEST(ReconstructionBASolvers, FixedPosesAgree) {
 }
 
 // A corridor of images with local visibility (sparse S). Size from
-// TIEPOINT_BA_CORRIDOR_IMAGES (default 40) so that the same check can be run by hand at
-// several hundred images; the printed seconds are for reading, not checked.
+// TIEPOINT_BA_CORRIDOR_IMAGES (default 40) so that it can be run by hand at several
+// hundred images; the printed seconds are for reading, not checked. At 400 images no solver
+// converges in 100 LM steps (the gauge is held at one end of a long chain), so the
+// iterative-vs-dense cost check fails there by ~5e-4 relative: a timing run, not a check.
 TEST(ReconstructionBASolvers, CorridorAgrees) {
   int n = 40;
   if (const char* e = std::getenv("TIEPOINT_BA_CORRIDOR_IMAGES")) n = std::max(4, std::atoi(e));
