@@ -130,33 +130,24 @@ struct PointSide {
 };
 
 // vals(block A, B) -= M or M^T (see SchurAccumulate), M = T_x W_y^T over the local rows of
-// the two blocks; T and W are (local rows) x 3 row-major.
+// the two blocks; T and W are (local rows) x 3 row-major. Only blocks with A <= B are stored:
+// for bx > by, M goes transposed into block (by, bx).
 void SubtractProduct(const BlockPattern& pat, double* vals, int bx, int ox, const double* T,
                      int by, int oy, const double* Wb, bool add_transpose_too) {
   const int sx = pat.size[bx], sy = pat.size[by];
-  if (bx <= by) {
-    const int64_t o = pat.Find(bx, by);
-    if (o < 0) return;
-    double* blk = vals + o;
-    for (int r = 0; r < sx; ++r) {
-      const double* t = T + 3 * (ox + r);
-      for (int c = 0; c < sy; ++c) {
-        const double* w = Wb + 3 * (oy + c);
-        const double v = t[0] * w[0] + t[1] * w[1] + t[2] * w[2];
-        blk[r * sy + c] -= v;
-        if (add_transpose_too) blk[c * sy + r] -= v;  // bx == by
-      }
-    }
-  } else {
-    const int64_t o = pat.Find(by, bx);
-    if (o < 0) return;
-    double* blk = vals + o;
-    for (int r = 0; r < sx; ++r) {
-      const double* t = T + 3 * (ox + r);
-      for (int c = 0; c < sy; ++c) {
-        const double* w = Wb + 3 * (oy + c);
-        blk[c * sx + r] -= t[0] * w[0] + t[1] * w[1] + t[2] * w[2];
-      }
+  const bool upper = bx <= by;
+  const int64_t o = upper ? pat.Find(bx, by) : pat.Find(by, bx);
+  if (o < 0) return;
+  double* blk = vals + o;
+  // Element (r, c) of M: row r of block (bx, by), or column r of block (by, bx).
+  const int row_stride = upper ? sy : 1, col_stride = upper ? 1 : sx;
+  for (int r = 0; r < sx; ++r) {
+    const double* t = T + 3 * (ox + r);
+    for (int c = 0; c < sy; ++c) {
+      const double* w = Wb + 3 * (oy + c);
+      const double v = t[0] * w[0] + t[1] * w[1] + t[2] * w[2];
+      blk[r * row_stride + c * col_stride] -= v;
+      if (add_transpose_too) blk[c * sy + r] -= v;  // bx == by
     }
   }
 }
