@@ -451,6 +451,13 @@ class SiftCpu : public FeatureExtractor {
     return t;
   }
 
+  // Whether a plain run at contrast threshold t finds a refined sample: a candidate refined
+  // onto it passed t's prefilter (candidate: its largest |D| there) and its contrast passes t.
+  bool PassesThreshold(float candidate, double response, double t) const {
+    const int S = options_.octave_layers;
+    return candidate > static_cast<float>(0.5 * t / S) && response * S >= t;
+  }
+
   SiftOptions options_;
   // The threshold DetectInOctave and Refine use in the running Extract.
   double detect_threshold_ = 0;
@@ -928,8 +935,7 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
       // min_features, the image keeps contrast_threshold; from here it is a plain run
       // (earlier octaves keep the candidates a plain run detects).
       const double high = options_.contrast_threshold;
-      const float prefilter_high = static_cast<float>(0.5 * high / S);
-      auto passes = [&](const Detection& d) { return d.candidate > prefilter_high && d.response * S >= high; };
+      auto passes = [&](const Detection& d) { return PassesThreshold(d.candidate, d.response, high); };
       std::vector<std::tuple<int, int, int, int>> keys;
       for (const Detection& d : detections)
         if (passes(d)) keys.emplace_back(d.octave, d.layer, d.yi, d.xi);
@@ -1000,18 +1006,15 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
     std::vector<std::vector<double>> all_angles;
     orient(all, &all_angles);
     double t = options_.contrast_threshold;
-    for (;; t *= 0.5) {
-      const bool lowest = t * 0.5 < options_.min_contrast_threshold * (1 - 1e-9);
-      const float prefilter_t = static_cast<float>(0.5 * t / S);
+    for (; t > detect_threshold_; t *= 0.5) {
       size_t count = 0;
       for (size_t i = 0; i < all.size(); ++i)
-        if (best_candidate[i] > prefilter_t && all[i].response * S >= t) count += all_angles[i].size();
-      if (lowest || count >= static_cast<size_t>(options_.min_features)) break;
+        if (PassesThreshold(best_candidate[i], all[i].response, t)) count += all_angles[i].size();
+      if (count >= static_cast<size_t>(options_.min_features)) break;
     }
-    const float prefilter_t = static_cast<float>(0.5 * t / S);
     detections.clear();
     for (size_t i = 0; i < all.size(); ++i)
-      if (best_candidate[i] > prefilter_t && all[i].response * S >= t) {
+      if (PassesThreshold(best_candidate[i], all[i].response, t)) {
         detections.push_back(all[i]);
         angles.push_back(std::move(all_angles[i]));
       }
