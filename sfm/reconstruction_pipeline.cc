@@ -410,8 +410,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         key = {double(g.width), double(g.height), K.fx, K.fy, K.cx, K.cy};
       } else {
         c.model = o.camera_model;
-        const std::optional<ExifFocalPrior>& prior = exif[usable[k]];
-        const double f = prior ? prior->focal_px : 1.2 * std::max(g.width, g.height);
+        // The focal length is set per camera below (its images' EXIF priors, or the default).
+        const double f = 1.2 * std::max(g.width, g.height);
         const double cx = g.width / 2.0, cy = g.height / 2.0;
         switch (o.camera_model) {
           case CameraModelId::kSimplePinhole: c.params = {f, cx, cy}; break;
