@@ -169,15 +169,40 @@ case $case_name in
     sig=INT; want=130; [ "$case_name" = rec-sigterm ] && { sig=TERM; want=143; }
     set -m  # else a background job starts with SIGINT ignored (POSIX)
     scene new 4 60; old_model
+    # Runs 1 and 2 are stopped whatever the machine's speed: their last photo is a FIFO that
+    # delivers 100 kB (more than a pipe holds, so the marker file appears only once tiepoint
+    # is reading it) and then nothing, so the run is blocked in the image reading when the
+    # signal comes. Runs 3 and 4 get the signal near the end of a normal run (the writing).
+    mkdir -p fin
+    for f in new/*.png; do ln -sf "$dir/$f" "fin/$(basename "$f")"; done
+    last=$(ls new/*.png | tail -1); last=$(basename "$last")
     stopped=0
     for i in 1 2 3 4; do
       rm -rf OUT; cp -a OUT.saved OUT
-      "${rec[@]}" new/*.png -o OUT >"$dir/stdout" 2>"$dir/stderr" &
-      pid=$!
-      if [ "$i" -le 2 ]; then t=$(moment "$ms" 0.2 0.7); else t=$(moment "$ms" 0.85 1.0); fi
-      sleep "$t"
+      if [ "$i" -le 2 ]; then
+        rm -f fin/"$last" reading; mkfifo fin/"$last"
+        { head -c 100000 "new/$last"; touch reading; sleep 60; } >fin/"$last" 2>/dev/null &
+        feeder=$!
+        "${rec[@]}" fin/*.png -o OUT >"$dir/stdout" 2>"$dir/stderr" &
+        pid=$!
+        watchdog "$pid"
+        wait_for 30 '[ -e reading ]' || fail "tiepoint never read the FIFO photo"
+        t=blocked
+        sleep 0.1
+      else
+        "${rec[@]}" new/*.png -o OUT >"$dir/stdout" 2>"$dir/stderr" &
+        pid=$!
+        watchdog "$pid"
+        t=$(moment "$ms" 0.85 1.0)
+        sleep "$t"
+      fi
       kill -"$sig" "$pid" 2>/dev/null
       wait "$pid"; got=$?
+      end_watchdog
+      if [ "$i" -le 2 ]; then
+        pkill -P "$feeder" sleep 2>/dev/null; kill "$feeder" 2>/dev/null; wait "$feeder" 2>/dev/null
+        [ "$got" = "$want" ] || fail "run $i, blocked reading a photo: exit code $got after SIG$sig, expected $want"
+      fi
       if [ "$got" = 0 ]; then  # finished before the signal: the new model, whole
         [ "$(model_state OUT)" = 4 ] || fail "finished, but the model is not the new one"
       else
@@ -193,8 +218,8 @@ case $case_name in
       fi
       no_temporaries
     done
-    [ "$stopped" -gt 0 ] || fail "no run was stopped by the signal"
-    echo "SIG$sig: $stopped of 4 runs stopped, the rest had finished" ;;
+    [ "$stopped" -ge 2 ] || fail "only $stopped runs were stopped by the signal"
+    echo "SIG$sig: $stopped of 4 runs stopped (2 while reading a photo), the rest had finished" ;;
 
   rec-input-cut|rec-input-swapped)
     scene s 5 80
