@@ -152,7 +152,8 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--ba-solver", a->ba_solver,
-                 "Bundle adjustment linear solver: dense | sparse (CHOLMOD) | iterative (PCG)")
+                 "Bundle adjustment linear solver: dense | sparse (CHOLMOD) | iterative (PCG) | "
+                 "iterative-cuda (PCG on the GPU)")
       ->capture_default_str();
   app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
   app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");

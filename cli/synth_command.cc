@@ -60,6 +60,8 @@ Runner RegisterSynth(CLI::App& app) {
                  "Mean number of cameras observing a point")->capture_default_str();
   app.add_option("--noise", o.noise_px, "Pixel noise standard deviation")->capture_default_str();
   app.add_option("--seed", o.seed, "Random seed")->capture_default_str();
+  app.add_flag("--shared-intrinsics", o.shared_intrinsics,
+               "One physical camera: every camera gets the same focal length and distortion");
   app.add_option("--threads", o.num_threads, "Worker threads (0 = all)")->capture_default_str();
   app.add_option("-o,--output", a->output, "Output BAL file (.bz2 compresses)")->required();
   app.add_option("--truth", a->truth, "Also write the ground truth as a BAL file");

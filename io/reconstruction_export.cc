@@ -81,6 +81,63 @@ Status ReconstructionToBalScene(const Reconstruction& rec, Scene* scene) {
   return Status::Ok();
 }
 
+Status BalSceneToReconstruction(const Scene& scene, bool single_camera, Reconstruction* rec) {
+  *rec = Reconstruction();
+  const int nc = scene.num_cameras();
+  for (int i = 0; i < nc; ++i) {
+    const double* c = scene.camera(i);
+    if (single_camera && i > 0) {
+      for (int k = 6; k < 9; ++k)
+        if (c[k] != scene.camera(0)[k])
+          return Status::InvalidInput("BAL camera " + std::to_string(i) +
+                                      " has other intrinsics than camera 0: not one physical camera");
+    }
+    if (!single_camera || i == 0) {
+      Camera cam;
+      cam.camera_id = static_cast<uint32_t>(i + 1);
+      cam.model = CameraModelId::kRadial;
+      cam.width = cam.height = 0;
+      cam.params = {c[6], 0.0, 0.0, c[7], c[8]};
+      rec->cameras[cam.camera_id] = cam;
+    }
+    Image im;
+    im.image_id = static_cast<uint32_t>(i + 1);
+    im.camera_id = single_camera ? 1u : im.image_id;
+    im.name = "camera_" + std::to_string(i) + ".jpg";
+    Eigen::Vector3d w(c[0], c[1], c[2]);
+    Eigen::Matrix3d R = Eigen::Matrix3d::Identity();
+    if (w.norm() > 0) R = Eigen::AngleAxisd(w.norm(), w / w.norm()).toRotationMatrix();
+    R.row(1) *= -1;  // R = diag(1, -1, -1) R_bal
+    R.row(2) *= -1;
+    double Rr[9];
+    for (int r = 0; r < 3; ++r)
+      for (int k = 0; k < 3; ++k) Rr[3 * r + k] = R(r, k);
+    RotationToQuaternion(Rr, im.qvec);
+    im.tvec[0] = c[3];
+    im.tvec[1] = -c[4];
+    im.tvec[2] = -c[5];
+    rec->images[im.image_id] = std::move(im);
+  }
+  for (int j = 0; j < scene.num_points(); ++j) {
+    Point3D p;
+    std::copy_n(scene.point(j), 3, p.xyz);
+    rec->points3D[static_cast<uint64_t>(j) + 1] = std::move(p);
+  }
+  for (int64_t k = 0; k < scene.num_observations(); ++k) {
+    const int ci = scene.obs_camera[k], pj = scene.obs_point[k];
+    if (ci < 0 || ci >= nc || pj < 0 || pj >= scene.num_points())
+      return Status::InvalidInput("BAL observation " + std::to_string(k) + " names a missing camera or point");
+    Image& im = rec->images.at(static_cast<uint32_t>(ci + 1));
+    Point2D q;
+    q.x = scene.obs_xy[2 * k];
+    q.y = -scene.obs_xy[2 * k + 1];
+    q.point3D_id = static_cast<uint64_t>(pj) + 1;
+    rec->points3D.at(q.point3D_id).track.push_back({im.image_id, static_cast<uint32_t>(im.points2D.size())});
+    im.points2D.push_back(q);
+  }
+  return Status::Ok();
+}
+
 Status WriteReconstructionBal(const std::string& path, const Reconstruction& rec) {
   Scene scene;
   TIEPOINT_RETURN_IF_ERROR(ReconstructionToBalScene(rec, &scene));

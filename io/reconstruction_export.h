@@ -33,6 +33,11 @@ namespace tiepoint {
 // The BAL scene of a reconstruction (conversion above).
 Status ReconstructionToBalScene(const Reconstruction& rec, Scene* scene);
 Status WriteReconstructionBal(const std::string& path, const Reconstruction& rec);
+// The inverse (bench/reconstruction_ba_bench): BAL camera i becomes image i + 1 with a
+// RADIAL camera (f, 0, 0, k1, k2) of its own, or, with `single_camera`, every image camera 1
+// (camera 0's f, k1, k2; kInvalidInput naming the first camera that differs); points keep
+// their order (id j + 1), observations become points2D in file order.
+Status BalSceneToReconstruction(const Scene& scene, bool single_camera, Reconstruction* rec);
 Status WriteReconstructionPly(const std::string& path, const Reconstruction& rec);
 Status WriteReconstructionOverviewSvg(const std::string& path, const Reconstruction& rec);
 

@@ -24,6 +24,7 @@
 #include "io/track_file.h"
 #include "sfm/tracks.h"
 #include "solver/geometry/two_view_geometry.h"
+#include "solver/reconstruction_ba_cuda.h"
 
 namespace tiepoint {
 namespace {
@@ -336,6 +337,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   if (o.tracks_file.empty()) {
     TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(sift, o.device, &extractor));
     TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
+  }
+  if (o.mapper.ba_linear_solver == ReconstructionLinearSolver::kIterativeSchurCuda) {
+    std::unique_ptr<CudaReducedPcg> probe;
+    TIEPOINT_RETURN_IF_ERROR(CreateCudaReducedPcg(&probe));
   }
   std::map<std::string, CameraIntrinsics> known;
   if (!o.intrinsics_file.empty()) TIEPOINT_RETURN_IF_ERROR(ReadIntrinsicsTable(o.intrinsics_file, &known));

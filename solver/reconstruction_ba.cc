@@ -14,6 +14,7 @@
 #include <omp.h>
 
 #include "solver/parallel.h"
+#include "solver/reconstruction_ba_cuda.h"
 
 namespace tiepoint {
 namespace {
@@ -324,6 +325,74 @@ class SparseSchurSolver : public ReducedSolver {
   std::vector<int64_t> src_;  // value index in the block storage of each CSC entry
 };
 
+// Block-Jacobi preconditioner: inverses of S's damped diagonal blocks; false when one is
+// not positive definite.
+bool BlockJacobiInverses(const ReducedSystem& sys, std::vector<Eigen::MatrixXd>* inv) {
+  const BlockPattern& pat = *sys.pattern;
+  const int nb = static_cast<int>(pat.size.size());
+  inv->resize(nb);
+  for (int a = 0; a < nb; ++a) {
+    const int s = pat.size[a];
+    const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> D(
+        sys.S->data() + pat.offset[pat.row_ptr[a]], s, s);
+    Eigen::LLT<Eigen::MatrixXd> llt(D);
+    if (llt.info() != Eigen::Success) return false;
+    (*inv)[a] = llt.solve(Eigen::MatrixXd::Identity(s, s));
+  }
+  return true;
+}
+
+// IterativeSchurSolver's CG on the GPU (solver/reconstruction_ba_cuda.h): the same
+// preconditioner, product and recurrences; the step's arrays are uploaded each call.
+class CudaIterativeSchurSolver : public ReducedSolver {
+ public:
+  CudaIterativeSchurSolver(std::unique_ptr<CudaReducedPcg> pcg, double tolerance, int max_iterations)
+      : pcg_(std::move(pcg)), tolerance_(tolerance), max_iterations_(max_iterations) {}
+  bool NeedsOffDiagonalSchur() const override { return false; }
+
+  Status Solve(const ReducedSystem& sys, Eigen::VectorXd* dc, bool* solved,
+               int* iterations) override {
+    const BlockPattern& pat = *sys.pattern;
+    if (!BlockJacobiInverses(sys, &inv_)) { *solved = false; return Status::Ok(); }
+    flat_.clear();
+    for (const Eigen::MatrixXd& m : inv_)
+      for (int r = 0; r < m.rows(); ++r)
+        for (int c = 0; c < m.cols(); ++c) flat_.push_back(m(r, c));
+    const PointSide& ps = sys.points;
+    ReducedSystemView v;
+    v.n = static_cast<int>(sys.b->size());
+    v.num_blocks = static_cast<int>(pat.size.size());
+    v.block_start = pat.start.data();
+    v.block_size = pat.size.data();
+    v.row_ptr = pat.row_ptr.data();
+    v.cols = pat.cols.data();
+    v.offset = pat.offset.data();
+    v.num_values = pat.num_values;
+    v.U = sys.U->data();
+    v.diagU = sys.diagU->data();
+    v.mu = sys.mu;
+    v.precond = flat_.data();
+    v.num_points = ps.num_points;
+    v.point_ptr = ps.point_ptr;
+    v.point_free = ps.point_free;
+    v.max_local = kMaxLocal;
+    v.local_cols = ps.local_cols;
+    v.num_local = ps.num_local;
+    v.W = ps.W;
+    v.Vinv = sys.Vinv->empty() ? nullptr : (*sys.Vinv)[0].data();
+    v.b = sys.b->data();
+    dc->resize(v.n);
+    return pcg_->Solve(v, tolerance_, max_iterations_, dc->data(), solved, iterations);
+  }
+
+ private:
+  std::unique_ptr<CudaReducedPcg> pcg_;
+  double tolerance_;
+  int max_iterations_;
+  std::vector<Eigen::MatrixXd> inv_;
+  std::vector<double> flat_;
+};
+
 // Matrix-free preconditioned CG on S dc = b.
 class IterativeSchurSolver : public ReducedSolver {
  public:
@@ -336,16 +405,7 @@ class IterativeSchurSolver : public ReducedSolver {
     const BlockPattern& pat = *sys.pattern;
     const int n = static_cast<int>(sys.b->size());
     const int nb = static_cast<int>(pat.size.size());
-    // Block-Jacobi preconditioner: inverses of S's damped diagonal blocks.
-    precond_.resize(nb);
-    for (int a = 0; a < nb; ++a) {
-      const int s = pat.size[a];
-      const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> D(
-          sys.S->data() + pat.offset[pat.row_ptr[a]], s, s);
-      Eigen::LLT<Eigen::MatrixXd> llt(D);
-      if (llt.info() != Eigen::Success) { *solved = false; return Status::Ok(); }
-      precond_[a] = llt.solve(Eigen::MatrixXd::Identity(s, s));
-    }
+    if (!BlockJacobiInverses(sys, &precond_)) { *solved = false; return Status::Ok(); }
     auto precondition = [&](const Eigen::VectorXd& r, Eigen::VectorXd* z) {
       for (int a = 0; a < nb; ++a)
         z->segment(pat.start[a], pat.size[a]) = precond_[a] * r.segment(pat.start[a], pat.size[a]);
@@ -438,6 +498,7 @@ Status ReconstructionLinearSolverFromName(const std::string& name, Reconstructio
   if (name == "dense") *out = ReconstructionLinearSolver::kDenseSchur;
   else if (name == "sparse") *out = ReconstructionLinearSolver::kSparseSchur;
   else if (name == "iterative") *out = ReconstructionLinearSolver::kIterativeSchur;
+  else if (name == "iterative-cuda") *out = ReconstructionLinearSolver::kIterativeSchurCuda;
   else
     return Status::InvalidOptions("bundle adjustment: unknown linear solver '" + name +
                                   "' (dense, sparse or iterative)");
@@ -449,6 +510,7 @@ const char* ReconstructionLinearSolverName(ReconstructionLinearSolver solver) {
     case ReconstructionLinearSolver::kDenseSchur: return "dense";
     case ReconstructionLinearSolver::kSparseSchur: return "sparse";
     case ReconstructionLinearSolver::kIterativeSchur: return "iterative";
+    case ReconstructionLinearSolver::kIterativeSchurCuda: return "iterative-cuda";
   }
   return "?";
 }
@@ -709,6 +771,13 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       solver = std::make_unique<IterativeSchurSolver>(options.pcg_relative_tolerance,
                                                       options.pcg_max_iterations);
       break;
+    case ReconstructionLinearSolver::kIterativeSchurCuda: {
+      std::unique_ptr<CudaReducedPcg> pcg;
+      TIEPOINT_RETURN_IF_ERROR(CreateCudaReducedPcg(&pcg));
+      solver = std::make_unique<CudaIterativeSchurSolver>(std::move(pcg), options.pcg_relative_tolerance,
+                                                          options.pcg_max_iterations);
+      break;
+    }
   }
   const bool full_schur = solver->NeedsOffDiagonalSchur();
   {

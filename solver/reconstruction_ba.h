@@ -41,9 +41,11 @@
 
 namespace tiepoint {
 
-enum class ReconstructionLinearSolver { kDenseSchur, kSparseSchur, kIterativeSchur };
+// kIterativeSchurCuda: kIterativeSchur's CG iterations on the GPU
+// (solver/reconstruction_ba_cuda.h); the linearization stays on the CPU.
+enum class ReconstructionLinearSolver { kDenseSchur, kSparseSchur, kIterativeSchur, kIterativeSchurCuda };
 
-// "dense" | "sparse" | "iterative" (the CLI's --ba-solver names).
+// "dense" | "sparse" | "iterative" | "iterative-cuda" (the CLI's --ba-solver names).
 Status ReconstructionLinearSolverFromName(const std::string& name, ReconstructionLinearSolver* out);
 const char* ReconstructionLinearSolverName(ReconstructionLinearSolver solver);
 

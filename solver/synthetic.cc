@@ -343,6 +343,9 @@ Status Generate(const SyntheticOptions& options, Scene* initial, Scene* truth) {
     MakeCamera(seed, i, n, cam);
     AngleAxisToRotation(cam, rotations.data() + 9 * static_cast<size_t>(i));
   }
+  if (options.shared_intrinsics)  // one physical camera: camera 0's f, k1, k2 for all
+    for (int i = 1; i < n; ++i)
+      std::copy_n(cameras.data() + 6, 3, cameras.data() + static_cast<size_t>(kCameraParams) * i + 6);
   const Problem problem{n, cameras.data(), rotations.data()};
 
   // Pass 1: per point, its position and its cameras (fixed capacity kmax per point).
@@ -460,6 +463,11 @@ Status Generate(const SyntheticOptions& options, Scene* initial, Scene* truth) {
     RotationToAngleAxis(R, init);
     for (int k = 3; k < 6; ++k) init[k] = cam[k] + translation_noise * rng.Gaussian();
     init[6] = cam[6] * (1.0 + focal_noise * rng.Gaussian());
+    if (options.shared_intrinsics) {  // one focal error for the one camera (camera 0's draw)
+      Rng first(seed, kCameraInitStream, 0);
+      for (int k = 0; k < 6; ++k) first.Gaussian();
+      init[6] = cam[6] * (1.0 + focal_noise * first.Gaussian());
+    }
     init[7] = cam[7];
     init[8] = cam[8];
   }

@@ -35,6 +35,10 @@ struct SyntheticOptions {
   double focal_noise = 2e-3;
   // Worker threads; 0 means all hardware threads.
   int num_threads = 0;
+  // One physical camera: every camera gets camera 0's focal length and distortion, in the
+  // truth and in the initial values (a problem for shared-intrinsics bundle adjustment,
+  // bench/reconstruction_ba_bench --single-camera).
+  bool shared_intrinsics = false;
 
   Status Check() const;
 };

@@ -82,5 +82,10 @@ if ! "$tp" version | grep -q "^cuda device"; then
   "$tp" reconstruct "${imgs[@]}" -o "$d/rec6" --device cuda -q > /dev/null 2> "$d/err6"; rc=$?
   [ $rc = 3 ] || fail "--device cuda without GPU: exit $rc, expected 3"
   grep -q -- "--device cpu" "$d/err6" || fail "message lacks --device cpu: $(cat "$d/err6")"
+  # The same for the bundle adjustment's GPU solver, before any work: exit 3, no sparse/.
+  "$tp" reconstruct "${imgs[@]}" -o "$d/rec7" --ba-solver iterative-cuda -q > /dev/null 2> "$d/err7"; rc=$?
+  [ $rc = 3 ] || fail "--ba-solver iterative-cuda without GPU: exit $rc, expected 3"
+  grep -q -- "use --ba-solver iterative" "$d/err7" || fail "message lacks --ba-solver iterative: $(cat "$d/err7")"
+  [ -e "$d/rec7/sparse" ] && fail "sparse/ written without a GPU"
 fi
 echo ok

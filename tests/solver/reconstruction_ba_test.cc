@@ -4,6 +4,7 @@
 // derivatives, a different rotation parametrisation: angle-axis instead of tiepoint's
 // left-multiplicative update).
 #include "solver/reconstruction_ba.h"
+#include "solver/reconstruction_ba_cuda.h"
 
 #include <ceres/ceres.h>
 #include <ceres/rotation.h>
@@ -566,12 +567,98 @@ TEST(ReconstructionBASolvers, CorridorAgrees) {
   EXPECT_NEAR(r[2].summary.final_cost, r[0].summary.final_cost, 1e-6 * r[0].summary.final_cost);
 }
 
+// iterative-cuda against iterative (the CPU reference of the same CG): the same product
+// summed in another order, so the same steps to rounding. Skips without a GPU.
+bool CudaAvailable() {
+  std::unique_ptr<CudaReducedPcg> pcg;
+  return CreateCudaReducedPcg(&pcg).ok();
+}
+
+void CheckCudaMatchesCpu(const Reconstruction& start, const ReconstructionBAOptions& options,
+                         const ReconstructionBAConfig& config) {
+  ReconstructionBAOptions two = options;
+  two.max_iterations = 2;  // far from the minimum: an inexact or wrong product would show
+  const SolveResult c2 = Solve(start, two, config, ReconstructionLinearSolver::kIterativeSchur, 2);
+  const SolveResult g2 = Solve(start, two, config, ReconstructionLinearSolver::kIterativeSchurCuda, 2);
+  EXPECT_NEAR(g2.summary.final_cost, c2.summary.final_cost, 1e-9 * c2.summary.final_cost);
+  EXPECT_LT(g2.summary.final_cost, 0.5 * g2.summary.initial_cost);
+  const Diff d = Compare(g2.rec, c2.rec);
+  EXPECT_LT(d.focal, 1e-8);
+  EXPECT_LT(d.pose, 1e-8);
+  EXPECT_LT(d.point, 1e-8);
+  EXPECT_NEAR(g2.summary.linear_iterations, c2.summary.linear_iterations, 1);
+  const SolveResult c = Solve(start, options, config, ReconstructionLinearSolver::kIterativeSchur, 2);
+  const SolveResult g = Solve(start, options, config, ReconstructionLinearSolver::kIterativeSchurCuda, 2);
+  EXPECT_NEAR(g.summary.final_cost, c.summary.final_cost, 1e-9 * c.summary.final_cost);
+  const SolveResult dense = Solve(start, options, config, ReconstructionLinearSolver::kDenseSchur, 2);
+  EXPECT_NEAR(g.summary.final_cost, dense.summary.final_cost, 1e-6 * dense.summary.final_cost);
+  std::printf("cuda vs cpu PCG: %d vs %d LM iterations, %d vs %d CG iterations, cost %.12g vs %.12g\n",
+              g.summary.iterations, c.summary.iterations, g.summary.linear_iterations,
+              c.summary.linear_iterations, g.summary.final_cost, c.summary.final_cost);
+}
+
+TEST(ReconstructionBASolversCuda, MatchesCpuIterative) {
+  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
+  {
+    SCOPED_TRACE("one shared camera");
+    std::mt19937 rng(7);
+    Reconstruction rec = MakeScene(rng, 8, 150, 0.5);
+    Perturb(rng, &rec);
+    CheckCudaMatchesCpu(rec, TightOptions(), AllVariable(rec));
+  }
+  {
+    SCOPED_TRACE("mixed per-image and shared cameras, principal point free");
+    std::mt19937 rng(21);
+    Reconstruction rec = MakeMixedScene(rng, 10, 150);
+    Perturb(rng, &rec);
+    ReconstructionBAOptions options = TightOptions();
+    options.refine_principal_point = true;
+    CheckCudaMatchesCpu(rec, options, AllVariable(rec));
+  }
+  {
+    SCOPED_TRACE("local bundle with fixed parts");
+    std::mt19937 rng(11);
+    Reconstruction rec = MakeMixedScene(rng, 9, 120);
+    Perturb(rng, &rec);
+    ReconstructionBAConfig config;
+    config.variable_images = {2, 3, 4, 6, 9};
+    config.fixed_pose_images = {2};
+    config.fixed_points = {1, 2, 3, 50};
+    config.fixed_cameras = {106};
+    CheckCudaMatchesCpu(rec, TightOptions(), config);
+  }
+  {
+    SCOPED_TRACE("corridor of 120 images");
+    std::mt19937 rng(3);
+    Reconstruction rec = MakeCorridor(rng, 120, 20);
+    Perturb(rng, &rec, 0.2);
+    ReconstructionBAOptions options;
+    options.max_iterations = 100;
+    CheckCudaMatchesCpu(rec, options, AllVariable(rec));
+  }
+}
+
+TEST(ReconstructionBASolversCuda, WithoutGpuSaysWhatToUse) {
+  if (CudaAvailable()) GTEST_SKIP() << "a CUDA device is present";
+  std::mt19937 rng(7);
+  Reconstruction rec = MakeScene(rng, 4, 40, 0.5);
+  ReconstructionBAOptions options;
+  options.linear_solver = ReconstructionLinearSolver::kIterativeSchurCuda;
+  ReconstructionBASummary summary;
+  const Status s = BundleAdjustReconstruction(options, AllVariable(rec), &rec, &summary);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("--ba-solver iterative"), std::string::npos) << s.message();
+}
+
 TEST(ReconstructionBASolvers, NamesAndOptions) {
   ReconstructionLinearSolver s;
   ASSERT_TRUE(ReconstructionLinearSolverFromName("sparse", &s).ok());
   EXPECT_EQ(s, ReconstructionLinearSolver::kSparseSchur);
   ASSERT_TRUE(ReconstructionLinearSolverFromName("iterative", &s).ok());
   EXPECT_EQ(s, ReconstructionLinearSolver::kIterativeSchur);
+  ASSERT_TRUE(ReconstructionLinearSolverFromName("iterative-cuda", &s).ok());
+  EXPECT_EQ(s, ReconstructionLinearSolver::kIterativeSchurCuda);
+  EXPECT_STREQ(ReconstructionLinearSolverName(s), "iterative-cuda");
   ASSERT_TRUE(ReconstructionLinearSolverFromName("dense", &s).ok());
   EXPECT_EQ(s, ReconstructionLinearSolver::kDenseSchur);
   EXPECT_FALSE(ReconstructionLinearSolverFromName("cholesky", &s).ok());
