@@ -381,6 +381,10 @@ class CudaIterativeSchurSolver : public ReducedSolver {
     v.W = ps.W;
     v.Vinv = sys.Vinv->empty() ? nullptr : (*sys.Vinv)[0].data();
     v.b = sys.b->data();
+    // Pose blocks (6 wide) precede intrinsics blocks (at most 5 wide).
+    v.intr_begin = v.n;
+    for (int a = 0; a < v.num_blocks; ++a)
+      if (pat.size[a] != 6) { v.intr_begin = pat.start[a]; break; }
     dc->resize(v.n);
     return pcg_->Solve(v, tolerance_, max_iterations_, dc->data(), solved, iterations);
   }

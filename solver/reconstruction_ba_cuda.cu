@@ -76,35 +76,77 @@ __global__ void UProductKernel(int64_t num_stored, const int* __restrict__ block
   }
 }
 
-// y -= sum_j W_j Vinv_j W_j^T x, one thread per point.
+// y -= sum_j W_j Vinv_j W_j^T x, one thread per point. Pose columns get an atomic add per
+// observation. Intrinsics columns (from intr_begin on) are shared by every image of a
+// camera, with one camera by every observation: adding to them per observation would
+// serialise millions of atomics on a few addresses. So a thread sums its point's
+// intrinsics terms in registers while consecutive observations name the same intrinsics
+// block (flushing when the block changes), and at the end a warp whose threads all hold
+// the same block reduces the sums by shuffles and adds them once.
 __global__ void PointProductKernel(int num_points, const int64_t* __restrict__ point_ptr,
                                    const uint8_t* __restrict__ point_free, int max_local,
                                    const int* __restrict__ local_cols,
                                    const uint8_t* __restrict__ num_local,
                                    const double* __restrict__ W, const double* __restrict__ Vinv,
-                                   const double* __restrict__ x, double* __restrict__ y) {
+                                   int intr_begin, const double* __restrict__ x,
+                                   double* __restrict__ y) {
+  constexpr int kMaxIntr = 5;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= num_points || !point_free[j]) return;
-  double w0 = 0, w1 = 0, w2 = 0;
-  for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
-    const int* ck = local_cols + k * max_local;
-    const double* Wk = W + k * max_local * 3;
-    for (int p = 0; p < num_local[k]; ++p) {
-      const double xv = x[ck[p]];
-      w0 += Wk[3 * p] * xv;
-      w1 += Wk[3 * p + 1] * xv;
-      w2 += Wk[3 * p + 2] * xv;
+  const bool active = j < num_points && point_free[j];
+  int key = -1;  // first column of the intrinsics block summed in acc
+  double acc[kMaxIntr] = {0, 0, 0, 0, 0};
+  if (active) {
+    double w0 = 0, w1 = 0, w2 = 0;
+    for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
+      const int* ck = local_cols + k * max_local;
+      const double* Wk = W + k * max_local * 3;
+      for (int p = 0; p < num_local[k]; ++p) {
+        const double xv = x[ck[p]];
+        w0 += Wk[3 * p] * xv;
+        w1 += Wk[3 * p + 1] * xv;
+        w2 += Wk[3 * p + 2] * xv;
+      }
+    }
+    const double* M = Vinv + 9 * static_cast<int64_t>(j);  // column-major
+    const double v0 = M[0] * w0 + M[3] * w1 + M[6] * w2;
+    const double v1 = M[1] * w0 + M[4] * w1 + M[7] * w2;
+    const double v2 = M[2] * w0 + M[5] * w1 + M[8] * w2;
+    for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
+      const int* ck = local_cols + k * max_local;
+      const double* Wk = W + k * max_local * 3;
+      const int nl = num_local[k];
+      int p = 0;
+      for (; p < nl && ck[p] < intr_begin; ++p)
+        atomicAdd(&y[ck[p]], -(Wk[3 * p] * v0 + Wk[3 * p + 1] * v1 + Wk[3 * p + 2] * v2));
+      if (p == nl) continue;
+      if (ck[p] != key) {  // another intrinsics block: flush the sums of the previous one
+        if (key >= 0)
+          for (int q = 0; q < kMaxIntr; ++q)
+            if (acc[q] != 0) atomicAdd(&y[key + q], acc[q]);
+        for (int q = 0; q < kMaxIntr; ++q) acc[q] = 0;
+        key = ck[p];
+      }
+      for (int q = 0; p < nl; ++p, ++q)
+        acc[q] -= Wk[3 * p] * v0 + Wk[3 * p + 1] * v1 + Wk[3 * p + 2] * v2;
     }
   }
-  const double* M = Vinv + 9 * static_cast<int64_t>(j);  // column-major
-  const double v0 = M[0] * w0 + M[3] * w1 + M[6] * w2;
-  const double v1 = M[1] * w0 + M[4] * w1 + M[7] * w2;
-  const double v2 = M[2] * w0 + M[5] * w1 + M[8] * w2;
-  for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
-    const int* ck = local_cols + k * max_local;
-    const double* Wk = W + k * max_local * 3;
-    for (int p = 0; p < num_local[k]; ++p)
-      atomicAdd(&y[ck[p]], -(Wk[3 * p] * v0 + Wk[3 * p + 1] * v1 + Wk[3 * p + 2] * v2));
+  // Every thread of the warp is here (no early return above). Threads with nothing take
+  // the warp's largest key (their sums are zero).
+  int kmax = key;
+  for (int off = 16; off > 0; off >>= 1) kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, off));
+  if (kmax < 0) return;
+  const int shared_key = key < 0 ? kmax : key;
+  int same = 0;
+  __match_all_sync(0xffffffffu, shared_key, &same);
+  if (same) {
+    for (int q = 0; q < kMaxIntr; ++q) {
+      double v = acc[q];
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if ((threadIdx.x & 31) == 0 && v != 0) atomicAdd(&y[shared_key + q], v);
+    }
+  } else if (key >= 0) {
+    for (int q = 0; q < kMaxIntr; ++q)
+      if (acc[q] != 0) atomicAdd(&y[key + q], acc[q]);
   }
 }
 
@@ -222,7 +264,7 @@ class CudaReducedPcgImpl : public CudaReducedPcg {
       if (sys.num_points > 0)
         PointProductKernel<<<Blocks(sys.num_points), kThreads>>>(
             sys.num_points, point_ptr_.get(), point_free_.get(), sys.max_local, local_cols_.get(),
-            num_local_.get(), W_.get(), Vinv_.get(), in, out);
+            num_local_.get(), W_.get(), Vinv_.get(), sys.intr_begin, in, out);
     };
     const int dot_blocks = std::min(Blocks(n), 1024);
     // Dot products a.b (and c.d), returned to the host.

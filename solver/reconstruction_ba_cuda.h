@@ -43,6 +43,8 @@ struct ReducedSystemView {
   const double* W = nullptr;           // max_local x 3 per observation, row-major
   const double* Vinv = nullptr;        // per point, (V_j + mu D_Vj)^-1, 9 values column-major
   const double* b = nullptr;           // right-hand side (n)
+  int intr_begin = 0;  // first intrinsics column: pose blocks (columns below) come first; an
+                       // intrinsics block's columns are consecutive, at most 5
 };
 
 class CudaReducedPcg {
