@@ -3,11 +3,22 @@
 // they are listed on stderr at the end and make the exit code 2 (3 when one failed for
 // want of GPU memory or device).
 //
-// Images go in groups (2 x --cuda-streams with --device cuda, 4 on the CPU): a group is
-// decoded on parallel threads, then extracted with ExtractBatch (on the GPU, uploads of some
-// images overlap the kernels of others), then written in input order. The per-image time
-// printed is the decoding time plus the image's share of its group's extraction time.
+// Three stages run at once (issue 18: the command, not only the kernels, fast):
+//   - decoding: a pool of threads (all hardware threads with --device cuda, 4 on the CPU,
+//     whose extractor uses the cores itself) decodes images in input order, at most a
+//     window of images ahead of the extractor (memory stays bounded);
+//   - extraction (this thread): groups of 2 x --cuda-streams images (4 on the CPU) go to
+//     ExtractBatch as soon as they are decoded (on the GPU, uploads of some images overlap
+//     the kernels of others); the extractor (a CUDA context) is created while the first
+//     images decode;
+//   - writing: a thread writes each group's files, in input order, while the next group is
+//     extracted.
+// The per-image time printed is its decoding time plus its share of its group's
+// extraction time.
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -75,11 +86,6 @@ int RunExtract(const ExtractArgs& a) {
   options.edge_threshold = a.edge_threshold;
   options.num_threads = a.threads;
   options.cuda_streams = a.cuda_streams;
-  std::unique_ptr<FeatureExtractor> extractor;
-  if (!(s = FeatureExtractor::Create(options, device, &extractor)).ok()) {
-    return ReportError(cmd, s);
-  }
-
   std::error_code ec;
   fs::create_directories(a.output_dir, ec);
   if (ec || !fs::is_directory(a.output_dir)) {
@@ -107,44 +113,138 @@ int RunExtract(const ExtractArgs& a) {
     std::string path, name, out;
     GrayImage image;
     Status status;
-    double read_s = 0;
+    double read_s = 0, extract_s = 0;
+    Features features;
   };
-  for (int begin = 0; begin < num_images; begin += group_size) {
-    const int end = std::min(num_images, begin + group_size);
-    std::vector<Job> jobs;
-    for (int i = begin; i < end; ++i) {
-      Job job;
-      job.path = a.images[i];
-      job.name = fs::path(job.path).filename().string();
-      job.out = (fs::path(a.output_dir) / (job.name + ".tpfeat")).string();
-      const auto [it, fresh] = written_by.emplace(job.out, job.path);
-      if (!fresh) {
-        fail(job.path, "its output " + job.out + " would overwrite the features of " + it->second +
-                           " (same file name)", true);
-        continue;
-      }
-      jobs.push_back(std::move(job));
+  // Every image's job up front; an output name taken by an earlier image is a failure now.
+  std::vector<Job> jobs;
+  jobs.reserve(num_images);
+  for (int i = 0; i < num_images; ++i) {
+    Job job;
+    job.path = a.images[i];
+    job.name = fs::path(job.path).filename().string();
+    job.out = (fs::path(a.output_dir) / (job.name + ".tpfeat")).string();
+    const auto [it, fresh] = written_by.emplace(job.out, job.path);
+    if (!fresh) {
+      fail(job.path, "its output " + job.out + " would overwrite the features of " + it->second +
+                         " (same file name)", true);
+      continue;
     }
-    if (jobs.empty()) continue;
-    ProgressLine progress(show);
-    progress.Update("[" + std::to_string(begin + 1) + (jobs.size() > 1 ? "-" + std::to_string(end) : "") +
-                    "/" + std::to_string(num_images) + "] extracting " + jobs.front().path + " ...");
-    // Decode (in parallel for a group), then extract the group in one batch.
-    auto read = [](Job* job) {
-      const Timer timer;
-      job->status = ReadImageGray(job->path, &job->image);
-      job->read_s = timer.Seconds();
-    };
-    if (jobs.size() == 1) {
-      read(&jobs[0]);
-    } else {
-      std::vector<std::thread> readers;
-      for (Job& job : jobs) readers.emplace_back(read, &job);
-      for (std::thread& t : readers) t.join();
+    jobs.push_back(std::move(job));
+  }
+  const int num_jobs = static_cast<int>(jobs.size());
+
+  // Decoding pool: job i is decoded once i < taken + window (taken: jobs handed to the
+  // extractor so far).
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int pool = std::max(1, std::min(num_jobs, device == Device::kCuda
+                                                      ? (a.threads > 0 ? a.threads : hw)
+                                                      : kCpuGroupSize));
+  const int window = group_size;  // one group decoded ahead (a 1920x1080 image is 8 MB of floats)
+  std::mutex decode_mutex;
+  std::condition_variable decode_cv;
+  std::vector<char> decoded(num_jobs, 0);
+  int next_decode = 0, taken = 0;
+  bool stop_decoding = false;
+  std::vector<std::thread> decoders;
+  for (int t = 0; t < pool; ++t) {
+    decoders.emplace_back([&] {
+      for (;;) {
+        int i;
+        {
+          std::unique_lock<std::mutex> lock(decode_mutex);
+          decode_cv.wait(lock, [&] {
+            return stop_decoding || next_decode >= num_jobs || next_decode < taken + window;
+          });
+          if (stop_decoding || next_decode >= num_jobs) return;
+          i = next_decode++;
+        }
+        Job& job = jobs[i];
+        const Timer timer;
+        job.status = ReadImageGray(job.path, &job.image);
+        job.read_s = timer.Seconds();
+        {
+          std::lock_guard<std::mutex> lock(decode_mutex);
+          decoded[i] = 1;
+        }
+        decode_cv.notify_all();
+      }
+    });
+  }
+  auto stop_decoders = [&] {
+    {
+      std::lock_guard<std::mutex> lock(decode_mutex);
+      stop_decoding = true;
+    }
+    decode_cv.notify_all();
+    for (std::thread& t : decoders) t.join();
+    decoders.clear();
+  };
+
+  // The extractor (with --device cuda, the CUDA context and its warm-up) while the first
+  // images decode.
+  std::unique_ptr<FeatureExtractor> extractor;
+  if (!(s = FeatureExtractor::Create(options, device, &extractor)).ok()) {
+    stop_decoders();
+    return ReportError(cmd, s);
+  }
+
+  // Writer: groups of extracted jobs, written in input order.
+  std::mutex write_mutex;
+  std::condition_variable write_cv;
+  std::deque<std::pair<int, int>> to_write;  // [begin, end) of jobs
+  bool extraction_done = false;
+  std::thread writer([&] {
+    for (;;) {
+      std::pair<int, int> range;
+      {
+        std::unique_lock<std::mutex> lock(write_mutex);
+        write_cv.wait(lock, [&] { return extraction_done || !to_write.empty(); });
+        if (to_write.empty()) return;
+        range = to_write.front();
+        to_write.pop_front();
+      }
+      for (int j = range.first; j < range.second; ++j) {
+        Job& job = jobs[j];
+        Status st = job.status;
+        if (st.ok()) st = WriteFeatures(job.out, job.features);
+        if (st.ok() && a.txt) {
+          st = WriteFeaturesText((fs::path(a.output_dir) / (job.name + ".txt")).string(), job.features);
+          if (!st.ok()) RemoveFileQuietly(job.out);  // all outputs of an image or none
+        }
+        if (!st.ok()) {
+          // Out of GPU memory or a lost device is exit code 3, as for every command.
+          if (st.ExitCode() == 3) exit_code = 3;
+          fail(job.path, st.ToString(), false);
+          job.features = Features();
+          continue;
+        }
+        total_features += static_cast<long long>(job.features.size());
+        std::printf("%s: %d x %d, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
+                    job.path.c_str(), job.image.width, job.image.height, job.features.size(),
+                    job.read_s + job.extract_s, job.read_s, job.extract_s, job.out.c_str());
+        job.features = Features();
+      }
+      std::fflush(stdout);
+    }
+  });
+
+  ProgressLine progress(show);
+  for (int begin = 0; begin < num_jobs; begin += group_size) {
+    const int end = std::min(num_jobs, begin + group_size);
+    progress.Update("[" + std::to_string(begin + 1) + (end - begin > 1 ? "-" + std::to_string(end) : "") +
+                    "/" + std::to_string(num_jobs) + "] extracting " + jobs[begin].path + " ...");
+    {
+      std::unique_lock<std::mutex> lock(decode_mutex);
+      decode_cv.wait(lock, [&] {
+        for (int j = begin; j < end; ++j)
+          if (!decoded[j]) return false;
+        return true;
+      });
     }
     std::vector<const GrayImage*> batch;
-    std::vector<size_t> batch_job;
-    for (size_t j = 0; j < jobs.size(); ++j) {
+    std::vector<int> batch_job;
+    for (int j = begin; j < end; ++j) {
       if (!jobs[j].status.ok()) continue;
       batch.push_back(&jobs[j].image);
       batch_job.push_back(j);
@@ -155,34 +255,33 @@ int RunExtract(const ExtractArgs& a) {
     if (!batch.empty()) extractor->ExtractBatch(batch, &features, &statuses);
     // Per image: its share of the batch's extraction time.
     const double extract_s = batch.empty() ? 0.0 : extract_timer.Seconds() / batch.size();
-    std::vector<Features> features_of(jobs.size());
     for (size_t b = 0; b < batch.size(); ++b) {
-      jobs[batch_job[b]].status = statuses[b];
-      features_of[batch_job[b]] = std::move(features[b]);
+      Job& job = jobs[batch_job[b]];
+      job.status = statuses[b];
+      job.features = std::move(features[b]);
+      job.extract_s = extract_s;
+      // The pixels are not needed any more (the writer prints only the size).
+      std::vector<float>().swap(job.image.pixels);
     }
-    progress.Done();
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      Job& job = jobs[j];
-      Status st = job.status;
-      if (st.ok()) st = WriteFeatures(job.out, features_of[j]);
-      if (st.ok() && a.txt) {
-        st = WriteFeaturesText((fs::path(a.output_dir) / (job.name + ".txt")).string(),
-                               features_of[j]);
-        if (!st.ok()) RemoveFileQuietly(job.out);  // all outputs of an image or none
-      }
-      if (!st.ok()) {
-        // Out of GPU memory or a lost device is exit code 3, as for every command.
-        if (st.ExitCode() == 3) exit_code = 3;
-        fail(job.path, st.ToString(), false);
-        continue;
-      }
-      total_features += static_cast<long long>(features_of[j].size());
-      std::printf("%s: %d x %d, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
-                  job.path.c_str(), job.image.width, job.image.height, features_of[j].size(),
-                  job.read_s + extract_s, job.read_s, extract_s, job.out.c_str());
+    {
+      std::lock_guard<std::mutex> lock(decode_mutex);
+      taken = end;
     }
-    std::fflush(stdout);
+    decode_cv.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(write_mutex);
+      to_write.emplace_back(begin, end);
+    }
+    write_cv.notify_one();
   }
+  progress.Done();
+  stop_decoders();
+  {
+    std::lock_guard<std::mutex> lock(write_mutex);
+    extraction_done = true;
+  }
+  write_cv.notify_one();
+  writer.join();
   const int ok = num_images - static_cast<int>(failed.size());
   std::printf("tiepoint extract: %d of %d images, %lld features, %.2f s (detector sift, "
               "device %s)\n",
