@@ -4,7 +4,7 @@
 // iterative-cuda (the same PCG on the GPU), and dense where the reduced system is small.
 //
 //   reconstruction_ba_bench FILE.bal [--single-camera] [--solvers sparse,iterative,...]
-//                           [--threads N] [--max-iterations N] [--json OUT]
+//                           [--threads N] [--max-iterations N] [--pcg-tolerance T] [--json OUT]
 //
 // The BAL file becomes a reconstruction (io/reconstruction_export.h,
 // BalSceneToReconstruction): an image per BAL camera, RADIAL intrinsics per image (pose 6 +
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   std::string path, json_out, solvers_arg = "sparse,iterative,iterative-cuda";
   bool single_camera = false;
   int threads = omp_get_max_threads(), max_iterations = 50;
+  double pcg_tolerance = ReconstructionBAOptions().pcg_relative_tolerance;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -45,12 +46,13 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(next().c_str());
     else if (a == "--max-iterations") max_iterations = std::atoi(next().c_str());
     else if (a == "--json") json_out = next();
+    else if (a == "--pcg-tolerance") pcg_tolerance = std::atof(next().c_str());
     else if (!a.empty() && a[0] == '-') { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
     else path = a;
   }
   if (path.empty() || threads < 1 || max_iterations < 1) {
     std::fprintf(stderr, "usage: reconstruction_ba_bench FILE.bal [--single-camera] [--solvers LIST] "
-                         "[--threads N] [--max-iterations N] [--json OUT]\n");
+                         "[--threads N] [--max-iterations N] [--pcg-tolerance T] [--json OUT]\n");
     return 2;
   }
   Scene scene;
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
   out["observations"] = start.NumObservations();
   out["threads"] = threads;
   out["max_iterations"] = max_iterations;
+  out["pcg_relative_tolerance"] = pcg_tolerance;
   out["runs"] = nlohmann::json::array();
   double reference_cost = -1;
   std::stringstream list(solvers_arg);
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
     options.linear_solver = solver;
     options.num_threads = threads;
     options.max_iterations = max_iterations;
+    options.pcg_relative_tolerance = pcg_tolerance;
     Reconstruction rec = start;
     ReconstructionBASummary summary;
     s = BundleAdjustReconstruction(options, config, &rec, &summary);

@@ -570,8 +570,8 @@ TEST(ReconstructionBASolvers, CorridorAgrees) {
 // iterative-cuda against iterative (the CPU reference of the same CG) and dense. With CG
 // run to 1e-10 the two take the same LM steps to rounding: checked after 2 LM iterations,
 // far from the minimum, where a wrong product would show (`exact_steps`; not on the long
-// corridor, whose reduced system CG does not take to 1e-10 in reasonable time). At the
-// default CG tolerance (1e-4) rounding differences grow over many CG iterations, as between
+// corridor, whose reduced system CG does not take to 1e-10 in reasonable time). At a CG
+// tolerance of 1e-4 rounding differences grow over many CG iterations, as between
 // the CPU solver's thread counts: the final costs agree as iterative's agree with dense's.
 // Skips without a GPU.
 bool CudaAvailable() {
@@ -598,9 +598,11 @@ void CheckCudaMatchesCpu(const Reconstruction& start, const ReconstructionBAOpti
       EXPECT_LT(d.point, 1e-7);
     }
   }
-  const SolveResult c = Solve(start, options, config, ReconstructionLinearSolver::kIterativeSchur, 2);
-  const SolveResult g = Solve(start, options, config, ReconstructionLinearSolver::kIterativeSchurCuda, 2);
-  const SolveResult dense = Solve(start, options, config, ReconstructionLinearSolver::kDenseSchur, 2);
+  ReconstructionBAOptions tight_cg = options;  // the tolerance these bounds were set for
+  tight_cg.pcg_relative_tolerance = 1e-4;
+  const SolveResult c = Solve(start, tight_cg, config, ReconstructionLinearSolver::kIterativeSchur, 2);
+  const SolveResult g = Solve(start, tight_cg, config, ReconstructionLinearSolver::kIterativeSchurCuda, 2);
+  const SolveResult dense = Solve(start, tight_cg, config, ReconstructionLinearSolver::kDenseSchur, 2);
   EXPECT_NEAR(g.summary.final_cost, c.summary.final_cost, 1e-6 * c.summary.final_cost);
   EXPECT_NEAR(g.summary.final_cost, dense.summary.final_cost, 1e-6 * dense.summary.final_cost);
   EXPECT_GT(g.summary.linear_iterations, 0);
