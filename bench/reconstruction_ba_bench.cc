@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
     options.num_threads = threads;
     options.max_iterations = max_iterations;
     options.pcg_relative_tolerance = pcg_tolerance;
+    options.cuda_min_observations = 0;  // iterative-cuda always on the GPU here
     Reconstruction rec = start;
     ReconstructionBASummary summary;
     s = BundleAdjustReconstruction(options, config, &rec, &summary);

@@ -529,6 +529,8 @@ Status ReconstructionBAOptions::Check() const {
     return Status::InvalidOptions("bundle adjustment: pcg_relative_tolerance must be in (0, 1)");
   if (pcg_max_iterations < 1)
     return Status::InvalidOptions("bundle adjustment: pcg_max_iterations must be >= 1");
+  if (cuda_min_observations < 0)
+    return Status::InvalidOptions("bundle adjustment: cuda_min_observations must be >= 0");
   return Status::Ok();
 }
 
@@ -776,6 +778,11 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
                                                       options.pcg_max_iterations);
       break;
     case ReconstructionLinearSolver::kIterativeSchurCuda: {
+      if (static_cast<int64_t>(nobs) < options.cuda_min_observations) {
+        solver = std::make_unique<IterativeSchurSolver>(options.pcg_relative_tolerance,
+                                                        options.pcg_max_iterations);
+        break;
+      }
       std::unique_ptr<CudaReducedPcg> pcg;
       TIEPOINT_RETURN_IF_ERROR(CreateCudaReducedPcg(&pcg));
       solver = std::make_unique<CudaIterativeSchurSolver>(std::move(pcg), options.pcg_relative_tolerance,

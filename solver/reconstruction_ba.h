@@ -72,6 +72,11 @@ struct ReconstructionBAOptions {
   // cost within 1e-7 of CHOLMOD's (bench/reconstruction_ba_bench --pcg-tolerance).
   double pcg_relative_tolerance = 1e-1;
   int pcg_max_iterations = 500;
+  // kIterativeSchurCuda: problems with fewer observations than this run kIterativeSchur on
+  // the CPU instead (the same CG), where the GPU's per-step upload and launch latency cost
+  // more than the iterations save: on an H200 host the GPU lost at 32k observations and
+  // won from 200k (bench/results/reconstruction-ba-h200-20261125.json). 0: always the GPU.
+  int64_t cuda_min_observations = 100000;
 
   Status Check() const;
 };

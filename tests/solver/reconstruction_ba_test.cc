@@ -379,6 +379,7 @@ SolveResult Solve(const Reconstruction& start, ReconstructionBAOptions options,
                   int threads) {
   SolveResult out{start, {}};
   options.linear_solver = solver;
+  options.cuda_min_observations = 0;  // these scenes are small: the GPU all the same
   options.num_threads = threads;
   const Status s = BundleAdjustReconstruction(options, config, &out.rec, &out.summary);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -659,10 +660,33 @@ TEST(ReconstructionBASolversCuda, WithoutGpuSaysWhatToUse) {
   Reconstruction rec = MakeScene(rng, 4, 40, 0.5);
   ReconstructionBAOptions options;
   options.linear_solver = ReconstructionLinearSolver::kIterativeSchurCuda;
+  options.cuda_min_observations = 0;
   ReconstructionBASummary summary;
   const Status s = BundleAdjustReconstruction(options, AllVariable(rec), &rec, &summary);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("--ba-solver iterative"), std::string::npos) << s.message();
+}
+
+// Below cuda_min_observations iterative-cuda is iterative on the CPU: the same result bit
+// for bit, with or without a GPU.
+TEST(ReconstructionBASolversCuda, SmallBundlesRunOnTheCpu) {
+  std::mt19937 rng(7);
+  Reconstruction start = MakeScene(rng, 6, 100, 0.5);
+  Perturb(rng, &start);
+  Reconstruction a = start, b = start;
+  ReconstructionBAOptions options;
+  ASSERT_GT(options.cuda_min_observations, 1000);  // the scene has fewer observations
+  ReconstructionBASummary sa, sb;
+  options.linear_solver = ReconstructionLinearSolver::kIterativeSchurCuda;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, AllVariable(start), &a, &sa).ok());
+  options.linear_solver = ReconstructionLinearSolver::kIterativeSchur;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, AllVariable(start), &b, &sb).ok());
+  EXPECT_EQ(sa.final_cost, sb.final_cost);
+  EXPECT_EQ(sa.linear_iterations, sb.linear_iterations);
+  EXPECT_LT(sa.final_cost, sa.initial_cost);
+  ReconstructionBAOptions bad;
+  bad.cuda_min_observations = -1;
+  EXPECT_FALSE(bad.Check().ok());
 }
 
 TEST(ReconstructionBASolvers, NamesAndOptions) {
