@@ -53,7 +53,7 @@ struct ReconstructArgs {
   std::string tracks;
   std::string format = "both";
   int threads = 0;
-  std::string ba_solver = "dense";
+  std::string ba_solver = "auto";
   int max_features = 8192;
   bool no_upsample = false;
   int cuda_streams = 8;
@@ -74,8 +74,12 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.intrinsics_file = a.intrinsics;
   o.tracks_file = a.tracks;
   o.num_threads = a.threads;
-  if (!(s = ReconstructionLinearSolverFromName(a.ba_solver, &o.mapper.ba_linear_solver)).ok())
-    return ReportError(cmd, Status::InvalidOptions("--ba-solver: " + s.message()));
+  if (a.ba_solver == "auto") {  // dense, CHOLMOD from 150 variable images on
+    o.mapper.ba_linear_solver = ReconstructionLinearSolver::kDenseSchur;
+    o.mapper.ba_sparse_from_images = 150;
+  } else if (!(s = ReconstructionLinearSolverFromName(a.ba_solver, &o.mapper.ba_linear_solver)).ok()) {
+    return ReportError(cmd, Status::InvalidOptions("--ba-solver: " + s.message() + " (or auto)"));
+  }
   o.sift.max_features = a.max_features;
   o.sift.upsample = !a.no_upsample;
   o.sift.cuda_streams = a.cuda_streams;
@@ -152,8 +156,8 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--ba-solver", a->ba_solver,
-                 "Bundle adjustment linear solver: dense | sparse (CHOLMOD) | iterative (PCG) | "
-                 "iterative-cuda (PCG on the GPU)")
+                 "Bundle adjustment linear solver: auto (dense, CHOLMOD for bundles of 150+ images) | "
+                 "dense | sparse (CHOLMOD) | iterative (PCG) | iterative-cuda (PCG on the GPU)")
       ->capture_default_str();
   app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
   app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");

@@ -363,6 +363,10 @@ class Mapper {
     bo.max_iterations = max_iterations;
     bo.num_threads = o_.num_threads > 0 ? o_.num_threads : omp_get_max_threads();
     bo.linear_solver = o_.ba_linear_solver;
+    const bool to_sparse = bo.linear_solver == ReconstructionLinearSolver::kDenseSchur &&
+                           o_.ba_sparse_from_images > 0 &&
+                           variable.size() >= static_cast<size_t>(o_.ba_sparse_from_images);
+    if (to_sparse) bo.linear_solver = ReconstructionLinearSolver::kSparseSchur;
     bo.fix_intrinsics = !o_.refine_intrinsics || rec_.images.size() < 3;
     // Radial terms and the principal point are weakly constrained by a small model and,
     // refined early, walk into a wrong basin (the Middlebury rings: k1 near -0.6 where the
@@ -396,6 +400,7 @@ class Mapper {
     last_cost_ = s.final_cost;
     summary_->seconds_ba += Seconds(t0);
     (global ? summary_->global_ba_runs : summary_->local_ba_runs)++;
+    if (to_sparse) ++summary_->sparse_ba_runs;
     return Status::Ok();
   }
 

@@ -78,6 +78,12 @@ struct MapperOptions {
   int num_threads = 0;
   // Linear solver of every bundle adjustment (solver/reconstruction_ba.h).
   ReconstructionLinearSolver ba_linear_solver = ReconstructionLinearSolver::kDenseSchur;
+  // With ba_linear_solver kDenseSchur and this > 0: bundles with at least this many
+  // variable images use kSparseSchur (CHOLMOD) instead (`reconstruct --ba-solver auto`, the
+  // default: dense Cholesky's O(n^3) on the reduced system is the cheaper one for the small
+  // local bundles, CHOLMOD for the global bundles of large models; the two give the same
+  // steps to rounding).
+  int ba_sparse_from_images = 0;
 
   Status Check() const;
 };
@@ -110,6 +116,7 @@ struct MapperSummary {
   std::vector<MapperImageStatus> images;
   std::vector<std::pair<int, int>> initial_pairs;  // per model
   int local_ba_runs = 0, global_ba_runs = 0;
+  int sparse_ba_runs = 0;  // of those, run with kSparseSchur by ba_sparse_from_images
   double seconds_registration = 0, seconds_triangulation = 0, seconds_ba = 0;
   int64_t filtered_observations = 0;
   int merges = 0;  // models merged into larger ones through common tracks

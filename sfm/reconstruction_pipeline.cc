@@ -726,6 +726,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                              {"ba_seconds", ms.seconds_ba},
                              {"local_ba", ms.local_ba_runs},
                              {"global_ba", ms.global_ba_runs},
+                             {"sparse_ba", ms.sparse_ba_runs},
                              {"filtered_observations", ms.filtered_observations}};
   json unregistered = json::array();
   for (int k = 0; k < n; ++k)

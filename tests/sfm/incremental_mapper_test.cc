@@ -189,6 +189,37 @@ TEST(IncrementalMapper, RecoversARingWithKnownIntrinsics) {
   CheckAgainstTruth(models[0], s, 0.1, 0.002);
 }
 
+// ba_sparse_from_images (reconstruct --ba-solver auto): bundles of at least that many
+// variable images go to CHOLMOD, the others stay dense; the same steps to rounding, so the
+// same model.
+TEST(IncrementalMapper, SparseFromImagesGivesTheSameModel) {
+  Scene s = MakeScene(12, 800, 0.5, 1.1, 3);
+  std::vector<PairCorrespondences> corr;
+  std::vector<MapperPair> pairs = MakePairs(s, &corr, 4);
+  std::vector<int> nf;
+  for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
+  std::vector<Track> tracks;
+  TrackSummary ts;
+  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  MapperOptions o;
+  std::vector<Reconstruction> dense, mixed;
+  MapperSummary md, mm;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &dense, &md).ok());
+  EXPECT_EQ(md.sparse_ba_runs, 0);
+  o.ba_sparse_from_images = 8;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &mixed, &mm).ok());
+  EXPECT_GT(mm.sparse_ba_runs, 0);
+  EXPECT_LT(mm.sparse_ba_runs, mm.local_ba_runs + mm.global_ba_runs);  // small ones stayed dense
+  ASSERT_EQ(dense.size(), 1u);
+  ASSERT_EQ(mixed.size(), 1u);
+  EXPECT_EQ(mixed[0].images.size(), dense[0].images.size());
+  EXPECT_EQ(mixed[0].points3D.size(), dense[0].points3D.size());
+  EXPECT_NEAR(mixed[0].cameras.at(1).params[0], dense[0].cameras.at(1).params[0], 1e-6 * 800);
+  for (const auto& [id, im] : dense[0].images)
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(mixed[0].images.at(id).tvec[k], im.tvec[k], 1e-7);
+  CheckAgainstTruth(mixed[0], s, 0.2, 0.005);
+}
+
 TEST(IncrementalMapper, SelfCalibratesASharedFocalLength) {
   // The mapper starts 10% off in focal length and must find it.
   Scene s = MakeScene(12, 800, 0.5, 1.1, 3);
