@@ -128,18 +128,44 @@ struct PointSide {
   const int* local_cols;     // kMaxLocal per observation
   const uint8_t* num_local;
   const double* W;           // kMaxLocal x 3 per observation
+  // Optional (null: looked up with BlockPattern::Find): per free point, where its block
+  // pairs start in pair_offsets, which holds the value offset (or -1) of every (observation
+  // a <= b, block x of a, block y of b) in SchurAccumulatePoint's loop order. Built once per
+  // bundle adjustment; saves a binary search per block pair in every LM step.
+  const int64_t* pair_ptr = nullptr;
+  const int64_t* pair_offsets = nullptr;
 };
 
 // vals(block A, B) -= M or M^T (see SchurAccumulate), M = T_x W_y^T over the local rows of
 // the two blocks; T and W are (local rows) x 3 row-major. Only blocks with A <= B are stored:
 // for bx > by, M goes transposed into block (by, bx).
-void SubtractProduct(const BlockPattern& pat, double* vals, int bx, int ox, const double* T,
-                     int by, int oy, const double* Wb, bool add_transpose_too) {
+// The value offset of block (bx, by) as stored (A <= B), or -1.
+int64_t StoredOffset(const BlockPattern& pat, int bx, int by) {
+  return bx <= by ? pat.Find(bx, by) : pat.Find(by, bx);
+}
+
+// `o`: StoredOffset(pat, bx, by).
+void SubtractProduct(const BlockPattern& pat, double* vals, int64_t o, int bx, int ox,
+                     const double* T, int by, int oy, const double* Wb, bool add_transpose_too) {
   const int sx = pat.size[bx], sy = pat.size[by];
   const bool upper = bx <= by;
-  const int64_t o = upper ? pat.Find(bx, by) : pat.Find(by, bx);
   if (o < 0) return;
   double* blk = vals + o;
+  if (sx == 6 && sy == 6) {
+    // Two pose blocks, the bulk of the work with long tracks: fixed-size products that the
+    // compiler unrolls and vectorises. M(r, c) = t_r . w_c as below.
+    using M63 = Eigen::Matrix<double, 6, 3, Eigen::RowMajor>;
+    const Eigen::Map<const M63> Tm(T + 3 * ox), Wm(Wb + 3 * oy);
+    const Eigen::Matrix<double, 6, 6> M = Tm * Wm.transpose();
+    Eigen::Map<Eigen::Matrix<double, 6, 6, Eigen::RowMajor>> B(blk);
+    if (upper) {
+      B -= M;
+    } else {
+      B -= M.transpose();
+    }
+    if (add_transpose_too) B -= M.transpose();
+    return;
+  }
   // Element (r, c) of M: row r of block (bx, by), or column r of block (by, bx).
   const int row_stride = upper ? sy : 1, col_stride = upper ? 1 : sx;
   for (int r = 0; r < sx; ++r) {
@@ -174,6 +200,7 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
       bt[ca[p]] -= t[0] * gj[0] + t[1] * gj[1] + t[2] * gj[2];
     }
   }
+  const int64_t* table = ps.pair_offsets ? ps.pair_offsets + ps.pair_ptr[j] : nullptr;
   for (int64_t a = 0; a < count; ++a) {
     const ObsBlocks& oa = ps.obs_blocks[first + a];
     const double* Ta = &(*T)[a * kMaxLocal * 3];
@@ -183,15 +210,12 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
       for (int x = 0; x < oa.n; ++x)
         for (int y = 0; y < ob.n; ++y) {
           const int bx = oa.blk[x], by = ob.blk[y];
+          const int64_t o = table ? *table++ : -2;  // every (a, b, x, y) has an entry
           if (diag_only && bx != by) continue;
-          if (bb == a) {
-            // W_a Vinv W_a^T: each unordered block pair once, the diagonal block in full.
-            if (y < x) continue;
-            SubtractProduct(pat, vals, bx, oa.off[x], Ta, by, ob.off[y], Wb, false);
-          } else {
-            // (a, b) and its mirror (b, a).
-            SubtractProduct(pat, vals, bx, oa.off[x], Ta, by, ob.off[y], Wb, bx == by);
-          }
+          if (bb == a && y < x) continue;  // W_a Vinv W_a^T: each unordered pair once
+          const int64_t off = o == -2 ? StoredOffset(pat, bx, by) : o;
+          // (a, a): the diagonal block in full; (a, b): also its mirror (b, a).
+          SubtractProduct(pat, vals, off, bx, oa.off[x], Ta, by, ob.off[y], Wb, bb != a && bx == by);
         }
     }
   }
@@ -812,6 +836,35 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     }
     pattern.Build(&adj);
   }
+  // SchurAccumulatePoint's block offsets, once for all LM steps (exact solvers only; up to
+  // 2^25 entries, 256 MB, beyond which it looks them up each time).
+  std::vector<int64_t> pair_ptr, pair_offsets;
+  if (full_schur) {
+    constexpr int64_t kMaxPairOffsets = int64_t{1} << 25;
+    pair_ptr.assign(num_points + 1, 0);
+    int64_t total = 0;
+    for (int j = 0; j < num_points && total <= kMaxPairOffsets; ++j) {
+      pair_ptr[j] = total;
+      if (!point_free[j]) continue;
+      for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a)
+        for (int64_t bb = a; bb < point_ptr[j + 1]; ++bb) total += obs_blocks[a].n * obs_blocks[bb].n;
+    }
+    pair_ptr[num_points] = total;
+    if (total <= kMaxPairOffsets) {
+      pair_offsets.resize(total);
+      int64_t q = 0;
+      for (int j = 0; j < num_points; ++j) {
+        if (!point_free[j]) continue;
+        for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a)
+          for (int64_t bb = a; bb < point_ptr[j + 1]; ++bb)
+            for (int x = 0; x < obs_blocks[a].n; ++x)
+              for (int y = 0; y < obs_blocks[bb].n; ++y)
+                pair_offsets[q++] = StoredOffset(pattern, obs_blocks[a].blk[x], obs_blocks[bb].blk[y]);
+      }
+    } else {
+      pair_ptr.clear();
+    }
+  }
 
   // Per-observation linearization storage. Each observation keeps only its active
   // camera-side columns (the pose's 6 unless the pose is fixed, then the camera's free
@@ -829,7 +882,9 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   std::vector<std::vector<double>> val_part(threads, std::vector<double>(pattern.num_values));
   std::vector<Eigen::VectorXd> b_part(threads, Eigen::VectorXd(nc));
   const PointSide point_side{num_points, point_ptr.data(), point_free.data(), obs_blocks.data(),
-                             local_cols.data(), num_local.data(), W.data()};
+                             local_cols.data(), num_local.data(), W.data(),
+                             pair_offsets.empty() ? nullptr : pair_ptr.data(),
+                             pair_offsets.empty() ? nullptr : pair_offsets.data()};
 
   double mu = options.initial_mu, nu = 2.0;
   bool relinearize = true;
