@@ -165,20 +165,30 @@ void CheckAgainstTruth(const Reconstruction& rec, const Scene& s, double max_rot
   }
 }
 
-TEST(IncrementalMapper, RecoversARingWithKnownIntrinsics) {
-  Scene s = MakeScene(12, 800, 0.5, 1.0, 1);
+// The mapper's inputs for a scene: its pairs (MakePairs with `seed`) and tracks.
+struct MapperInputs {
+  std::vector<MapperPair> pairs;
+  std::vector<Track> tracks;
+  TrackSummary track_summary;
+};
+bool MakeInputs(const Scene& s, uint64_t seed, MapperInputs* in) {
   std::vector<PairCorrespondences> corr;
-  std::vector<MapperPair> pairs = MakePairs(s, &corr, 2);
+  in->pairs = MakePairs(s, &corr, seed);
   std::vector<int> nf;
   for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
-  std::vector<Track> tracks;
-  TrackSummary ts;
-  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  return BuildTracks(nf, corr, 2, &in->tracks, &in->track_summary).ok();
+}
+
+TEST(IncrementalMapper, RecoversARingWithKnownIntrinsics) {
+  Scene s = MakeScene(12, 800, 0.5, 1.0, 1);
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 2, &in));
+  const TrackSummary& ts = in.track_summary;
   MapperOptions o;
   o.refine_intrinsics = false;
   std::vector<Reconstruction> models;
   MapperSummary ms;
-  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &models, &ms).ok());
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
   ASSERT_EQ(models.size(), 1u);
   std::printf("tracks %lld conflicts %lld obs %lld; points %zu obs %lld filtered %lld\n", (long long)ts.num_tracks,
               (long long)ts.conflicting_matches, (long long)ts.num_observations, models[0].points3D.size(),
@@ -194,20 +204,15 @@ TEST(IncrementalMapper, RecoversARingWithKnownIntrinsics) {
 // same model.
 TEST(IncrementalMapper, SparseFromImagesGivesTheSameModel) {
   Scene s = MakeScene(12, 800, 0.5, 1.1, 3);
-  std::vector<PairCorrespondences> corr;
-  std::vector<MapperPair> pairs = MakePairs(s, &corr, 4);
-  std::vector<int> nf;
-  for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
-  std::vector<Track> tracks;
-  TrackSummary ts;
-  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 4, &in));
   MapperOptions o;
   std::vector<Reconstruction> dense, mixed;
   MapperSummary md, mm;
-  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &dense, &md).ok());
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &dense, &md).ok());
   EXPECT_EQ(md.sparse_ba_runs, 0);
   o.ba_sparse_from_images = 8;
-  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &mixed, &mm).ok());
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &mixed, &mm).ok());
   EXPECT_GT(mm.sparse_ba_runs, 0);
   EXPECT_LT(mm.sparse_ba_runs, mm.local_ba_runs + mm.global_ba_runs);  // small ones stayed dense
   ASSERT_EQ(dense.size(), 1u);
@@ -223,17 +228,12 @@ TEST(IncrementalMapper, SparseFromImagesGivesTheSameModel) {
 TEST(IncrementalMapper, SelfCalibratesASharedFocalLength) {
   // The mapper starts 10% off in focal length and must find it.
   Scene s = MakeScene(12, 800, 0.5, 1.1, 3);
-  std::vector<PairCorrespondences> corr;
-  std::vector<MapperPair> pairs = MakePairs(s, &corr, 4);
-  std::vector<int> nf;
-  for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
-  std::vector<Track> tracks;
-  TrackSummary ts;
-  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 4, &in));
   MapperOptions o;
   std::vector<Reconstruction> models;
   MapperSummary ms;
-  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &models, &ms).ok());
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
   ASSERT_EQ(models.size(), 1u);
   EXPECT_EQ(models[0].images.size(), 12u);
   EXPECT_NEAR(models[0].cameras.at(1).params[0], 800, 8);
@@ -256,18 +256,13 @@ TEST(IncrementalMapper, DisconnectedImagesMakeTwoModelsOrReasons) {
     s.truth.R.push_back(b.truth.R[i]);
     s.truth.C.push_back(b.truth.C[i]);
   }
-  std::vector<PairCorrespondences> corr;
-  std::vector<MapperPair> pairs = MakePairs(s, &corr, 7);
-  std::vector<int> nf;
-  for (const auto& im : s.images) nf.push_back(static_cast<int>(im.keypoints.size()));
-  std::vector<Track> tracks;
-  TrackSummary ts;
-  ASSERT_TRUE(BuildTracks(nf, corr, 2, &tracks, &ts).ok());
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 7, &in));
   MapperOptions o;
   o.refine_intrinsics = false;
   std::vector<Reconstruction> models;
   MapperSummary ms;
-  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, pairs, tracks, &models, &ms).ok());
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
   ASSERT_EQ(models.size(), 2u);
   EXPECT_EQ(models[0].images.size(), 8u);
   EXPECT_EQ(models[1].images.size(), 6u);
