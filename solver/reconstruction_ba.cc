@@ -794,7 +794,12 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     if (ib >= 0) { ob.blk[ob.n] = ib; ob.off[ob.n] = ob.n == 1 ? 6 : 0; ++ob.n; }
   }
   std::unique_ptr<ReducedSolver> solver;
-  switch (options.linear_solver) {
+  ReconstructionLinearSolver kind = options.linear_solver;
+  // iterative-cuda below cuda_min_observations: the same CG on the CPU.
+  if (kind == ReconstructionLinearSolver::kIterativeSchurCuda &&
+      static_cast<int64_t>(nobs) < options.cuda_min_observations)
+    kind = ReconstructionLinearSolver::kIterativeSchur;
+  switch (kind) {
     case ReconstructionLinearSolver::kDenseSchur: solver = std::make_unique<DenseSchurSolver>(); break;
     case ReconstructionLinearSolver::kSparseSchur: solver = std::make_unique<SparseSchurSolver>(); break;
     case ReconstructionLinearSolver::kIterativeSchur:
@@ -802,11 +807,6 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
                                                       options.pcg_max_iterations);
       break;
     case ReconstructionLinearSolver::kIterativeSchurCuda: {
-      if (static_cast<int64_t>(nobs) < options.cuda_min_observations) {
-        solver = std::make_unique<IterativeSchurSolver>(options.pcg_relative_tolerance,
-                                                        options.pcg_max_iterations);
-        break;
-      }
       std::unique_ptr<CudaReducedPcg> pcg;
       TIEPOINT_RETURN_IF_ERROR(CreateCudaReducedPcg(&pcg));
       solver = std::make_unique<CudaIterativeSchurSolver>(std::move(pcg), options.pcg_relative_tolerance,
