@@ -30,10 +30,12 @@ int main(int argc, char** argv) {
               " \"copy_gb_per_s\": %.1f, \"cg_iteration_ms\": %.4f, \"schur_ms\": %.4f,\n"
               " \"bytes_per_observation\": %.0f, \"bytes_per_iteration\": %.0f,\n"
               " \"achieved_gb_per_s\": %.1f, \"fraction_of_copy\": %.3f,\n"
-              " \"shared_camera_sums\": %s, \"streaming_product\": %s, \"blocks\": %d}\n",
+              " \"shared_camera_sums\": %s, \"streaming_product\": %s, \"blocks\": %d,\n"
+              " \"camera_groups\": %d, \"cameras_per_group\": %d}\n",
               scene.num_cameras(), scene.num_points(), static_cast<long long>(scene.num_observations()),
               repetitions, r.copy_gb_per_s, r.cg_iteration_ms, r.schur_ms, r.bytes_per_observation,
               r.bytes_per_iteration, r.achieved_gb_per_s, r.fraction_of_copy,
-              r.shared_camera_sums ? "true" : "false", r.streaming ? "true" : "false", r.blocks);
+              r.shared_camera_sums ? "true" : "false", r.streaming ? "true" : "false", r.blocks,
+              r.camera_groups, r.cameras_per_group);
   return 0;
 }

@@ -627,8 +627,10 @@ __global__ void SchurStreamKernel(ProblemView p, BlockSource src, const float* x
         y0 += Jc[a] * xa;
         y1 += Jc[9 + a] * xa;
       }
-      y[i] = y0;
-      y[n + i] = y1;
+      if (y) {  // null where the camera pass recomputes it (camera groups)
+        y[i] = y0;
+        y[n + i] = y1;
+      }
       w0 = Jp[0] * y0 + Jp[3] * y1;
       w1 = Jp[1] * y0 + Jp[4] * y1;
       w2 = Jp[2] * y0 + Jp[5] * y1;
@@ -670,8 +672,10 @@ __global__ void HessianStreamKernel(ProblemView p, BlockSource src,
         e0 += Jp[a] * xa;
         e1 += Jp[3 + a] * xa;
       }
-      e[i] = e0;
-      e[n + i] = e1;
+      if (e) {
+        e[i] = e0;
+        e[n + i] = e1;
+      }
       w0 = Jp[0] * e0 + Jp[3] * e1;
       w1 = Jp[1] * e0 + Jp[4] * e1;
       w2 = Jp[2] * e0 + Jp[5] * e1;
@@ -748,6 +752,113 @@ __global__ void SchurReduceKernel(int64_t nc9, int parts, const float* partial, 
   if (k >= nc9) return;
   float s = 0.0f;
   for (int t = 0; t < parts; ++t) s += partial[t * nc9 + k];
+  const float base = b ? b[k] : dc[k] * x[k];
+  out[k] = base + sign * s;
+}
+
+// ---- Camera groups: the camera pass when the camera sums do not fit in shared memory ----
+// The cameras are cut into groups of `size` consecutive indices whose sums do fit, and a
+// second copy of the blocks is kept in (group, point, camera) order. Each block of the
+// camera pass belongs to one group, streams that group's observations (coalesced) and
+// adds J'_c^T e_o into its group's shared-memory sums; one partial per block, summed per
+// camera by GroupReduceKernel. The pass recomputes e_o = J'_c x_c + sign J'_p z_p from x
+// (small, cached) instead of storing y: within a group the observations are sorted by
+// point, so the z reads are close to sequential.
+struct GroupLayout {
+  int size;                // cameras per group (the last may have fewer)
+  int groups;
+  const int* obs_begin;    // groups + 1: the group's observations in the grouped order
+  const int* block_begin;  // groups + 1: the group's blocks
+};
+
+__global__ void GroupPointKeysKernel(int64_t n, const int* point, const int* camera, int size,
+                                     int pt_bits, unsigned long long* keys, int* values) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  keys[i] = (static_cast<unsigned long long>(camera[i] / size) << pt_bits) | static_cast<unsigned>(point[i]);
+  values[i] = static_cast<int>(i);
+}
+
+// obs_begin[g] = first grouped position of group g (cameras sorted by group).
+__global__ void GroupStartsKernel(int64_t n, const int* camera, int size, int groups, int* obs_begin) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const int here = camera[k] / size;
+  const int prev = k > 0 ? camera[k - 1] / size : -1;
+  for (int g = prev + 1; g <= here; ++g) obs_begin[g] = static_cast<int>(k);
+  if (k == n - 1) {
+    for (int g = here + 1; g <= groups; ++g) obs_begin[g] = static_cast<int>(n);
+  }
+}
+
+// Grouped copy of the stored blocks (after every linearization): position k takes the
+// point-major observation perm[k].
+__global__ void GatherPlanesKernel(int64_t n, const int* perm, const float* jc, const float* jp,
+                                   float* gjc, float* gjp) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const int64_t i = perm[k];
+#pragma unroll
+  for (int a = 0; a < 18; ++a) gjc[a * n + k] = jc[a * n + i];
+#pragma unroll
+  for (int a = 0; a < 6; ++a) gjp[a * n + k] = jp[a * n + i];
+}
+
+// Per block of group g: sum over the group's observations of J'_c^T e_o, with
+// e_o = J'_c x_c (x non-null) + sign J'_p z_p (z non-null), into partial + 9 size blockIdx.x.
+template <bool kRecompute>
+__global__ void __launch_bounds__(kFusedThreads)
+CameraGroupKernel(ProblemView p, BlockSource src, GroupLayout L, const float* x,
+                  const float* z, float sign, float* partial) {
+  extern __shared__ float cam_acc[];
+  int g = 0;
+  while (L.block_begin[g + 1] <= static_cast<int>(blockIdx.x)) ++g;
+  const int c0 = g * L.size;
+  const int count = min(L.size, p.nc - c0);
+  for (int k = threadIdx.x; k < 9 * count; k += blockDim.x) cam_acc[k] = 0.0f;
+  __syncthreads();
+  const int64_t nb = L.block_begin[g + 1] - L.block_begin[g];
+  const int64_t lb = static_cast<int64_t>(blockIdx.x) - L.block_begin[g];
+  const int64_t o1 = L.obs_begin[g + 1];
+  for (int64_t i = L.obs_begin[g] + lb * blockDim.x + threadIdx.x; i < o1; i += nb * blockDim.x) {
+    const int c = p.obs_camera[i];
+    float Jc[18], Jp[6];
+    LoadBlocksT<kRecompute>(p, src, i, Jc, z ? Jp : nullptr);
+    float e0 = 0.0f, e1 = 0.0f;
+    if (x) {
+      const float* xc = x + 9 * c;
+#pragma unroll
+      for (int a = 0; a < 9; ++a) {
+        const float xa = __ldg(xc + a);
+        e0 += Jc[a] * xa;
+        e1 += Jc[9 + a] * xa;
+      }
+    }
+    if (z) {
+      const float* zp = z + 3 * static_cast<int64_t>(p.obs_point[i]);
+      const float z0 = zp[0], z1 = zp[1], z2 = zp[2];
+      e0 += sign * (Jp[0] * z0 + Jp[1] * z1 + Jp[2] * z2);
+      e1 += sign * (Jp[3] * z0 + Jp[4] * z1 + Jp[5] * z2);
+    }
+    float* out = cam_acc + 9 * (c - c0);
+#pragma unroll
+    for (int a = 0; a < 9; ++a) atomicAdd(out + a, Jc[a] * e0 + Jc[9 + a] * e1);
+  }
+  __syncthreads();
+  float* mine = partial + static_cast<int64_t>(blockIdx.x) * 9 * L.size;
+  for (int k = threadIdx.x; k < 9 * count; k += blockDim.x) mine[k] = cam_acc[k];
+}
+
+// out_k = base_k + sign * (camera k / 9's group partials), base = D'_c x_c or b_c.
+__global__ void GroupReduceKernel(int64_t nc9, GroupLayout L, const float* partial,
+                                  const float* dc, const float* x, const float* b, float sign,
+                                  float* out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= nc9) return;
+  const int g = static_cast<int>(k / 9) / L.size;
+  const int64_t local = k - 9LL * g * L.size;
+  float s = 0.0f;
+  for (int t = L.block_begin[g]; t < L.block_begin[g + 1]; ++t) s += partial[static_cast<int64_t>(t) * 9 * L.size + local];
   const float base = b ? b[k] : dc[k] * x[k];
   out[k] = base + sign * s;
 }
@@ -926,7 +1037,7 @@ __global__ void GatherObservationsKernel(int64_t n, const int* order, const int*
   const int i = order[k];
   camera_out[k] = camera_in[i];
   point_out[k] = point_in[i];
-  xy_out[k] = xy_in[i];
+  if (xy_out) xy_out[k] = xy_in[i];
 }
 
 // ptr[q] = first position whose sorted key is >= q, for q in [0, count]; keys sorted.
@@ -954,6 +1065,34 @@ __global__ void ChunkFlagsKernel(int np, const int* point_ptr, unsigned char* fl
   flags[p] = key != prev;
 }
 
+// Cameras per group of the camera pass (GroupLayout), 0 for none: none where the sums of
+// all cameras fit in shared memory beside the fused kernel's point sums, else balanced
+// groups whose sums take at most a quarter of a multiprocessor's shared memory (the pass
+// runs two blocks per multiprocessor, limited by registers; measured on an H200 at 13,682
+// cameras and 29M observations: groups of 1,000 and 1,520 cameras 2.39 and 2.38 ms per
+// product, of 1,955, 2,737 and 3,421 cameras 3.12, 2.99 and 2.80 ms: the rest of the
+// shared memory serves as L1 cache for the x and z reads).
+// TIEPOINT_CUDA_CAMERA_GROUP_SIZE (tests, benchmarks): 0 never, N > 0 groups of N cameras.
+int WantedGroupSize(int nc) {
+  if (nc == 0) return 0;
+  int device = 0, max_smem = 0, sm_smem = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  const int cap = std::max(1, (max_smem - 1024) / 36);
+  if (const char* env = std::getenv("TIEPOINT_CUDA_CAMERA_GROUP_SIZE")) {
+    const int v = std::atoi(env);
+    return v <= 0 ? 0 : std::min({v, nc, cap});
+  }
+  if (3LL * kChunkPoints * 4 + 36LL * nc <= max_smem - 8192) return 0;
+  const int per_group = std::max(1, std::min(cap, (sm_smem / 4 - 1024) / 36));
+  const int groups = (nc + per_group - 1) / per_group;
+  return (nc + groups - 1) / groups;
+}
+
 class CudaPcg;
 class CudaState;
 
@@ -963,6 +1102,7 @@ class CudaLinearization : public Linearization {
       : p_(problem), loss_{static_cast<int>(loss.type), loss.scale}, recompute_(recompute) {}
 
   Status Initialize();
+  bool allow_groups_ = true;  // false (tests): the fused kernel's global camera sums
   double Cost(const double* cameras, const double* points) override;
   double Linearize(const double* cameras, const double* points) override;
   void Gradient(double* g_cameras, double* g_points) override {
@@ -991,6 +1131,17 @@ class CudaLinearization : public Linearization {
   friend class CudaState;
   Status UploadParameters(const double* cameras, const double* points);
   Status BuildStructure();
+  Status BuildCameraGroups();
+  // The observations in camera-group order (GroupLayout), for the camera pass.
+  ProblemView GroupView() const {
+    return {p_.num_observations, p_.num_cameras, p_.num_points, g_obs_camera_.get(),
+            g_obs_point_.get(), g_obs_xy_.get(), nullptr, nullptr, nullptr,
+            p_.has_fixed_parameters ? fixed_.get() : nullptr, nullptr, 0};
+  }
+  BlockSource GroupSrc() const {
+    return {recompute_ ? nullptr : gjc_.get(), recompute_ ? nullptr : gjp_.get(), lin_point_,
+            scale_.get(), loss_};
+  }
   BlockSource Src() const {
     return {recompute_ ? nullptr : jc_.get(), recompute_ ? nullptr : jp_.get(), lin_point_,
             scale_.get(), loss_};
@@ -1026,6 +1177,14 @@ class CudaLinearization : public Linearization {
   const double* pt_scale() const { return scale_.get() + 9LL * p_.num_cameras; }
   DeviceArray<unsigned char> fixed_;
   DeviceArray<float> jc_, jp_, r_;  // structure-of-arrays planes (see ProblemView)
+  // Camera groups (0: none): the grouped order (position -> point-major observation), its
+  // indices (and coordinates, when recomputing), and the grouped copy of stored blocks,
+  // gathered after every linearization.
+  int group_size_ = 0, groups_ = 0;
+  std::vector<int> group_obs_begin_h_;
+  DeviceArray<int> gperm_, g_obs_camera_, g_obs_point_, g_obs_begin_;
+  DeviceArray<double> g_obs_xy_;
+  DeviceArray<float> gjc_, gjp_;
   DeviceArray<unsigned char> cub_temp_;
   DeviceArray<double> sum_;
   std::vector<double> g_, diag_, cam_scale_h_, pt_scale_h_;
@@ -1046,6 +1205,12 @@ Status CudaLinearization::Initialize() {
                                 np * (4 + 24 + 24 + 24 + 36 + 12 + 40 + 36) +
                                 nc * (4 + 72 + 72 + 72 + 324 + 648 + 36 + 200) + 512LL * 36 * nc;
   const size_t need = need_recompute + blocks;
+  // Camera groups (many cameras): the grouped indices and permutation (12 per observation)
+  // and either the grouped blocks (96) or the grouped coordinates (16). Without room for
+  // them the camera sums go to global memory (the fused kernel), as before groups.
+  int want_groups = allow_groups_ ? WantedGroupSize(nc) : 0;
+  const size_t group_stored = want_groups ? n * (12 + 96) : 0;
+  const size_t group_recompute = want_groups ? n * (12 + 16) : 0;
   size_t free_bytes = 0, total_bytes = 0;
   TimingMark("start");
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -1075,6 +1240,8 @@ Status CudaLinearization::Initialize() {
                  need >> 20, free_bytes >> 20, need_recompute >> 20);
   }
   const size_t needed = recompute_ ? need_recompute : need;
+  if (want_groups && needed + (recompute_ ? group_recompute : group_stored) > free_bytes) want_groups = 0;
+  group_size_ = want_groups;
   if (needed > free_bytes) {
     return Status::OutOfMemory("the CUDA pcg solver needs about " + std::to_string(needed >> 20) +
                                " MiB of device memory even with the Jacobian blocks recomputed in "
@@ -1083,6 +1250,10 @@ Status CudaLinearization::Initialize() {
   }
   TIEPOINT_RETURN_IF_ERROR(BuildStructure());
   TimingMark("structure (upload + sort)");
+  if (group_size_ > 0) {
+    TIEPOINT_RETURN_IF_ERROR(BuildCameraGroups());
+    TimingMark("camera groups");
+  }
   TIEPOINT_RETURN_IF_ERROR(u0_.Allocate(81LL * nc));
   if (p_.has_fixed_parameters) {
     TIEPOINT_RETURN_IF_ERROR(fixed_.Allocate(9LL * nc));
@@ -1100,6 +1271,10 @@ Status CudaLinearization::Initialize() {
   if (!recompute_) {
     TIEPOINT_RETURN_IF_ERROR(jc_.Allocate(18 * n));
     TIEPOINT_RETURN_IF_ERROR(jp_.Allocate(6 * n));
+    if (group_size_ > 0) {
+      TIEPOINT_RETURN_IF_ERROR(gjc_.Allocate(18 * n));
+      TIEPOINT_RETURN_IF_ERROR(gjp_.Allocate(6 * n));
+    }
   }
   TIEPOINT_RETURN_IF_ERROR(r_.Allocate(2 * n));
   TIEPOINT_RETURN_IF_ERROR(sum_.Allocate(1));
@@ -1190,6 +1365,46 @@ Status CudaLinearization::BuildStructure() {
   return Status::Ok();
 }
 
+// The (camera group, point) order: a stable radix sort of the point-major observations
+// (so cameras stay sorted within a point), the gathered indices and the groups' bounds.
+Status CudaLinearization::BuildCameraGroups() {
+  const int64_t n = p_.num_observations;
+  const int nc = p_.num_cameras, np = p_.num_points;
+  groups_ = (nc + group_size_ - 1) / group_size_;
+  TIEPOINT_RETURN_IF_ERROR(gperm_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(g_obs_camera_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(g_obs_point_.Allocate(n));
+  TIEPOINT_RETURN_IF_ERROR(g_obs_begin_.Allocate(groups_ + 1));
+  if (recompute_) TIEPOINT_RETURN_IF_ERROR(g_obs_xy_.Allocate(2 * n));
+  group_obs_begin_h_.assign(groups_ + 1, 0);
+  if (n == 0) return g_obs_begin_.Upload(group_obs_begin_h_.data(), groups_ + 1);
+  {
+    DeviceArray<unsigned long long> keys_in, keys;
+    DeviceArray<int> order_in;
+    DeviceArray<unsigned char> temp;
+    TIEPOINT_RETURN_IF_ERROR(keys_in.Allocate(n));
+    TIEPOINT_RETURN_IF_ERROR(keys.Allocate(n));
+    TIEPOINT_RETURN_IF_ERROR(order_in.Allocate(n));
+    const int pt_bits = Bits(np), bits = pt_bits + Bits(groups_);
+    GroupPointKeysKernel<<<Blocks(n), kThreads>>>(n, obs_point_.get(), obs_camera_.get(), group_size_,
+                                                  pt_bits, keys_in.get(), order_in.get());
+    size_t temp_bytes = 0;
+    cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.get(), keys.get(), order_in.get(),
+                                    gperm_.get(), n, 0, bits);
+    TIEPOINT_RETURN_IF_ERROR(temp.Allocate(temp_bytes));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+        temp.get(), temp_bytes, keys_in.get(), keys.get(), order_in.get(), gperm_.get(), n, 0, bits));
+  }
+  GatherObservationsKernel<<<Blocks(n), kThreads>>>(
+      n, gperm_.get(), obs_camera_.get(), obs_point_.get(),
+      reinterpret_cast<const double2*>(obs_xy_.get()), g_obs_camera_.get(), g_obs_point_.get(),
+      recompute_ ? reinterpret_cast<double2*>(g_obs_xy_.get()) : nullptr);
+  GroupStartsKernel<<<Blocks(n), kThreads>>>(n, g_obs_camera_.get(), group_size_, groups_,
+                                             g_obs_begin_.get());
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return g_obs_begin_.Download(group_obs_begin_h_.data(), groups_ + 1);
+}
+
 double CudaLinearization::Sum(const double* d_values, int64_t n) {
   size_t temp_bytes = cub_temp_.size();
   cub::DeviceReduce::Sum(cub_temp_.get(), temp_bytes, d_values, sum_.get(), n);
@@ -1272,6 +1487,10 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
     host_scales_valid_ = false;
     TimingMark("first gradient, scaling, Gram");
   }
+  if (group_size_ > 0 && !recompute_ && v.n > 0) {
+    GatherPlanesKernel<<<Blocks(v.n), kThreads>>>(v.n, gperm_.get(), jc_.get(), jp_.get(),
+                                                  gjc_.get(), gjp_.get());
+  }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     Set(error_, Status::Unavailable(std::string("CUDA kernel failed: ") + cudaGetErrorString(err)));
@@ -1350,7 +1569,33 @@ class CudaPcg : public LinearSolver {
     grid3_ = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(std::max(1, per_sm3) * sms, (n + kFusedThreads - 1) / kFusedThreads)));
     grid1_ = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(std::max(1, per_sm1) * sms * 4, Blocks(n))));
     parts3_ = shared_cameras_ ? grid3_ : 1;
-    TIEPOINT_RETURN_IF_ERROR(partial_.Allocate(std::max<int64_t>(1, std::max(parts_, parts3_) * nc9)));
+    int64_t partial_floats = std::max(parts_, parts3_) * nc9;
+    if (lin_.group_size_ > 0) {
+      // Camera groups: blocks for each group in proportion to its observations (at least
+      // one), as many in all as fit on the device at once.
+      const int size = lin_.group_size_, groups = lin_.groups_;
+      group_bytes_ = 36 * static_cast<size_t>(size);
+      const int gb = static_cast<int>(group_bytes_);
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(CameraGroupKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, gb));
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(CameraGroupKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, gb));
+      int per_smg = 1;
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_smg, CameraGroupKernel<false>, kFusedThreads, group_bytes_));
+      const int total = std::max(groups, std::max(1, per_smg) * sms);
+      const std::vector<int>& ob = lin_.group_obs_begin_h_;
+      std::vector<int> bb(groups + 1, 0);
+      for (int g = 0; g < groups; ++g) {
+        const int64_t count = ob[g + 1] - ob[g];
+        const int64_t useful = std::max<int64_t>(1, (count + kFusedThreads - 1) / kFusedThreads);
+        const int64_t share = std::llround(static_cast<double>(total) * count / std::max<int64_t>(1, n));
+        bb[g + 1] = bb[g] + static_cast<int>(std::max<int64_t>(1, std::min(share, useful)));
+      }
+      group_grid_ = bb[groups];
+      TIEPOINT_RETURN_IF_ERROR(group_block_begin_.Allocate(groups + 1));
+      TIEPOINT_RETURN_IF_ERROR(group_block_begin_.Upload(bb.data(), groups + 1));
+      layout_ = {size, groups, lin_.g_obs_begin_.get(), group_block_begin_.get()};
+      partial_floats = std::max<int64_t>(partial_floats, static_cast<int64_t>(group_grid_) * 9 * size);
+    }
+    TIEPOINT_RETURN_IF_ERROR(partial_.Allocate(std::max<int64_t>(1, partial_floats)));
     TIEPOINT_RETURN_IF_ERROR(y_.Allocate(2 * n));
     TIEPOINT_RETURN_IF_ERROR(acc_.Allocate(3LL * lin_.p_.num_points));
     TIEPOINT_RETURN_IF_ERROR(zp_.Allocate(3LL * lin_.p_.num_points));
@@ -1405,6 +1650,13 @@ class CudaPcg : public LinearSolver {
     if (nc9 == 0) return;
     const BlockSource src = lin_.Src();
     const bool rc = lin_.recompute_;
+    if (Grouped() && kRhs) {
+      // b_c - W V^-1 b_p: z = V^-1 b_p, then the camera pass with e = J'_p z.
+      if (v.np > 0) PointPreconditionKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), bp, zp_.get());
+      GroupPass(nullptr, zp_.get(), 1.0f);
+      GroupReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, layout_, partial_.get(), dc_.get(), x, b, -1.0f, y);
+      return;
+    }
     if (shared_cameras_) {
       if (rc) {
         SchurFusedKernel<kRhs, true, true><<<grid_, kFusedThreads, smem_bytes_>>>(v, src, vinv_.get(), x, bp, partial_.get());
@@ -1426,9 +1678,22 @@ class CudaPcg : public LinearSolver {
   // memory (measured on an H100 at 10M observations: 1.02 ms against 1.28 ms for the fused
   // kernel), else by the fused kernel (its global-memory path adds 9 atomics per
   // observation only once, where the streaming camera pass would too: 4.2 ms against 5.4
-  // ms at 29M observations and 13,682 cameras). The reduced right-hand side, once per step,
-  // always takes the fused kernel.
-  bool Streaming() const { return shared_cameras_; }
+  // ms at 29M observations and 13,682 cameras). With camera groups (too many cameras for
+  // shared memory) the streaming point pass, then the grouped camera pass (GroupPass),
+  // which also gives the reduced right-hand side; else the right-hand side, once per step,
+  // takes the fused kernel.
+  bool Streaming() const { return shared_cameras_ || Grouped(); }
+  bool Grouped() const { return lin_.group_size_ > 0; }
+  // The camera pass by camera groups: partials of J'_c^T (J'_c x_c + sign J'_p z_p).
+  void GroupPass(const float* x, const float* z, float sign) {
+    if (lin_.recompute_) {
+      CameraGroupKernel<true><<<group_grid_, kFusedThreads, group_bytes_>>>(
+          lin_.GroupView(), lin_.GroupSrc(), layout_, x, z, sign, partial_.get());
+    } else {
+      CameraGroupKernel<false><<<group_grid_, kFusedThreads, group_bytes_>>>(
+          lin_.GroupView(), lin_.GroupSrc(), layout_, x, z, sign, partial_.get());
+    }
+  }
   // The camera pass of the streaming products (z null: Hessian).
   void CameraPass(const float* y, const float* z) {
     const ProblemView v = lin_.View();
@@ -1454,15 +1719,22 @@ class CudaPcg : public LinearSolver {
   void ApplyHessian(const float* x, float* out) {
     const ProblemView v = lin_.View();
     const int64_t nc9 = 9LL * v.nc, np3 = 3LL * v.np;
+    float* e = Grouped() ? nullptr : y_.get();  // the grouped camera pass recomputes it
     if (v.n > 0) {
       if (lin_.recompute_) {
-        HessianStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+        HessianStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, e, acc_.get());
       } else {
-        HessianStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+        HessianStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, e, acc_.get());
       }
     }
     if (np3 > 0) HessianPointKernel<<<Blocks(np3), kThreads>>>(np3, dp_.get(), x + nc9, acc_.get(), out + nc9);
     if (nc9 == 0) return;
+    if (Grouped()) {
+      GroupPass(x, x + nc9, 1.0f);
+      GroupReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, layout_, partial_.get(), dc_.get(), x,
+                                                   nullptr, 1.0f, out);
+      return;
+    }
     CameraPass(y_.get(), nullptr);
     SchurReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, parts3_, partial_.get(), dc_.get(), x,
                                                  nullptr, 1.0f, out);
@@ -1527,13 +1799,20 @@ class CudaPcg : public LinearSolver {
     const ProblemView v = lin_.View();
     const int64_t nc9 = 9LL * v.nc;
     if (nc9 == 0) return;
+    float* y = Grouped() ? nullptr : y_.get();  // the grouped camera pass recomputes it
     if (v.n > 0) {
       if (lin_.recompute_) {
-        SchurStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+        SchurStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, y, acc_.get());
       } else {
-        SchurStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, y_.get(), acc_.get());
+        SchurStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, y, acc_.get());
       }
       SchurPointSolveKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), acc_.get(), zp_.get());
+    }
+    if (Grouped()) {
+      GroupPass(x, zp_.get(), -1.0f);
+      GroupReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, layout_, partial_.get(), dc_.get(), x,
+                                                   nullptr, 1.0f, out);
+      return;
     }
     CameraPass(y_.get(), zp_.get());
     SchurReduceKernel<<<Blocks(nc9), kThreads>>>(nc9, parts3_, partial_.get(), dc_.get(), x,
@@ -1549,6 +1828,11 @@ class CudaPcg : public LinearSolver {
   DeviceArray<double> d_, dot_partial_, dot_out_;
   bool shared_cameras_ = false;
   size_t smem_bytes_ = 0;
+  // Camera groups (lin_.group_size_ > 0): blocks per group, the pass's grid and shared memory.
+  DeviceArray<int> group_block_begin_;
+  GroupLayout layout_{};
+  int group_grid_ = 0;
+  size_t group_bytes_ = 0;
   int grid_ = 1, parts_ = 1;
 };
 
@@ -1709,10 +1993,17 @@ Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
   // vector update (x, r, p, q read, x and r written), the preconditioner (81 floats, in
   // and out), the dot products (10 vector reads) and the direction update (z, p read, p
   // written).
+  // Camera groups, per observation: the point pass as the streaming one without y (8 + 72
+  // + 24), the grouped camera pass obs_camera, obs_point (8), J'_c (72), J'_p (24); z is
+  // counted per point, as above (its grouped reads are near-sequential within a group).
+  // Each block's partial covers its group's cameras only: 9 floats per camera and block of
+  // the group, written and read, which the per-camera term counts as parts = grid / groups.
   const bool streaming = Streaming();
-  const double per_obs = streaming ? (8 + 72 + 24 + 8) + (8 + 8 + 24 + 72) : 4 + 4 + 72 + 24;
+  const bool grouped = Grouped();
+  const double per_obs = grouped ? (8 + 72 + 24) + (8 + 72 + 24)
+                         : streaming ? (8 + 72 + 24 + 8) + (8 + 8 + 24 + 72) : 4 + 4 + 72 + 24;
   const double per_point = streaming ? 24 + 36 + 24 + 12 + 12 : 36 + 4;
-  const int parts = streaming ? parts3_ : parts_;
+  const double parts = grouped ? static_cast<double>(group_grid_) / lin_.groups_ : streaming ? parts3_ : parts_;
   const double per_camera = 4 * (9 + 2.0 * 9 * parts + 9 + 9 + 9 * 6 + (81 + 18) + 9 * 10 + 9 * 3);
   report->bytes_per_observation = per_obs;
   report->bytes_per_iteration = per_obs * n + per_point * v.np + per_camera * v.nc;
@@ -1722,8 +2013,10 @@ Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
   report->copy_gb_per_s = 2.0 * copy_bytes / (copy_ms * 1e-3 / repetitions) / 1e9;
   report->fraction_of_copy = report->achieved_gb_per_s / report->copy_gb_per_s;
   report->shared_camera_sums = shared_cameras_;
-  report->blocks = streaming ? grid3_ : grid_;
+  report->blocks = grouped ? group_grid_ : streaming ? grid3_ : grid_;
   report->streaming = streaming;
+  report->camera_groups = grouped ? lin_.groups_ : 0;
+  report->cameras_per_group = grouped ? lin_.group_size_ : 0;
   return Status::Ok();
 }
 
@@ -1841,6 +2134,7 @@ Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& pro
     return Status::InvalidOptions("--device cuda: more than 2^31-1 observations");
   }
   auto lin = std::make_unique<CudaLinearization>(problem, loss, options.recompute_jacobian);
+  lin->allow_groups_ = !force_global_camera_sums;
   TIEPOINT_RETURN_IF_ERROR(lin->Initialize());
   auto solver = std::make_unique<CudaPcg>(options, *lin);
   solver->force_global_camera_sums_ = force_global_camera_sums;

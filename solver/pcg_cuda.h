@@ -11,8 +11,9 @@
 // per-camera gradient and 9x9 Gram blocks (a block per camera over the camera-major
 // index, warp-shuffle and shared-memory reductions); the Schur product as three streaming
 // passes (per-point sums by segmented warp scans, per-camera sums in shared memory) when
-// the camera sums fit in shared memory, else fused into one pass over the point-major
-// blocks; the structure (row pointers, camera-major index) built on the device by CUB
+// the camera sums fit in shared memory, else with a camera pass over a second copy of the
+// blocks in (camera group, point) order, each group's sums in shared memory (else, where
+// that copy does not fit, fused into one pass over the point-major blocks); the structure (row pointers, camera-major index) built on the device by CUB
 // radix sorts; dot products with block reductions; CUB device reductions. Tested against the CPU PcgLinearization<float> on random problems
 // (tests/solver/pcg_cuda_test.cc, which skips without a GPU).
 #pragma once
@@ -30,7 +31,10 @@ namespace tiepoint {
 // stored blocks do not fit, it recomputes them and says so on stderr); kInvalidOptions for
 // --precision double. pcg-schur and pcg-hessian (options.kind) both run on the device.
 // `force_global_camera_sums` (tests): the fused Schur kernel's global-memory path, which
-// problems with too many cameras for shared memory take.
+// problems with too many cameras for shared memory take where the grouped copy of the
+// blocks does not fit (else they take camera groups: a second copy of the blocks in
+// (camera group, point) order, so each group's camera sums fit in shared memory).
+// TIEPOINT_CUDA_CAMERA_GROUP_SIZE=N forces groups of N cameras, =0 none (tests, benchmarks).
 Status CreateCudaPcgLinearSystem(const PcgOptions& options, const BAProblem& problem,
                                  const LossFunction& loss, LinearSystem* system,
                                  bool force_global_camera_sums = false);
@@ -56,6 +60,8 @@ struct CudaBandwidthReport {
   bool shared_camera_sums = false;      // camera sums in shared memory (else global)
   int blocks = 0;                       // persistent blocks of the camera-sum kernel
   bool streaming = false;               // the three-pass streaming product (else fused)
+  int camera_groups = 0;                // camera pass by groups of cameras (0: none)
+  int cameras_per_group = 0;
   double bytes_per_observation = 0.0;   // per CG iteration, observation-sized traffic
   double bytes_per_iteration = 0.0;     // all traffic of one CG iteration
   double achieved_gb_per_s = 0.0;

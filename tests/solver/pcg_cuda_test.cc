@@ -159,6 +159,49 @@ TEST(PcgCuda, FusedSchurOperatorsMatchCpu) {
   }
 }
 
+// Camera groups, the camera pass of problems with too many cameras for shared memory
+// (a second copy of the blocks in (camera group, point) order): forced on small problems
+// with groups of 7 cameras (TIEPOINT_CUDA_CAMERA_GROUP_SIZE), the Schur product and
+// reduced right-hand side, then the Schur and Hessian steps with stored and recomputed
+// blocks, against the CPU; and taken unasked by a problem of 7,000 cameras.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  const char* name_;
+};
+
+TEST(PcgCuda, CameraGroupsMatchCpu) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  {
+    ScopedEnv env("TIEPOINT_CUDA_CAMERA_GROUP_SIZE", "7");
+    CompareSchurOperators(Synthetic(25, 4000, 5, 41), false);
+    CompareSchurOperators(Synthetic(60, 300, 40, 42), false);
+    for (PcgKind kind : {PcgKind::kSchur, PcgKind::kHessian}) {
+      for (bool recompute : {false, true}) {
+        CompareWithCpu(Synthetic(30, 3000, 4, 43), {}, false, LossFunction(), kind, recompute);
+        Scene scene = Synthetic(16, 1500, 4, 44);
+        for (int64_t i = 0; i < scene.num_observations(); i += 40) scene.obs_xy[2 * i] += 30.0;
+        CompareWithCpu(scene, {0, 3}, true, LossFunction{LossType::kHuber, 2.0}, kind, recompute);
+      }
+    }
+    BAProblem problem;
+    const Scene scene = Synthetic(30, 3000, 4, 45);
+    ASSERT_TRUE(BAProblem::Build(scene, {}, false, 1, &problem).ok());
+    CudaBandwidthReport r;
+    ASSERT_TRUE(MeasureCudaCgBandwidth(problem, scene.cameras.data(), scene.points.data(), 1, &r).ok());
+    EXPECT_EQ(r.camera_groups, 5);
+    EXPECT_EQ(r.cameras_per_group, 7);
+  }
+  const Scene many = Synthetic(7000, 20000, 4, 46);
+  CompareSchurOperators(many, false);
+  BAProblem problem;
+  ASSERT_TRUE(BAProblem::Build(many, {}, false, 1, &problem).ok());
+  CudaBandwidthReport r;
+  ASSERT_TRUE(MeasureCudaCgBandwidth(problem, many.cameras.data(), many.points.data(), 1, &r).ok());
+  EXPECT_GT(r.camera_groups, 1) << "7,000 cameras' sums do not fit in shared memory";
+  EXPECT_TRUE(r.streaming);
+}
+
 // pcg-hessian on the GPU: the damped step through the implicit-Hessian CG against the CPU's.
 TEST(PcgCuda, HessianStepMatchesCpu) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
