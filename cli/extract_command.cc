@@ -7,17 +7,17 @@
 //   - decoding: a pool of threads (all hardware threads with --device cuda, 4 on the CPU,
 //     whose extractor uses the cores itself) decodes images in input order, at most a
 //     window of images ahead of the extractor (memory stays bounded);
-//   - extraction (this thread): groups of 2 x --cuda-streams images (4 on the CPU) go to
-//     ExtractBatch as soon as they are decoded (on the GPU, uploads of some images overlap
-//     the kernels of others); the extractor (a CUDA context) is created while the first
-//     images decode;
-//   - writing: a thread writes each group's files, in input order, while the next group is
-//     extracted.
-// The per-image time printed is its decoding time plus its share of its group's
-// extraction time.
+//   - extraction: FeatureExtractor::ExtractStream takes each image as soon as it is
+//     decoded; on the GPU, --cuda-streams host threads each keep one image in flight with
+//     no barrier between images (uploads of some overlap the kernels of others); on the
+//     CPU, groups of 4 go through ExtractBatch. The extractor (a CUDA context) is created
+//     while the first images decode;
+//   - writing: a thread writes each image's files as soon as it and the images before it
+//     are done (input order).
+// The per-image time printed is its decoding time plus its own extraction time (on the
+// GPU, cuda_streams images' extraction times overlap).
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <cstdio>
 #include <filesystem>
@@ -189,99 +189,81 @@ int RunExtract(const ExtractArgs& a) {
     return ReportError(cmd, s);
   }
 
-  // Writer: groups of extracted jobs, written in input order.
+  // Writer: each job as soon as it and every job before it are finished (input order).
   std::mutex write_mutex;
   std::condition_variable write_cv;
-  std::deque<std::pair<int, int>> to_write;  // [begin, end) of jobs
-  bool extraction_done = false;
+  std::vector<char> finished(num_jobs, 0);
+  ProgressLine progress(show);
   std::thread writer([&] {
-    for (;;) {
-      std::pair<int, int> range;
+    for (int j = 0; j < num_jobs; ++j) {
       {
         std::unique_lock<std::mutex> lock(write_mutex);
-        write_cv.wait(lock, [&] { return extraction_done || !to_write.empty(); });
-        if (to_write.empty()) return;
-        range = to_write.front();
-        to_write.pop_front();
+        write_cv.wait(lock, [&] { return finished[j] != 0; });
       }
-      for (int j = range.first; j < range.second; ++j) {
-        Job& job = jobs[j];
-        Status st = job.status;
-        if (st.ok()) st = WriteFeatures(job.out, job.features);
-        if (st.ok() && a.txt) {
-          st = WriteFeaturesText((fs::path(a.output_dir) / (job.name + ".txt")).string(), job.features);
-          if (!st.ok()) RemoveFileQuietly(job.out);  // all outputs of an image or none
-        }
-        if (!st.ok()) {
-          // Out of GPU memory or a lost device is exit code 3, as for every command.
-          if (st.ExitCode() == 3) exit_code = 3;
-          fail(job.path, st.ToString(), false);
-          job.features = Features();
-          continue;
-        }
-        total_features += static_cast<long long>(job.features.size());
-        std::printf("%s: %d x %d, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
-                    job.path.c_str(), job.image.width, job.image.height, job.features.size(),
-                    job.read_s + job.extract_s, job.read_s, job.extract_s, job.out.c_str());
+      Job& job = jobs[j];
+      Status st = job.status;
+      if (st.ok()) st = WriteFeatures(job.out, job.features);
+      if (st.ok() && a.txt) {
+        st = WriteFeaturesText((fs::path(a.output_dir) / (job.name + ".txt")).string(), job.features);
+        if (!st.ok()) RemoveFileQuietly(job.out);  // all outputs of an image or none
+      }
+      if (!st.ok()) {
+        // Out of GPU memory or a lost device is exit code 3, as for every command.
+        if (st.ExitCode() == 3) exit_code = 3;
+        fail(job.path, st.ToString(), false);
         job.features = Features();
+        continue;
       }
-      std::fflush(stdout);
+      total_features += static_cast<long long>(job.features.size());
+      std::printf("%s: %d x %d, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
+                  job.path.c_str(), job.image.width, job.image.height, job.features.size(),
+                  job.read_s + job.extract_s, job.read_s, job.extract_s, job.out.c_str());
+      job.features = Features();
+      if (j + 1 == num_jobs || (j + 1) % 8 == 0) {
+        std::fflush(stdout);
+        progress.Update("[" + std::to_string(j + 1) + "/" + std::to_string(num_jobs) + "] " + job.path);
+      }
     }
   });
-
-  ProgressLine progress(show);
-  for (int begin = 0; begin < num_jobs; begin += group_size) {
-    const int end = std::min(num_jobs, begin + group_size);
-    progress.Update("[" + std::to_string(begin + 1) + (end - begin > 1 ? "-" + std::to_string(end) : "") +
-                    "/" + std::to_string(num_jobs) + "] extracting " + jobs[begin].path + " ...");
-    {
-      std::unique_lock<std::mutex> lock(decode_mutex);
-      decode_cv.wait(lock, [&] {
-        for (int j = begin; j < end; ++j)
-          if (!decoded[j]) return false;
-        return true;
-      });
-    }
-    std::vector<const GrayImage*> batch;
-    std::vector<int> batch_job;
-    for (int j = begin; j < end; ++j) {
-      if (!jobs[j].status.ok()) continue;
-      batch.push_back(&jobs[j].image);
-      batch_job.push_back(j);
-    }
-    std::vector<Features> features;
-    std::vector<Status> statuses;
-    const Timer extract_timer;
-    if (!batch.empty()) extractor->ExtractBatch(batch, &features, &statuses);
-    // Per image: its share of the batch's extraction time.
-    const double extract_s = batch.empty() ? 0.0 : extract_timer.Seconds() / batch.size();
-    for (size_t b = 0; b < batch.size(); ++b) {
-      Job& job = jobs[batch_job[b]];
-      job.status = statuses[b];
-      job.features = std::move(features[b]);
-      job.extract_s = extract_s;
-      // The pixels are not needed any more (the writer prints only the size).
-      std::vector<float>().swap(job.image.pixels);
-    }
-    {
-      std::lock_guard<std::mutex> lock(decode_mutex);
-      taken = end;
-    }
-    decode_cv.notify_all();
+  auto finish = [&](int i) {
     {
       std::lock_guard<std::mutex> lock(write_mutex);
-      to_write.emplace_back(begin, end);
+      finished[i] = 1;
     }
     write_cv.notify_one();
-  }
-  progress.Done();
+  };
+
+  // Extraction: the extractor takes each image as soon as it is decoded (a job that
+  // failed to decode goes straight to the writer, which reports it).
+  std::vector<Timer> started(num_jobs);
+  extractor->ExtractStream(
+      num_jobs, group_size,
+      [&](int i) -> const GrayImage* {
+        {
+          std::unique_lock<std::mutex> lock(decode_mutex);
+          decode_cv.wait(lock, [&] { return decoded[i] != 0; });
+          taken = std::max(taken, i + 1);
+        }
+        decode_cv.notify_all();
+        if (!jobs[i].status.ok()) {
+          finish(i);
+          return nullptr;
+        }
+        started[i].Reset();
+        return &jobs[i].image;
+      },
+      [&](int i, Features&& features, Status&& status) {
+        Job& job = jobs[i];
+        job.extract_s = started[i].Seconds();
+        job.status = std::move(status);
+        job.features = std::move(features);
+        // The pixels are not needed any more (the writer prints only the size).
+        std::vector<float>().swap(job.image.pixels);
+        finish(i);
+      });
   stop_decoders();
-  {
-    std::lock_guard<std::mutex> lock(write_mutex);
-    extraction_done = true;
-  }
-  write_cv.notify_one();
   writer.join();
+  progress.Done();
   const int ok = num_images - static_cast<int>(failed.size());
   std::printf("tiepoint extract: %d of %d images, %lld features, %.2f s (detector sift, "
               "device %s)\n",

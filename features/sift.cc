@@ -1161,6 +1161,26 @@ void FeatureExtractor::ExtractBatch(const std::vector<const GrayImage*>& images,
   }
 }
 
+void FeatureExtractor::ExtractStream(int count, int group, const NextImage& next,
+                                     const ImageDone& done) {
+  group = std::max(1, group);
+  for (int begin = 0; begin < count; begin += group) {
+    const int end = std::min(count, begin + group);
+    std::vector<const GrayImage*> batch;
+    std::vector<int> index;
+    for (int i = begin; i < end; ++i) {
+      if (const GrayImage* image = next(i)) {
+        batch.push_back(image);
+        index.push_back(i);
+      }
+    }
+    std::vector<Features> features;
+    std::vector<Status> statuses;
+    if (!batch.empty()) ExtractBatch(batch, &features, &statuses);
+    for (size_t b = 0; b < batch.size(); ++b) done(index[b], std::move(features[b]), std::move(statuses[b]));
+  }
+}
+
 Status FeatureExtractor::Create(const SiftOptions& options, Device device,
                                 std::unique_ptr<FeatureExtractor>* extractor) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());

@@ -65,6 +65,7 @@
 // at most 4 (2S + 6 + 2S x 4/3) bytes per pixel of the first octave, 80 for S = 3.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -140,6 +141,17 @@ class FeatureExtractor {
   // features of an image never depend on the batch it is in.
   virtual void ExtractBatch(const std::vector<const GrayImage*>& images,
                             std::vector<Features>* features, std::vector<Status>* statuses);
+
+  // ExtractBatch for a pipeline that decodes while it extracts, over images 0..count-1:
+  // next(i) blocks until image i is ready and returns it (null: skip image i), and
+  // done(i, features, status) takes each result as soon as it is ready, in any order and
+  // possibly from several threads at once (both must be thread-safe; next is called in
+  // index order). The CUDA extractor keeps cuda_streams images in flight with no barrier
+  // between images; the default takes `group` images at a time through ExtractBatch. The
+  // features of an image never depend on how it was run.
+  using NextImage = std::function<const GrayImage*(int)>;
+  using ImageDone = std::function<void(int, Features&&, Status&&)>;
+  virtual void ExtractStream(int count, int group, const NextImage& next, const ImageDone& done);
 
   // The one place a backend is chosen: kCpu is the reference implementation; kCuda is
   // the CUDA extractor of features/sift_cuda.h, kUnavailable with a message naming

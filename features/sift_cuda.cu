@@ -1474,6 +1474,27 @@ class SiftCuda : public FeatureExtractor {
     for (std::thread& t : threads) t.join();
   }
 
+  // One host thread per stream for the whole run, each taking the next image as soon as
+  // its previous one is done: no barrier between images.
+  void ExtractStream(int count, int /*group*/, const NextImage& next, const ImageDone& done) override {
+    std::atomic<int> next_index{0};
+    auto work = [&](SiftCudaWorker* worker) {
+      for (int i = next_index++; i < count; i = next_index++) {
+        const GrayImage* image = next(i);
+        if (image == nullptr) continue;
+        Features f;
+        Status s = worker->Extract(*image, &f);
+        if (!s.ok()) f = Features();
+        done(i, std::move(f), std::move(s));
+      }
+    };
+    const size_t num_threads = std::min(workers_.size(), static_cast<size_t>(std::max(0, count)));
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < num_threads; ++t) threads.emplace_back(work, workers_[t].get());
+    if (num_threads > 0) work(workers_[0].get());
+    for (std::thread& t : threads) t.join();
+  }
+
  private:
   SiftOptions options_;
   int device_ = 0;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -244,6 +245,57 @@ TEST(SiftCudaTest, SameBytesEveryRunAndBatchEqualsSingle) {
       EXPECT_EQ(features[b].descriptors, single[i].descriptors);
       ++i;
     }
+  }
+}
+
+// ExtractStream (tiepoint extract's pipeline): images handed over one by one, a skipped
+// index and a bad image among them, results in any order from several threads: each
+// image's bytes equal Extract's.
+TEST(SiftCudaTest, StreamEqualsSingle) {
+  TIEPOINT_REQUIRE_GPU();
+  std::vector<GrayImage> images;
+  for (uint32_t seed = 30; seed < 39; ++seed) images.push_back(Texture(280 + 9 * seed, 190, seed));
+  images[4].pixels.resize(10);  // bad: pixel count disagrees with the size
+  SiftOptions options;
+  options.cuda_streams = 3;
+  std::unique_ptr<FeatureExtractor> extractor;
+  ASSERT_TRUE(FeatureExtractor::Create(options, Device::kCuda, &extractor).ok());
+  std::vector<Features> single(images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (i != 4) ASSERT_TRUE(extractor->Extract(images[i], &single[i]).ok());
+  }
+  const int count = static_cast<int>(images.size());
+  std::mutex mutex;
+  std::vector<Features> got(count);
+  std::vector<Status> status(count, Status::Internal("not run"));
+  std::vector<int> handed(count, 0), returned(count, 0);
+  extractor->ExtractStream(
+      count, 2,
+      [&](int i) -> const GrayImage* {
+        std::lock_guard<std::mutex> lock(mutex);
+        ++handed[i];
+        return i == 6 ? nullptr : &images[i];
+      },
+      [&](int i, Features&& f, Status&& s) {
+        std::lock_guard<std::mutex> lock(mutex);
+        ++returned[i];
+        got[i] = std::move(f);
+        status[i] = std::move(s);
+      });
+  for (int i = 0; i < count; ++i) {
+    EXPECT_EQ(handed[i], 1) << i;
+    EXPECT_EQ(returned[i], i == 6 ? 0 : 1) << i;
+    if (i == 6) continue;
+    if (i == 4) {
+      EXPECT_EQ(status[i].code(), StatusCode::kInvalidInput);
+      EXPECT_EQ(got[i].size(), 0u);
+      continue;
+    }
+    ASSERT_TRUE(status[i].ok()) << status[i].ToString();
+    ASSERT_EQ(got[i].size(), single[i].size()) << i;
+    EXPECT_EQ(std::memcmp(got[i].keypoints.data(), single[i].keypoints.data(),
+                          single[i].size() * sizeof(Keypoint)), 0) << i;
+    EXPECT_EQ(got[i].descriptors, single[i].descriptors) << i;
   }
 }
 

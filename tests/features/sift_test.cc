@@ -425,6 +425,41 @@ TEST(SiftTest, ReusedExtractorAndParallelBatchEqualSingleImages) {
   }
 }
 
+// ExtractStream's default (the CPU's): groups through ExtractBatch; a skipped index gets
+// no result, the bad image its error, every other image exactly Extract's features.
+TEST(SiftTest, StreamEqualsSingleImages) {
+  std::vector<GrayImage> images = {TextureImage(220, 160, 7), TextureImage(150, 130, 8),
+                                   TextureImage(180, 140, 9), TextureImage(160, 200, 10),
+                                   TextureImage(140, 120, 11)};
+  images[2].pixels.resize(5);  // bad
+  SiftOptions options;
+  options.num_threads = 2;
+  std::unique_ptr<FeatureExtractor> e;
+  ASSERT_TRUE(FeatureExtractor::Create(options, Device::kCpu, &e).ok());
+  const int count = static_cast<int>(images.size());
+  std::vector<Features> got(count);
+  std::vector<Status> status(count, Status::Internal("not run"));
+  std::vector<int> order;
+  e->ExtractStream(
+      count, 2, [&](int i) -> const GrayImage* { return i == 3 ? nullptr : &images[i]; },
+      [&](int i, Features&& f, Status&& s) {
+        order.push_back(i);
+        got[i] = std::move(f);
+        status[i] = std::move(s);
+      });
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 4}));
+  EXPECT_EQ(status[2].code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(status[3].code(), StatusCode::kInternal);  // skipped: never run
+  for (int i : {0, 1, 4}) {
+    ASSERT_TRUE(status[i].ok()) << status[i].ToString();
+    const Features alone = Extract(images[i], options);
+    ASSERT_GT(alone.size(), 10u) << i;
+    ASSERT_EQ(got[i].size(), alone.size()) << i;
+    EXPECT_EQ(std::memcmp(got[i].keypoints.data(), alone.keypoints.data(), alone.size() * sizeof(Keypoint)), 0);
+    EXPECT_EQ(got[i].descriptors, alone.descriptors);
+  }
+}
+
 TEST(SiftTest, DescriptorsAreUnitVectorsAndRootSiftDiffers) {
   const GrayImage img = TextureImage(300, 240, 5);
   SiftOptions options;
