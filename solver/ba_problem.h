@@ -50,6 +50,10 @@ struct BAProblem {
   const int32_t* obs_camera = nullptr;
   const int32_t* obs_point = nullptr;
   const double* obs_xy = nullptr;
+  // The solve's units are obs_xy / obs_scale (a power of two): 1 when the host arrays are
+  // already normalized; the pixel scale when a state divides them itself (the GPU's, while
+  // it uploads them: solver/levenberg_marquardt.h).
+  double obs_scale = 1.0;
 
   std::vector<int64_t> point_ptr;       // num_points + 1
   std::vector<int64_t> camera_ptr;      // num_cameras + 1

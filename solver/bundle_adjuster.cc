@@ -138,9 +138,12 @@ Status BundleAdjuster::Create(const BundleAdjusterOptions& options,
       }
       // The CPU PCG solvers accumulate camera sums per thread (no camera-major index); the
       // GPU sorts the observations and builds its index itself.
+      // The GPU state divides the observations by the pixel scale on the device.
+      const bool cuda = options.device == Device::kCuda;
       *adjuster = CreateLevenbergMarquardtBundleAdjuster(
           options, std::move(factory), /*normalize=*/true,
-          options.device == Device::kCuda ? BAProblemLayout::kUnsorted : BAProblemLayout::kByPoint);
+          cuda ? BAProblemLayout::kUnsorted : BAProblemLayout::kByPoint,
+          /*state_scales_observations=*/cuda);
       return Status::Ok();
     }
   }

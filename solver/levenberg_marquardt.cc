@@ -46,11 +46,13 @@ std::string DescribeNonFinite(const BAProblem& p, const double* cameras, const d
 class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
  public:
   LevenbergMarquardtBundleAdjuster(const BundleAdjusterOptions& options, LmStateFactory factory,
-                                   bool normalize, BAProblemLayout layout)
+                                   bool normalize, BAProblemLayout layout,
+                                   bool state_scales_observations)
       : options_(options),
         factory_(std::move(factory)),
         normalize_(normalize),
-        layout_(layout) {}
+        layout_(layout),
+        state_scales_observations_(state_scales_observations) {}
 
   Status Solve(Scene* scene, BundleAdjusterSummary* summary) override;
 
@@ -59,24 +61,26 @@ class LevenbergMarquardtBundleAdjuster : public BundleAdjuster {
   LmStateFactory factory_;
   bool normalize_;
   BAProblemLayout layout_;
+  bool state_scales_observations_;
 };
 
 // Undoes the in-place normalization of a scene on every way out of Solve (exact: the
 // scales are powers of two).
 class NormalizedScene {
  public:
-  NormalizedScene(Scene* scene, const Normalization& n, bool active)
-      : scene_(scene), n_(n), active_(active) {
+  // `observations` false: the observations stay as they are (the state scales them).
+  NormalizedScene(Scene* scene, const Normalization& n, bool active, bool observations)
+      : scene_(scene), n_(n), active_(active), observations_(observations) {
     if (!active_) return;
     NormalizeParameters(n_, scene_->num_cameras(), scene_->num_points(), scene_->cameras.data(),
                         scene_->points.data());
-    NormalizeObservations(n_, scene_);
+    if (observations_) NormalizeObservations(n_, scene_);
   }
   ~NormalizedScene() {
     if (!active_) return;
     DenormalizeParameters(n_, scene_->num_cameras(), scene_->num_points(), scene_->cameras.data(),
                           scene_->points.data());
-    DenormalizeObservations(n_, scene_);
+    if (observations_) DenormalizeObservations(n_, scene_);
   }
   NormalizedScene(const NormalizedScene&) = delete;
   NormalizedScene& operator=(const NormalizedScene&) = delete;
@@ -85,6 +89,7 @@ class NormalizedScene {
   Scene* scene_;
   Normalization n_;
   bool active_;
+  bool observations_;
 };
 
 Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSummary* summary) {
@@ -116,7 +121,9 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
     normalization = ComputeNormalization(problem, scene->cameras.data(), scene->points.data());
     loss.scale /= normalization.pixel_scale;
   }
-  const NormalizedScene normalized(scene, normalization, normalize_);
+  const bool host_observations = !(normalize_ && state_scales_observations_);
+  if (!host_observations) problem.obs_scale = normalization.pixel_scale;
+  const NormalizedScene normalized(scene, normalization, normalize_, host_observations);
   HostMark(total, "normalized");
   double* xc = scene->cameras.data();
   double* xp = scene->points.data();
@@ -258,9 +265,10 @@ Status LevenbergMarquardtBundleAdjuster::Solve(Scene* scene, BundleAdjusterSumma
 
 std::unique_ptr<BundleAdjuster> CreateLevenbergMarquardtBundleAdjuster(
     const BundleAdjusterOptions& options, LmStateFactory factory, bool normalize,
-    BAProblemLayout layout) {
+    BAProblemLayout layout, bool state_scales_observations) {
   return std::make_unique<LevenbergMarquardtBundleAdjuster>(options, std::move(factory),
-                                                            normalize, layout);
+                                                            normalize, layout,
+                                                            state_scales_observations);
 }
 
 }  // namespace tiepoint

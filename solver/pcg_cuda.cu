@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/base/cuda_check.h"
+#include "io/base/cuda_device.h"
 #include "solver/pcg_cuda.h"
 
 namespace tiepoint {
@@ -37,10 +38,7 @@ class DeviceArray {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), n * sizeof(T), 0));
     return Status::Ok();
   }
-  Status Upload(const T* host, size_t n) {
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(ptr_, host, n * sizeof(T), cudaMemcpyHostToDevice));
-    return Status::Ok();
-  }
+  Status Upload(const T* host, size_t n) { return UploadStaged(ptr_, host, n * sizeof(T)); }
   Status Download(T* host, size_t n) const {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, ptr_, n * sizeof(T), cudaMemcpyDeviceToHost));
     return Status::Ok();
@@ -1029,15 +1027,20 @@ __global__ void PointCameraKeysKernel(int64_t n, const int* point, const int* ca
   values[i] = static_cast<int>(i);
 }
 
+// xy_out = xy_in / xy_scale (a power of two: exact, the same bits as the host's division).
 __global__ void GatherObservationsKernel(int64_t n, const int* order, const int* camera_in,
                                          const int* point_in, const double2* xy_in,
-                                         int* camera_out, int* point_out, double2* xy_out) {
+                                         double xy_scale, int* camera_out, int* point_out,
+                                         double2* xy_out) {
   const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (k >= n) return;
   const int i = order[k];
   camera_out[k] = camera_in[i];
   point_out[k] = point_in[i];
-  if (xy_out) xy_out[k] = xy_in[i];
+  if (xy_out) {
+    const double2 v = xy_in[i];
+    xy_out[k] = make_double2(v.x / xy_scale, v.y / xy_scale);
+  }
 }
 
 // ptr[q] = first position whose sorted key is >= q, for q in [0, count]; keys sorted.
@@ -1307,6 +1310,7 @@ Status CudaLinearization::BuildStructure() {
     TIEPOINT_RETURN_IF_ERROR(cam_in.Upload(p_.obs_camera, n));
     TIEPOINT_RETURN_IF_ERROR(pt_in.Upload(p_.obs_point, n));
     TIEPOINT_RETURN_IF_ERROR(xy_in.Upload(p_.obs_xy, 2 * n));
+    TimingMark("structure: upload");
     TIEPOINT_RETURN_IF_ERROR(keys_in.Allocate(n));
     TIEPOINT_RETURN_IF_ERROR(keys.Allocate(n));
     TIEPOINT_RETURN_IF_ERROR(order_in.Allocate(n));
@@ -1325,7 +1329,7 @@ Status CudaLinearization::BuildStructure() {
         cam_bits + pt_bits));
     GatherObservationsKernel<<<Blocks(n), kThreads>>>(
         n, order.get(), cam_in.get(), pt_in.get(), reinterpret_cast<const double2*>(xy_in.get()),
-        obs_camera_.get(), obs_point_.get(), reinterpret_cast<double2*>(obs_xy_.get()));
+        p_.obs_scale, obs_camera_.get(), obs_point_.get(), reinterpret_cast<double2*>(obs_xy_.get()));
     IntervalStartsKernel<<<Blocks(n), kThreads>>>(n, obs_point_.get(), np, point_ptr_.get());
     // Camera-major index: a stable sort of the cameras, carrying point-major positions.
     IotaKernel<<<Blocks(n), kThreads>>>(n, order_in.get());
@@ -1397,7 +1401,7 @@ Status CudaLinearization::BuildCameraGroups() {
   }
   GatherObservationsKernel<<<Blocks(n), kThreads>>>(
       n, gperm_.get(), obs_camera_.get(), obs_point_.get(),
-      reinterpret_cast<const double2*>(obs_xy_.get()), g_obs_camera_.get(), g_obs_point_.get(),
+      reinterpret_cast<const double2*>(obs_xy_.get()), 1.0, g_obs_camera_.get(), g_obs_point_.get(),
       recompute_ ? reinterpret_cast<double2*>(g_obs_xy_.get()) : nullptr);
   GroupStartsKernel<<<Blocks(n), kThreads>>>(n, g_obs_camera_.get(), group_size_, groups_,
                                              g_obs_begin_.get());
@@ -1425,8 +1429,8 @@ double CudaLinearization::Max(const double* d_values, int64_t n) {
 
 Status CudaLinearization::UploadParameters(const double* cameras, const double* points) {
   const size_t nc9 = 9 * static_cast<size_t>(p_.num_cameras), np3 = 3 * static_cast<size_t>(p_.num_points);
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(params_.get(), cameras, nc9 * sizeof(double), cudaMemcpyHostToDevice));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(params_.get() + nc9, points, np3 * sizeof(double), cudaMemcpyHostToDevice));
+  TIEPOINT_RETURN_IF_ERROR(UploadStaged(params_.get(), cameras, nc9 * sizeof(double)));
+  TIEPOINT_RETURN_IF_ERROR(UploadStaged(params_.get() + nc9, points, np3 * sizeof(double)));
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/base/cuda_check.h"
+#include "io/base/cuda_device.h"
 #include "solver/reconstruction_ba_cuda.h"
 
 namespace tiepoint {
@@ -34,7 +35,7 @@ class Buffer {
   }
   Status Upload(const T* host, size_t n) {
     TIEPOINT_RETURN_IF_ERROR(Reserve(n));
-    if (n) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(ptr_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    if (n) TIEPOINT_RETURN_IF_ERROR(UploadStaged(ptr_, host, n * sizeof(T)));
     return Status::Ok();
   }
   T* get() const { return ptr_; }

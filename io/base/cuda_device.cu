@@ -4,10 +4,85 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace tiepoint {
+namespace {
+
+constexpr size_t kStageBytes = size_t{32} << 20;
+
+// UploadStaged's pinned buffers, stream and events: made once per process (under `mutex`,
+// which also serialises the uploads that use them).
+struct Staging {
+  std::mutex mutex;
+  bool ready = false;
+  char* buffer[2] = {nullptr, nullptr};
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done[2] = {nullptr, nullptr};
+};
+
+Staging& TheStaging() {
+  static Staging* staging = new Staging();  // never destroyed: usable until exit
+  return *staging;
+}
+
+// With staging.mutex held.
+Status PrepareStaging(Staging& st) {
+  if (st.ready) return Status::Ok();
+  for (int k = 0; k < 2; ++k) {
+    if (st.buffer[k] == nullptr) {
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&st.buffer[k]), kStageBytes, cudaHostAllocDefault));
+    }
+    if (st.done[k] == nullptr) {
+      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&st.done[k], cudaEventDisableTiming));
+    }
+  }
+  if (st.stream == nullptr) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+  st.ready = true;
+  return Status::Ok();
+}
+
+}  // namespace
 
 bool CudaBuilt() { return true; }
+
+Status UploadStaged(void* device_dst, const void* host_src, size_t bytes) {
+  if (bytes < (size_t{8} << 20)) {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+  Staging& st = TheStaging();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  TIEPOINT_RETURN_IF_ERROR(PrepareStaging(st));
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  const char* src = static_cast<const char*>(host_src);
+  char* dst = static_cast<char*>(device_dst);
+  bool pending[2] = {false, false};
+  for (size_t offset = 0, k = 0; offset < bytes; offset += kStageBytes, ++k) {
+    const int slot = static_cast<int>(k % 2);
+    const size_t len = std::min(kStageBytes, bytes - offset);
+    if (pending[slot]) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(st.done[slot]));
+    // The host copy of this chunk on `threads` threads (one slice each) while the copy
+    // engine reads the other buffer.
+    const size_t slice = (len + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    auto copy = [&](int t) {
+      const size_t begin = t * slice;
+      if (begin < len) std::memcpy(st.buffer[slot] + begin, src + offset + begin, std::min(slice, len - begin));
+    };
+    for (int t = 1; t < threads; ++t) pool.emplace_back(copy, t);
+    copy(0);
+    for (std::thread& th : pool) th.join();
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + offset, st.buffer[slot], len, cudaMemcpyHostToDevice, st.stream));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(st.done[slot], st.stream));
+    pending[slot] = true;
+  }
+  TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(st.stream));
+  return Status::Ok();
+}
 
 void WarmUpCuda() {
   // Load every kernel now, with the context (this runs while the input is read), not at
@@ -32,6 +107,12 @@ void WarmUpCuda() {
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
     cudaGetLastError();
     return;
+  }
+  {
+    // UploadStaged's pinned buffers now, while the input is read (pinning takes a few ms).
+    Staging& st = TheStaging();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    if (!PrepareStaging(st).ok()) cudaGetLastError();
   }
   const size_t reserve = std::min<size_t>(free_bytes / 4, size_t{4} << 30);
   void* p = nullptr;

@@ -7,6 +7,10 @@ bool CudaBuilt() { return false; }
 
 void WarmUpCuda() {}
 
+Status UploadStaged(void*, const void*, size_t) {
+  return Status::Unavailable("this build has no CUDA");
+}
+
 Status QueryCudaDevices(std::vector<CudaDeviceInfo>* devices) {
   devices->clear();
   return Status::Unavailable(
