@@ -1193,6 +1193,7 @@ class CudaLinearization : public Linearization {
   std::vector<double> g_, diag_, cam_scale_h_, pt_scale_h_;
   bool host_scales_valid_ = false;
   bool recompute_ = false;             // blocks evaluated in every product, not stored
+  int marks_ = 0;                      // linearizations so far (TIEPOINT_TIMING marks)
   const double* lin_point_ = nullptr;  // device parameters of the last linearization
 };
 
@@ -1304,9 +1305,11 @@ Status CudaLinearization::BuildStructure() {
     DeviceArray<int> cam_in, pt_in, order_in, order;
     DeviceArray<double> xy_in;
     DeviceArray<unsigned long long> keys_in, keys;
+    TimingMark("structure: allocations");
     TIEPOINT_RETURN_IF_ERROR(cam_in.Allocate(n));
     TIEPOINT_RETURN_IF_ERROR(pt_in.Allocate(n));
     TIEPOINT_RETURN_IF_ERROR(xy_in.Allocate(2 * n));
+    TimingMark("structure: input allocations");
     TIEPOINT_RETURN_IF_ERROR(cam_in.Upload(p_.obs_camera, n));
     TIEPOINT_RETURN_IF_ERROR(pt_in.Upload(p_.obs_point, n));
     TIEPOINT_RETURN_IF_ERROR(xy_in.Upload(p_.obs_xy, 2 * n));
@@ -1470,7 +1473,8 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
                                            pt_scale(), jc_.get(), jp_.get(), r_.get(),
                                            per_obs_.get());
   const double cost = Sum(per_obs_.get(), v.n);
-  if (!scaled_) TimingMark("first evaluation");
+  const bool mark = marks_++ < 2;  // TIEPOINT_TIMING: the first two linearizations
+  if (mark) TimingMark("linearize: evaluation");
   double* gdev = g_dev_.get();
   double* ddev = diag_dev_.get();
   PointGradientKernel<<<Blocks(v.np), kThreads>>>(v, Src(), r_.get(), pt_scale(),
@@ -1479,6 +1483,7 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
     CameraGramKernel<<<v.nc, kGramThreads>>>(v, Src(), r_.get(), cam_scale(), u0_.get(),
                                              gdev, ddev);
   }
+  if (mark) TimingMark("linearize: point gradient, Gram");
   if (!scaled_) {
     // Fix the column scaling s = 1 / sqrt(diag(J^T J)) on the device, rescale the stored
     // blocks and the Gram blocks; the host copy of the scales is fetched when an interface
@@ -1489,11 +1494,12 @@ double CudaLinearization::LinearizeDevice(const double* d_params) {
     if (v.nc > 0) ScaleGramKernel<<<Blocks(81LL * v.nc), kThreads>>>(v.nc, cam_scale(), u0_.get());
     scaled_ = true;
     host_scales_valid_ = false;
-    TimingMark("first gradient, scaling, Gram");
+    TimingMark("first scaling");
   }
   if (group_size_ > 0 && !recompute_ && v.n > 0) {
     GatherPlanesKernel<<<Blocks(v.n), kThreads>>>(v.n, gperm_.get(), jc_.get(), jp_.get(),
                                                   gjc_.get(), gjp_.get());
+    if (mark) TimingMark("linearize: grouped copy");
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
@@ -1832,6 +1838,7 @@ class CudaPcg : public LinearSolver {
   DeviceArray<double> d_, dot_partial_, dot_out_;
   bool shared_cameras_ = false;
   size_t smem_bytes_ = 0;
+  int solve_marks_ = 0;
   // Camera groups (lin_.group_size_ > 0): blocks per group, the pass's grid and shared memory.
   DeviceArray<int> group_block_begin_;
   GroupLayout layout_{};
@@ -1883,8 +1890,11 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
   CameraPreconditionerKernel<<<Blocks(v.nc), kThreads>>>(v.nc, lin_.u0_.get(), d_dev,
                                                          lin_.cam_scale(), dc_.get(), uinv_.get());
   if (o_.kind == PcgKind::kHessian) return SolveHessianDevice(summary);
+  const bool mark = solve_marks_++ < 2;  // TIEPOINT_TIMING: the first two solves
+  if (mark) TimingMark("solve: preconditioners");
   // Reduced right-hand side b = b_c - W V^-1 b_p.
   Schur<true>(nullptr, bp_.get(), bc_.get(), b_.get());
+  if (mark) TimingMark("solve: reduced right-hand side");
   int it = 0;
   TIEPOINT_RETURN_IF_ERROR(Cg(
       nc9, b_, x_, r_, z_, q_, dir_, [&](const float* in, float* out) { ApplySchur(in, out); },
@@ -1892,8 +1902,10 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
         CameraPreconditionKernel<<<Blocks(nc9), kThreads>>>(v.nc, uinv_.get(), in, out);
       },
       &it));
+  if (mark) TimingMark("solve: CG");
   BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.Src(), vinv_.get(),
                                                    bp_.get(), x_.get(), xp_.get());
+  if (mark) TimingMark("solve: back-substitution");
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
   summary->iterations = it;
@@ -2076,7 +2088,10 @@ class CudaState : public LmState {
                                            lin_->diag_dev_.get(), lin_->g_dev_.get(), lin_->scale_.get(),
                                            1.0 / radius, pcg_->d_.get(), pcg_->bc_.get(), pcg_->bp_.get());
     LinearSolverSummary ls;
+    const bool mark = step_marks_++ < 2;
+    if (mark) TimingMark("step: damping");
     TIEPOINT_RETURN_IF_ERROR(pcg_->SolveDevice(pcg_->d_.get(), &ls));
+    if (mark) TimingMark("step: PCG solve");
     *step = LmStep();
     step->linear_iterations = ls.iterations;
     StepKernel<<<Blocks(n), kThreads>>>(nc9, n, pcg_->x_.get(), pcg_->xp_.get(), lin_->scale_.get(),
@@ -2089,6 +2104,7 @@ class CudaState : public LmState {
     JacobianNormKernel<<<Blocks(p.num_observations), kThreads>>>(lin_->View(), lin_->Src(), xs_.get(),
                                                                  lin_->per_obs_.get());
     const double jdx = lin_->Sum(lin_->per_obs_.get(), p.num_observations);
+    if (mark) TimingMark("step: step and model decrease");
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     TIEPOINT_RETURN_IF_ERROR(lin_->error_);
     step->model_decrease = -(g_dx + 0.5 * jdx);
@@ -2119,6 +2135,7 @@ class CudaState : public LmState {
   std::unique_ptr<CudaLinearization> lin_;
   std::unique_ptr<CudaPcg> pcg_;
   DeviceArray<double> trial_, dx_, xs_, t1_, t2_, t3_;
+  int step_marks_ = 0;
 };
 
 }  // namespace
