@@ -19,9 +19,7 @@
 namespace tiepoint {
 namespace {
 
-using cuda_internal::DeviceBuffer;
 using cuda_internal::kMaxLevels;
-using cuda_internal::PinnedBuffer;
 using cuda_internal::PyramidView;
 
 // One cell's winner (level -1: none). 16 bytes, one store per cell.

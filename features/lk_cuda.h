@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "features/lk.h"
+#include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "io/base/status.h"
 
@@ -16,57 +17,7 @@ namespace tiepoint::cuda_internal {
 
 constexpr int kMaxLevels = 8;
 
-// RAII device memory; grows, never shrinks.
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  Status Reserve(size_t count) {
-    if (count <= capacity_) return Status::Ok();
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
-    capacity_ = count;
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-// RAII pinned host memory; grows, never shrinks.
-template <typename T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() {
-    if (ptr_) cudaFreeHost(ptr_);
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  Status Reserve(size_t count) {
-    if (count <= capacity_) return Status::Ok();
-    if (ptr_) cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
-    capacity_ = count;
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
-};
+// Device and pinned buffers: io/base/cuda_buffer.h (tiepoint::DeviceBuffer, PinnedBuffer).
 
 // A pyramid in device memory, passed to kernels by value.
 struct PyramidView {

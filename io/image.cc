@@ -37,6 +37,17 @@ float Luma(float r, float g, float b) {
   return std::min(1.0f, kLumaR * r + kLumaG * g + kLumaB * b);
 }
 
+// v / 255.0f for every 8-bit v: the same floats as the division, by table (the division
+// in the per-pixel loops was a quarter of a 1080p JPEG's decoding time).
+const float* UnitFloat8() {
+  static const auto* table = [] {
+    auto* t = new float[256];
+    for (int v = 0; v < 256; ++v) t[v] = v / 255.0f;
+    return t;
+  }();
+  return table;
+}
+
 std::string Dimensions(long long w, long long h) {
   return std::to_string(w) + " x " + std::to_string(h);
 }
@@ -369,6 +380,7 @@ Status DecodePng(const unsigned char* data, size_t size, const std::string& name
   }
   GrayImage* out = target.gray;
   std::vector<float> pixels(n);
+  const float* unit = UnitFloat8();
   for (png_uint_32 y = 0; y < ctx.height; ++y) {
     const unsigned char* row = ctx.rows[y];
     float* dst = &pixels[static_cast<size_t>(y) * ctx.width];
@@ -377,7 +389,7 @@ Status DecodePng(const unsigned char* data, size_t size, const std::string& name
       for (int k = 0; k < c; ++k) {
         const size_t i = static_cast<size_t>(x) * c + k;
         v[k] = ctx.bit_depth == 16 ? ((row[2 * i] << 8) | row[2 * i + 1]) / 65535.0f
-                                   : row[i] / 255.0f;
+                                   : unit[row[i]];
       }
       dst[x] = c == 1 ? v[0] : Luma(v[0], v[1], v[2]);
     }
@@ -538,13 +550,12 @@ Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& nam
   }
   GrayImage* out = target.gray;
   std::vector<float> pixels(n);
+  const float* unit = UnitFloat8();
+  const unsigned char* b = ctx.buffer.data();
   if (ctx.components == 1) {
-    for (size_t i = 0; i < n; ++i) pixels[i] = ctx.buffer[i] / 255.0f;
+    for (size_t i = 0; i < n; ++i) pixels[i] = unit[b[i]];
   } else {
-    for (size_t i = 0; i < n; ++i) {
-      pixels[i] = Luma(ctx.buffer[3 * i] / 255.0f, ctx.buffer[3 * i + 1] / 255.0f,
-                       ctx.buffer[3 * i + 2] / 255.0f);
-    }
+    for (size_t i = 0; i < n; ++i) pixels[i] = Luma(unit[b[3 * i]], unit[b[3 * i + 1]], unit[b[3 * i + 2]]);
   }
   out->width = static_cast<int>(ctx.width);
   out->height = static_cast<int>(ctx.height);

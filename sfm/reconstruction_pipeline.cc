@@ -339,6 +339,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
   }
   if (o.mapper.ba_linear_solver == ReconstructionLinearSolver::kIterativeSchurCuda) {
+    // Without a usable GPU, stop before any work, with the solver's own message (it names
+    // --ba-solver iterative); creating one allocates nothing on the device.
     std::unique_ptr<CudaReducedPcg> probe;
     TIEPOINT_RETURN_IF_ERROR(CreateCudaReducedPcg(&probe));
   }

@@ -84,6 +84,7 @@ struct BlockPattern {
   std::vector<int> cols;         // column block of each stored block (sorted per row)
   std::vector<int64_t> offset;   // value offset of each stored block
   int64_t num_values = 0;
+  int num_pose_blocks = 0;       // blocks [0, num_pose_blocks) are poses, the rest intrinsics
 
   // adj[A]: column blocks B >= A of row A (any order, duplicates allowed).
   void Build(std::vector<std::vector<int>>* adj) {
@@ -405,10 +406,8 @@ class CudaIterativeSchurSolver : public ReducedSolver {
     v.W = ps.W;
     v.Vinv = sys.Vinv->empty() ? nullptr : (*sys.Vinv)[0].data();
     v.b = sys.b->data();
-    // Pose blocks (6 wide) precede intrinsics blocks (at most 5 wide).
-    v.intr_begin = v.n;
-    for (int a = 0; a < v.num_blocks; ++a)
-      if (pat.size[a] != 6) { v.intr_begin = pat.start[a]; break; }
+    // Pose blocks precede intrinsics blocks.
+    v.intr_begin = pat.num_pose_blocks < v.num_blocks ? pat.start[pat.num_pose_blocks] : v.n;
     dc->resize(v.n);
     return pcg_->Solve(v, tolerance_, max_iterations_, dc->data(), solved, iterations);
   }
@@ -777,6 +776,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       pattern.start.push_back(pose_col[i]);
       pattern.size.push_back(6);
     }
+  pattern.num_pose_blocks = static_cast<int>(pattern.start.size());
   for (int c = 0; c < num_cameras; ++c)
     if (intr_col[c] >= 0) {
       intr_block[c] = static_cast<int>(pattern.start.size());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
 #include "solver/reconstruction_ba_cuda.h"
@@ -15,35 +16,6 @@ namespace {
 
 constexpr int kThreads = 256;
 int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
-
-template <typename T>
-class Buffer {
- public:
-  Buffer() = default;
-  ~Buffer() { if (ptr_) cudaFree(ptr_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  // Grows only; contents are not kept.
-  Status Reserve(size_t n) {
-    if (n <= capacity_) return Status::Ok();
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T)));
-    capacity_ = n;
-    return Status::Ok();
-  }
-  Status Upload(const T* host, size_t n) {
-    TIEPOINT_RETURN_IF_ERROR(Reserve(n));
-    if (n) TIEPOINT_RETURN_IF_ERROR(UploadStaged(ptr_, host, n * sizeof(T)));
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
-};
 
 // y = mu D_U x (the product's first term; the others add to it).
 __global__ void DampedDiagonalKernel(int n, double mu, const double* __restrict__ diagU,
@@ -244,7 +216,7 @@ class CudaReducedPcgImpl : public CudaReducedPcg {
       TIEPOINT_RETURN_IF_ERROR(point_free_.Upload(sys.point_free, sys.num_points));
       TIEPOINT_RETURN_IF_ERROR(local_cols_.Upload(sys.local_cols, nobs * sys.max_local));
       TIEPOINT_RETURN_IF_ERROR(num_local_.Upload(sys.num_local, nobs));
-      for (Buffer<double>* v : {&x_, &r_, &z_, &p_, &q_}) TIEPOINT_RETURN_IF_ERROR(v->Reserve(n));
+      for (DeviceBuffer<double>* v : {&x_, &r_, &z_, &p_, &q_}) TIEPOINT_RETURN_IF_ERROR(v->Reserve(n));
       TIEPOINT_RETURN_IF_ERROR(dots_.Reserve(2));
       structure_uploaded_ = true;
     }
@@ -328,10 +300,10 @@ class CudaReducedPcgImpl : public CudaReducedPcg {
  private:
   bool structure_uploaded_ = false;
   std::vector<int64_t> precond_offset_host_;
-  Buffer<int> block_row_, cols_, start_, size_, local_cols_;
-  Buffer<int64_t> offset_, precond_offset_, point_ptr_;
-  Buffer<uint8_t> point_free_, num_local_;
-  Buffer<double> U_, diagU_, precond_, W_, Vinv_, x_, r_, z_, p_, q_, dots_;
+  DeviceBuffer<int> block_row_, cols_, start_, size_, local_cols_;
+  DeviceBuffer<int64_t> offset_, precond_offset_, point_ptr_;
+  DeviceBuffer<uint8_t> point_free_, num_local_;
+  DeviceBuffer<double> U_, diagU_, precond_, W_, Vinv_, x_, r_, z_, p_, q_, dots_;
 };
 
 }  // namespace
