@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "features/matcher_inl.h"
+#include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "io/base/timer.h"
 
@@ -27,69 +28,23 @@ constexpr int kThreads = 128;      // 4 warps: 2 (rows) x 2 (columns), 32 x 64 e
 constexpr int kPadRows = 128;      // device descriptor sets are padded to this multiple
 constexpr int kKeyInvalid = INT_MAX;
 
-// ---- Small device buffer (RAII) ------------------------------------------------------
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  ~DeviceArray() { Free(); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  DeviceArray(DeviceArray&& o) noexcept : ptr_(o.ptr_), size_(o.size_) {
-    o.ptr_ = nullptr;
-    o.size_ = 0;
-  }
-  // Grows to at least n elements (contents not kept).
-  Status Reserve(size_t n, const char* what) {
-    if (n <= size_) return Status::Ok();
-    Free();
-    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
-    const cudaError_t err = cudaMalloc(&ptr_, bytes);
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      ptr_ = nullptr;
-      return Status::OutOfMemory("CUDA matcher: cannot allocate " + std::to_string(bytes) +
-                                 " bytes of GPU memory for " + what + " (" +
-                                 cudaGetErrorString(err) + "); use --device cpu");
-    }
-    size_ = n;
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
+// ---- Buffers (io/base/cuda_buffer.h) whose allocation failures name the matcher -----
+Status MatcherAllocation(Status s) {
+  if (s.ok()) return s;
+  return Status(s.code(), "CUDA matcher: " + s.message() +
+                              (s.code() == StatusCode::kOutOfMemory ? "; use --device cpu" : ""));
+}
 
- private:
-  void Free() {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
-  }
-  T* ptr_ = nullptr;
-  size_t size_ = 0;
+template <typename T>
+class DeviceArray : public DeviceBuffer<T> {
+ public:
+  Status Reserve(size_t n, const char* what) { return MatcherAllocation(DeviceBuffer<T>::Reserve(n, what)); }
 };
 
 template <typename T>
-class PinnedArray {
+class PinnedArray : public PinnedBuffer<T> {
  public:
-  PinnedArray() = default;
-  ~PinnedArray() {
-    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-  }
-  PinnedArray(const PinnedArray&) = delete;
-  PinnedArray& operator=(const PinnedArray&) = delete;
-  Status Reserve(size_t n) {
-    if (n <= size_) return Status::Ok();
-    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, std::max<size_t>(n, 1) * sizeof(T)));
-    size_ = n;
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t size_ = 0;
+  Status Reserve(size_t n) { return MatcherAllocation(PinnedBuffer<T>::Reserve(n, "match results")); }
 };
 
 // Per row and column range: nearest distance, its column, second-nearest distance.

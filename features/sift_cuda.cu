@@ -26,6 +26,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
 
@@ -814,90 +815,30 @@ __global__ void __launch_bounds__(kDescriptorThreads)
 // ---------------------------------------------------------------------------------------
 // Host side.
 
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  // Grows (never shrinks) to hold n elements; the old contents are lost.
-  Status Reserve(size_t n, const char* what) {
-    if (n <= capacity_) return Status::Ok();
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    const size_t bytes = std::max<size_t>(n, 1) * sizeof(T);
-    const cudaError_t err = cudaMalloc(&ptr_, bytes);
-    if (err != cudaSuccess) {
-      ptr_ = nullptr;
-      (void)cudaGetLastError();  // clear the sticky allocation error
-      if (err == cudaErrorMemoryAllocation) {
-        size_t free_bytes = 0, total_bytes = 0;
-        cudaMemGetInfo(&free_bytes, &total_bytes);
-        return Status::OutOfMemory("CUDA SIFT: out of GPU memory allocating " +
-                                   std::to_string(bytes >> 20) + " MiB for " + what + " (" +
-                                   std::to_string(free_bytes >> 20) + " MiB free of " +
-                                   std::to_string(total_bytes >> 20) +
-                                   "); use fewer cuda streams, smaller images or --device cpu");
-      }
-      return Status::Unavailable(std::string("CUDA SIFT: cudaMalloc for ") + what + ": " +
-                                 cudaGetErrorString(err));
-    }
-    capacity_ = n;
-    return Status::Ok();
-  }
-  // Reserve for arrays whose size changes from image to image: grows by half again at
-  // least, so that a batch reallocates a few times, not at every new largest count (a
-  // cudaFree waits for the whole device, all streams, to go idle).
-  Status Grow(size_t n, const char* what) {
-    if (n <= capacity_) return Status::Ok();
-    return Reserve(std::max(n, capacity_ + capacity_ / 2), what);
-  }
-  T* get() const { return ptr_; }
-  size_t capacity() const { return capacity_; }
+// Allocation failures of the workspace name CUDA SIFT and what the user can do.
+Status SiftAllocation(Status s) {
+  if (s.ok()) return s;
+  return Status(s.code(), "CUDA SIFT: " + s.message() +
+                              (s.code() == StatusCode::kOutOfMemory
+                                   ? "; use fewer cuda streams, smaller images or --device cpu"
+                                   : ""));
+}
 
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
+// Device buffers of the workspace (io/base/cuda_buffer.h). Grow: for arrays whose size
+// changes from image to image.
+template <typename T>
+class DeviceArray : public DeviceBuffer<T> {
+ public:
+  Status Reserve(size_t n, const char* what) { return SiftAllocation(DeviceBuffer<T>::Reserve(n, what)); }
+  Status Grow(size_t n, const char* what) { return SiftAllocation(DeviceBuffer<T>::Grow(n, what)); }
 };
 
+// Pinned staging buffers: they grow by half again (slowly growing counts do not
+// reallocate every image).
 template <typename T>
-class PinnedArray {
+class PinnedArray : public PinnedBuffer<T> {
  public:
-  PinnedArray() = default;
-  PinnedArray(const PinnedArray&) = delete;
-  PinnedArray& operator=(const PinnedArray&) = delete;
-  ~PinnedArray() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  }
-  Status Reserve(size_t n, const char* what) {
-    if (n <= capacity_) return Status::Ok();
-    // Grow by half again so that slowly growing counts do not reallocate every image
-    // (cudaFreeHost waits for the whole device to go idle).
-    const size_t want = std::max(n, capacity_ + capacity_ / 2);
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    const cudaError_t err = cudaHostAlloc(&ptr_, std::max<size_t>(want, 1) * sizeof(T),
-                                          cudaHostAllocDefault);
-    if (err != cudaSuccess) {
-      ptr_ = nullptr;
-      (void)cudaGetLastError();  // clear the sticky allocation error
-      return Status::OutOfMemory(std::string("CUDA SIFT: cannot allocate pinned host memory for ") +
-                                 what + " (" + std::to_string(want * sizeof(T) >> 20) +
-                                 " MiB): " + cudaGetErrorString(err));
-    }
-    capacity_ = want;
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
+  Status Reserve(size_t n, const char* what) { return SiftAllocation(PinnedBuffer<T>::Grow(n, what)); }
 };
 
 // The CPU reference's Gaussian taps (sift.cc GaussianBlur), as floats.

@@ -1,73 +1,94 @@
-// RAII CUDA memory that grows and never shrinks, for buffers reused across calls (LK
-// pyramids, the reconstruction BA's per-step arrays). Include from .cu files only.
+// RAII CUDA memory that grows and never shrinks, for buffers reused across calls (SIFT
+// and LK workspaces, the matcher's descriptor sets, the reconstruction BA's per-step
+// arrays). Include from .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <string>
 
-#include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
 #include "io/base/status.h"
 
 namespace tiepoint {
 
-// Device memory (cudaMalloc). Reserve keeps the contents only when it need not grow.
-template <typename T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
+// The Status of a failed cudaMalloc / cudaHostAlloc of `bytes` for `what` (the sticky
+// error cleared): kOutOfMemory naming the sizes, else kUnavailable with CUDA's reason.
+inline Status CudaAllocationFailure(cudaError_t err, size_t bytes, const char* what, bool pinned) {
+  (void)cudaGetLastError();
+  if (err == cudaErrorMemoryAllocation) {
+    std::string m = std::string("out of ") + (pinned ? "pinned host" : "GPU") + " memory allocating " +
+                    std::to_string(bytes >> 20) + " MiB for " + what;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (!pinned && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      m += " (" + std::to_string(free_bytes >> 20) + " MiB free of " + std::to_string(total_bytes >> 20) + ")";
+    }
+    (void)cudaGetLastError();
+    return Status::OutOfMemory(m);
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  Status Reserve(size_t count) {
+  return Status::Unavailable(std::string(pinned ? "cudaHostAlloc" : "cudaMalloc") + " for " + what +
+                             ": " + cudaGetErrorString(err));
+}
+
+template <typename T, bool kPinned>
+class CudaBuffer {
+ public:
+  CudaBuffer() = default;
+  ~CudaBuffer() { Free(); }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  CudaBuffer(CudaBuffer&& o) noexcept : ptr_(o.ptr_), capacity_(o.capacity_) {
+    o.ptr_ = nullptr;
+    o.capacity_ = 0;
+  }
+  // Room for `count` elements; when it must grow, the old contents are lost.
+  Status Reserve(size_t count, const char* what = "a buffer") {
     if (count <= capacity_) return Status::Ok();
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+    Free();
+    const size_t bytes = std::max<size_t>(count, 1) * sizeof(T);
+    void* p = nullptr;
+    const cudaError_t err = kPinned ? cudaHostAlloc(&p, bytes, cudaHostAllocDefault) : cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) return CudaAllocationFailure(err, bytes, what, kPinned);
+    ptr_ = static_cast<T*>(p);
     capacity_ = count;
     return Status::Ok();
   }
+  // Reserve for counts that change from call to call: grows by half again at least, so a
+  // run reallocates a few times, not at every new largest count (cudaFree and
+  // cudaFreeHost wait for the whole device to go idle).
+  Status Grow(size_t count, const char* what = "a buffer") {
+    if (count <= capacity_) return Status::Ok();
+    return Reserve(std::max(count, capacity_ + capacity_ / 2), what);
+  }
+  T* get() const { return ptr_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void Free() {
+    if (ptr_ != nullptr) (void)(kPinned ? cudaFreeHost(ptr_) : cudaFree(ptr_));
+    ptr_ = nullptr;
+    capacity_ = 0;
+  }
+  T* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Device memory (cudaMalloc).
+template <typename T>
+class DeviceBuffer : public CudaBuffer<T, false> {
+ public:
   // Reserve(count), then the host array copied in (large arrays through UploadStaged).
   Status Upload(const T* host, size_t count) {
-    TIEPOINT_RETURN_IF_ERROR(Reserve(count));
-    if (count) TIEPOINT_RETURN_IF_ERROR(UploadStaged(ptr_, host, count * sizeof(T)));
+    TIEPOINT_RETURN_IF_ERROR(this->Reserve(count));
+    if (count) TIEPOINT_RETURN_IF_ERROR(UploadStaged(this->get(), host, count * sizeof(T)));
     return Status::Ok();
   }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
 };
 
-// Pinned host memory (cudaMallocHost), for asynchronous copies.
+// Pinned host memory (cudaHostAlloc), for asynchronous copies.
 template <typename T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() {
-    if (ptr_) cudaFreeHost(ptr_);
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  Status Reserve(size_t count) {
-    if (count <= capacity_) return Status::Ok();
-    if (ptr_) cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    capacity_ = 0;
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
-    capacity_ = count;
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  size_t capacity_ = 0;
-};
+using PinnedBuffer = CudaBuffer<T, true>;
 
 }  // namespace tiepoint
