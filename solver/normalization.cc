@@ -32,17 +32,26 @@ Normalization ComputeNormalization(const BAProblem& problem, const double* camer
                                    const double* points) {
   Normalization n;
   // The median of an evenly strided sample of at most 100k observations is plenty.
+  // Sampled on all threads (each sample reads a point at random: 100k of them took ~10 ms
+  // on one thread of the H200 host at 29M observations), then kept in sample order.
   const int64_t total = problem.num_observations;
   const int64_t stride = std::max<int64_t>(1, total / 100000);
-  std::vector<double> depths;
-  depths.reserve(static_cast<size_t>(total / stride + 1));
+  const int64_t samples = total > 0 ? (total - 1) / stride + 1 : 0;
+  std::vector<double> sampled(static_cast<size_t>(samples));
   const std::vector<BalCameraFrame> frames = MakeBalCameraFrames(cameras, problem.num_cameras);
-  for (int64_t i = 0; i < total; i += stride) {
-    const BalCameraFrame& f = frames[problem.obs_camera[i]];
-    const double* X = points + 3 * problem.obs_point[i];
-    const double depth = std::abs(f.R[6] * X[0] + f.R[7] * X[1] + f.R[8] * X[2] + f.t[2]);
-    if (std::isfinite(depth) && depth > 0) depths.push_back(depth);
-  }
+  ParallelRegion(samples > 4096 ? omp_get_max_threads() : 1, [&] {
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < samples; ++k) {
+      const int64_t i = k * stride;
+      const BalCameraFrame& f = frames[problem.obs_camera[i]];
+      const double* X = points + 3 * problem.obs_point[i];
+      sampled[k] = std::abs(f.R[6] * X[0] + f.R[7] * X[1] + f.R[8] * X[2] + f.t[2]);
+    }
+  });
+  std::vector<double> depths;
+  depths.reserve(sampled.size());
+  for (double d : sampled)
+    if (std::isfinite(d) && d > 0) depths.push_back(d);
   const double depth = Median(depths);
   std::vector<double> focals;
   for (int c = 0; c < problem.num_cameras; ++c) {

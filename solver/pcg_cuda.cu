@@ -700,6 +700,17 @@ __global__ void PointPreconditionKernel(int np, const float* vinv, const float* 
   for (int r = 0; r < 3; ++r) out[3 * j + r] = Vi[3 * r] * a + Vi[3 * r + 1] * b + Vi[3 * r + 2] * c;
 }
 
+// x_p = V^-1 (b_p - acc), acc = sum J'_p^T J'_c x_c from SchurStreamKernel (and reset):
+// the back-substitution, with the per-point sums of the streaming point pass.
+__global__ void BackSolveKernel(int np, const float* vinv, const float* bp, float* acc, float* xp) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= np) return;
+  const float s0 = bp[3 * j] - acc[3 * j], s1 = bp[3 * j + 1] - acc[3 * j + 1], s2 = bp[3 * j + 2] - acc[3 * j + 2];
+  acc[3 * j] = acc[3 * j + 1] = acc[3 * j + 2] = 0.0f;
+  const float* Vi = vinv + 9 * static_cast<int64_t>(j);
+  for (int a = 0; a < 3; ++a) xp[3 * j + a] = Vi[3 * a] * s0 + Vi[3 * a + 1] * s1 + Vi[3 * a + 2] * s2;
+}
+
 __global__ void SchurPointSolveKernel(int np, const float* vinv, float* acc, float* z) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= np) return;
@@ -870,25 +881,6 @@ __global__ void CameraPreconditionKernel(int nc, const float* uinv, const float*
   float s = 0;
   for (int k = 0; k < 9; ++k) s += U[k] * v[k];
   out[t] = s;
-}
-
-// x_p = V^-1 (b_p - sum J'_p^T J'_c x_c) (thread per point).
-__global__ void BackSubstituteKernel(ProblemView p, BlockSource src,
-                                     const float* vinv, const float* bp, const float* xc,
-                                     float* xp) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= p.np) return;
-  float r[3] = {bp[3 * j], bp[3 * j + 1], bp[3 * j + 2]};
-  for (int i = p.point_ptr[j]; i < p.point_ptr[j + 1]; ++i) {
-    float Jc[18], Jp[6];
-    LoadBlocks(p, src, i, Jc, Jp);
-    const float* x = xc + 9 * p.obs_camera[i];
-    float y0 = 0, y1 = 0;
-    for (int a = 0; a < 9; ++a) { y0 += Jc[a] * x[a]; y1 += Jc[9 + a] * x[a]; }
-    for (int a = 0; a < 3; ++a) r[a] -= Jp[a] * y0 + Jp[3 + a] * y1;
-  }
-  const float* Vi = vinv + 9 * static_cast<int64_t>(j);
-  for (int a = 0; a < 3; ++a) xp[3 * j + a] = Vi[3 * a] * r[0] + Vi[3 * a + 1] * r[1] + Vi[3 * a + 2] * r[2];
 }
 
 // Per observation |J' (x/s)|^2 into `out` (x already divided by the scales, in double).
@@ -1903,8 +1895,16 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
       },
       &it));
   if (mark) TimingMark("solve: CG");
-  BackSubstituteKernel<<<Blocks(v.np), kThreads>>>(v, lin_.Src(), vinv_.get(),
-                                                   bp_.get(), x_.get(), xp_.get());
+  // x_p = V^-1 (b_p - W^T x_c): the streaming point pass (coalesced; 2.05 -> 1.13 ms at 29M
+  // observations on an H200 against a thread per point), then a thread per point.
+  if (v.n > 0) {
+    if (lin_.recompute_) {
+      SchurStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x_.get(), nullptr, acc_.get());
+    } else {
+      SchurStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x_.get(), nullptr, acc_.get());
+    }
+  }
+  if (v.np > 0) BackSolveKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), bp_.get(), acc_.get(), xp_.get());
   if (mark) TimingMark("solve: back-substitution");
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
