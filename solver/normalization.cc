@@ -32,8 +32,9 @@ Normalization ComputeNormalization(const BAProblem& problem, const double* camer
                                    const double* points) {
   Normalization n;
   // The median of an evenly strided sample of at most 100k observations is plenty.
-  // Sampled on all threads (each sample reads a point at random: 100k of them took ~10 ms
-  // on one thread of the H200 host at 29M observations), then kept in sample order.
+  // Sampled on all threads (each sample reads a point at random; at 29M observations the
+  // whole normalization took 9.8 ms with the sample on one thread of the H200 host, 7.8 ms
+  // on 16), then kept in sample order: the same depths, the same median.
   const int64_t total = problem.num_observations;
   const int64_t stride = std::max<int64_t>(1, total / 100000);
   const int64_t samples = total > 0 ? (total - 1) / stride + 1 : 0;
