@@ -700,21 +700,17 @@ __global__ void PointPreconditionKernel(int np, const float* vinv, const float* 
   for (int r = 0; r < 3; ++r) out[3 * j + r] = Vi[3 * r] * a + Vi[3 * r + 1] * b + Vi[3 * r + 2] * c;
 }
 
-// x_p = V^-1 (b_p - acc), acc = sum J'_p^T J'_c x_c from SchurStreamKernel (and reset):
-// the back-substitution, with the per-point sums of the streaming point pass.
-__global__ void BackSolveKernel(int np, const float* vinv, const float* bp, float* acc, float* xp) {
+// z = V^-1 acc per point (the Schur product), or with `bp` z = V^-1 (b_p - acc) (the
+// back-substitution, acc = sum J'_p^T J'_c x_c); acc is reset for the next pass.
+__global__ void SchurPointSolveKernel(int np, const float* vinv, const float* bp, float* acc, float* z) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= np) return;
-  const float s0 = bp[3 * j] - acc[3 * j], s1 = bp[3 * j + 1] - acc[3 * j + 1], s2 = bp[3 * j + 2] - acc[3 * j + 2];
-  acc[3 * j] = acc[3 * j + 1] = acc[3 * j + 2] = 0.0f;
-  const float* Vi = vinv + 9 * static_cast<int64_t>(j);
-  for (int a = 0; a < 3; ++a) xp[3 * j + a] = Vi[3 * a] * s0 + Vi[3 * a + 1] * s1 + Vi[3 * a + 2] * s2;
-}
-
-__global__ void SchurPointSolveKernel(int np, const float* vinv, float* acc, float* z) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= np) return;
-  const float s0 = acc[3 * j], s1 = acc[3 * j + 1], s2 = acc[3 * j + 2];
+  float s0 = acc[3 * j], s1 = acc[3 * j + 1], s2 = acc[3 * j + 2];
+  if (bp) {
+    s0 = bp[3 * j] - s0;
+    s1 = bp[3 * j + 1] - s1;
+    s2 = bp[3 * j + 2] - s2;
+  }
   acc[3 * j] = acc[3 * j + 1] = acc[3 * j + 2] = 0.0f;
   const float* Vi = vinv + 9 * static_cast<int64_t>(j);
   for (int a = 0; a < 3; ++a) z[3 * j + a] = Vi[3 * a] * s0 + Vi[3 * a + 1] * s1 + Vi[3 * a + 2] * s2;
@@ -786,18 +782,6 @@ __global__ void GroupPointKeysKernel(int64_t n, const int* point, const int* cam
   if (i >= n) return;
   keys[i] = (static_cast<unsigned long long>(camera[i] / size) << pt_bits) | static_cast<unsigned>(point[i]);
   values[i] = static_cast<int>(i);
-}
-
-// obs_begin[g] = first grouped position of group g (cameras sorted by group).
-__global__ void GroupStartsKernel(int64_t n, const int* camera, int size, int groups, int* obs_begin) {
-  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (k >= n) return;
-  const int here = camera[k] / size;
-  const int prev = k > 0 ? camera[k - 1] / size : -1;
-  for (int g = prev + 1; g <= here; ++g) obs_begin[g] = static_cast<int>(k);
-  if (k == n - 1) {
-    for (int g = here + 1; g <= groups; ++g) obs_begin[g] = static_cast<int>(n);
-  }
 }
 
 // Grouped copy of the stored blocks (after every linearization): position k takes the
@@ -1035,12 +1019,14 @@ __global__ void GatherObservationsKernel(int64_t n, const int* order, const int*
   }
 }
 
-// ptr[q] = first position whose sorted key is >= q, for q in [0, count]; keys sorted.
-__global__ void IntervalStartsKernel(int64_t n, const int* sorted, int count, int* ptr) {
+// ptr[q] = first position whose key sorted[.] / divisor is >= q, for q in [0, count];
+// keys sorted (divisor > 1: camera groups of that many cameras).
+__global__ void IntervalStartsKernel(int64_t n, const int* sorted, int count, int* ptr,
+                                     int divisor = 1) {
   const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (k >= n) return;
-  const int here = sorted[k];
-  const int prev = k > 0 ? sorted[k - 1] : -1;
+  const int here = sorted[k] / divisor;
+  const int prev = k > 0 ? sorted[k - 1] / divisor : -1;
   for (int q = prev + 1; q <= here; ++q) ptr[q] = static_cast<int>(k);
   if (k == n - 1) {
     for (int q = here + 1; q <= count; ++q) ptr[q] = static_cast<int>(n);
@@ -1398,8 +1384,8 @@ Status CudaLinearization::BuildCameraGroups() {
       n, gperm_.get(), obs_camera_.get(), obs_point_.get(),
       reinterpret_cast<const double2*>(obs_xy_.get()), 1.0, g_obs_camera_.get(), g_obs_point_.get(),
       recompute_ ? reinterpret_cast<double2*>(g_obs_xy_.get()) : nullptr);
-  GroupStartsKernel<<<Blocks(n), kThreads>>>(n, g_obs_camera_.get(), group_size_, groups_,
-                                             g_obs_begin_.get());
+  IntervalStartsKernel<<<Blocks(n), kThreads>>>(n, g_obs_camera_.get(), groups_,
+                                                g_obs_begin_.get(), group_size_);
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return g_obs_begin_.Download(group_obs_begin_h_.data(), groups_ + 1);
 }
@@ -1685,6 +1671,17 @@ class CudaPcg : public LinearSolver {
   // which also gives the reduced right-hand side; else the right-hand side, once per step,
   // takes the fused kernel.
   bool Streaming() const { return shared_cameras_ || Grouped(); }
+  // The streaming point pass: per-point sums of J'_p^T J'_c x into acc_ (and J'_c x into y
+  // unless y is null).
+  void PointPass(const float* x, float* y) {
+    const ProblemView v = lin_.View();
+    if (v.n == 0) return;
+    if (lin_.recompute_) {
+      SchurStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, y, acc_.get());
+    } else {
+      SchurStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, y, acc_.get());
+    }
+  }
   bool Grouped() const { return lin_.group_size_ > 0; }
   // The camera pass by camera groups: partials of J'_c^T (J'_c x_c + sign J'_p z_p).
   void GroupPass(const float* x, const float* z, float sign) {
@@ -1801,14 +1798,9 @@ class CudaPcg : public LinearSolver {
     const ProblemView v = lin_.View();
     const int64_t nc9 = 9LL * v.nc;
     if (nc9 == 0) return;
-    float* y = Grouped() ? nullptr : y_.get();  // the grouped camera pass recomputes it
     if (v.n > 0) {
-      if (lin_.recompute_) {
-        SchurStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x, y, acc_.get());
-      } else {
-        SchurStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x, y, acc_.get());
-      }
-      SchurPointSolveKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), acc_.get(), zp_.get());
+      PointPass(x, Grouped() ? nullptr : y_.get());  // the grouped camera pass recomputes y
+      SchurPointSolveKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), nullptr, acc_.get(), zp_.get());
     }
     if (Grouped()) {
       GroupPass(x, zp_.get(), -1.0f);
@@ -1897,14 +1889,8 @@ Status CudaPcg::SolveDevice(const double* d_dev, LinearSolverSummary* summary) {
   if (mark) TimingMark("solve: CG");
   // x_p = V^-1 (b_p - W^T x_c): the streaming point pass (coalesced; 2.05 -> 1.13 ms at 29M
   // observations on an H200 against a thread per point), then a thread per point.
-  if (v.n > 0) {
-    if (lin_.recompute_) {
-      SchurStreamKernel<true><<<grid1_, kThreads>>>(v, lin_.Src(), x_.get(), nullptr, acc_.get());
-    } else {
-      SchurStreamKernel<false><<<grid1_, kThreads>>>(v, lin_.Src(), x_.get(), nullptr, acc_.get());
-    }
-  }
-  if (v.np > 0) BackSolveKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), bp_.get(), acc_.get(), xp_.get());
+  PointPass(x_.get(), nullptr);
+  if (v.np > 0) SchurPointSolveKernel<<<Blocks(v.np), kThreads>>>(v.np, vinv_.get(), bp_.get(), acc_.get(), xp_.get());
   if (mark) TimingMark("solve: back-substitution");
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   TIEPOINT_RETURN_IF_ERROR(lin_.error_);
@@ -2091,7 +2077,6 @@ class CudaState : public LmState {
     const bool mark = step_marks_++ < 2;
     if (mark) TimingMark("step: damping");
     TIEPOINT_RETURN_IF_ERROR(pcg_->SolveDevice(pcg_->d_.get(), &ls));
-    if (mark) TimingMark("step: PCG solve");
     *step = LmStep();
     step->linear_iterations = ls.iterations;
     StepKernel<<<Blocks(n), kThreads>>>(nc9, n, pcg_->x_.get(), pcg_->xp_.get(), lin_->scale_.get(),
