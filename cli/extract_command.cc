@@ -59,7 +59,11 @@ struct ExtractArgs {
   double contrast_threshold = SiftOptions().contrast_threshold;
   double edge_threshold = SiftOptions().edge_threshold;
   int threads = 0;
-  int cuda_streams = SiftOptions().cuda_streams;
+  // 12, not the library's 8: through this command (decoding on every core beside the
+  // streams' threads) 12 measured best on a 16-core H200 host, 4,400 1080p JPEGs in
+  // 4.0-4.5 s against 4.6-4.8 s with 8 and 4.5-4.8 s with 16
+  // (bench/results/extract-throughput-h200-20261126.json).
+  int cuda_streams = 12;
   std::string output_dir;
   bool txt = false;
   bool quiet = false;

@@ -157,10 +157,15 @@ int main(int argc, char** argv) {
   CalmOpenBlasThreads(argv);
   InstallFaultHandling(argc > 1 ? argv[1] : "");
   // More hardware work queues than CUDA's default 8, unless the caller chose: streams
-  // beyond 8 (extract --cuda-streams 24) otherwise share queues and wait on each other.
-  // Measured on an H100 with bench/sift_bench: 24 streams, median 2,251 -> 2,410 images/s
-  // (bench/results/sift-h100-20261124.json). Set before the CUDA runtime starts.
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
+  // beyond 8 otherwise share queues and wait on each other. Measured on an H100 with
+  // bench/sift_bench: 24 streams, median 2,251 -> 2,410 images/s
+  // (bench/results/sift-h100-20261124.json). Not for `extract`, whose stream threads run
+  // beside a decoding pool: there CUDA's 8 queues measured better, 4,400 1080p JPEGs with
+  // 12 streams in 3.6-3.8 s against 4.0-4.5 s with 32 on a 16-core H200 host
+  // (bench/results/extract-throughput-h200-20261126.json). Set before the CUDA runtime starts.
+  if (argc < 2 || std::string(argv[1]) != "extract") {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
+  }
   CLI::App app{
       "tiepoint: structure from motion and bundle adjustment for BAL problems.\n"
       "Run `tiepoint <command> --help` for the options of a command."};

@@ -115,7 +115,8 @@ struct SiftOptions {
   // 2,438 with 32 (bench/results/sift-h100-20261124.json). 8 keeps the workspaces small
   // for smaller GPUs. Through `tiepoint extract` (decoding on every core beside these
   // threads) 12 measured best on a 16-core H200 host: 4,400 1080p JPEGs in 4.0-4.5 s against
-  // 4.6-4.8 s with 8 and 4.5-4.8 s with 16 (bench/results/extract-throughput-h200-20261126.json).
+  // 4.6-4.8 s with 8 and 4.5-4.8 s with 16 (bench/results/extract-throughput-h200-20261126.json);
+  // the command defaults to 12.
   int cuda_streams = 8;
 
   // Explains the first option out of range, naming the field.

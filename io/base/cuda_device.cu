@@ -1,5 +1,6 @@
 #include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
+#include "io/base/parallel_copy.h"
 
 #include <algorithm>
 #include <chrono>
@@ -60,35 +61,35 @@ Status UploadStaged(void* device_dst, const void* host_src, size_t bytes) {
   std::lock_guard<std::mutex> lock(st.mutex);
   const auto t0 = std::chrono::steady_clock::now();
   TIEPOINT_RETURN_IF_ERROR(PrepareStaging(st));
-  // Copying threads: 4, 8 and 16 measured the same on the H200 host (the copy engine's
-  // ~20-25 GB/s from these buffers is the limit there).
-  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  // The host copies run on the calling thread's OpenMP team (io/base/parallel_copy.h), all
+  // of its threads. On a 16-core H200 host, tau = 0.01 at Final-13682 size came 0.097-0.100
+  // -> 0.075-0.080 s against 8 std::threads per chunk, which competed for the cores with
+  // the team's threads still spinning after the solve's last parallel region
+  // (bench/results/gpu-ba-setup-h200-20261126.json).
   const char* src = static_cast<const char*>(host_src);
   char* dst = static_cast<char*>(device_dst);
   bool pending[2] = {false, false};
+  double wait_ms = 0.0, copy_ms = 0.0;
   for (size_t offset = 0, k = 0; offset < bytes; offset += kStageBytes, ++k) {
     const int slot = static_cast<int>(k % 2);
     const size_t len = std::min(kStageBytes, bytes - offset);
+    const auto w0 = std::chrono::steady_clock::now();
     if (pending[slot]) TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(st.done[slot]));
-    // The host copy of this chunk on `threads` threads (one slice each) while the copy
-    // engine reads the other buffer.
-    const size_t slice = (len + threads - 1) / threads;
-    std::vector<std::thread> pool;
-    auto copy = [&](int t) {
-      const size_t begin = t * slice;
-      if (begin < len) std::memcpy(st.buffer[slot] + begin, src + offset + begin, std::min(slice, len - begin));
-    };
-    for (int t = 1; t < threads; ++t) pool.emplace_back(copy, t);
-    copy(0);
-    for (std::thread& th : pool) th.join();
+    const auto w1 = std::chrono::steady_clock::now();
+    // The host copy of this chunk while the copy engine reads the other buffer.
+    ParallelCopy(st.buffer[slot], src + offset, len, /*threads=*/0);
+    const auto w2 = std::chrono::steady_clock::now();
+    wait_ms += std::chrono::duration<double, std::milli>(w1 - w0).count();
+    copy_ms += std::chrono::duration<double, std::milli>(w2 - w1).count();
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + offset, st.buffer[slot], len, cudaMemcpyHostToDevice, st.stream));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(st.done[slot], st.stream));
     pending[slot] = true;
   }
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(st.stream));
   if (std::getenv("TIEPOINT_TIMING")) {
-    std::fprintf(stderr, "[timing] upload staged %zu MB: %.2f ms\n", bytes >> 20,
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    std::fprintf(stderr, "[timing] upload staged %zu MB: %.2f ms (host copies %.2f, waits %.2f)\n", bytes >> 20,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                 copy_ms, wait_ms);
   }
   return Status::Ok();
 }
