@@ -43,7 +43,10 @@
 // on blocking-sync events: a waiting thread sleeps and leaves its core to the others'
 // host work. Extract() uses stream 0 from the calling thread. With more streams than the
 // driver's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, default 8), streams share a
-// queue; setting it to 32 in the environment measured 3-10% faster with 16-24 streams.
+// queue; setting it to 32 in the environment measured 3-10% faster with 16-24 streams of
+// in-memory images (bench/sift_bench). Through `tiepoint extract`, whose decoding pool
+// runs beside the streams' threads, 12 streams on CUDA's 8 queues measured best, and the
+// command leaves the variable unset (cli/main.cc).
 //
 // Errors: kUnavailable when the build has no CUDA or no GPU is usable (the message names
 // --device cpu); kOutOfMemory naming the bytes when an image's workspace does not fit in
