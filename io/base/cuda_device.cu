@@ -7,9 +7,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 namespace tiepoint {

@@ -1,7 +1,6 @@
 #include "io/base/parallel_copy.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 
 #include <omp.h>
