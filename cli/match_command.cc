@@ -34,6 +34,7 @@
 #include "io/image.h"
 #include "io/matches.h"
 #include "io/report.h"
+#include "solver/geometry/fundamental_cuda.h"
 #include "solver/geometry/two_view_geometry.h"
 #include "tiepoint/build_info.h"
 
@@ -52,6 +53,7 @@ struct MatchArgs {
   int threads = 0;
   int cuda_streams = MatcherOptions().cuda_streams;
   std::string verify;
+  std::string verify_device;  // empty: --device
   std::string intrinsics;
   double max_error = RansacOptions().max_error_px;
   int min_inliers = RansacOptions().min_inliers;
@@ -254,6 +256,21 @@ int RunMatch(const MatchArgs& a) {
     }
     if (!(s = ransac.Check()).ok()) return ReportError(cmd, s);
   }
+  // Where the fundamental matrix's RANSAC searches: the GPU by default with --device cuda.
+  Device verify_device = device;
+  if (!a.verify_device.empty()) {
+    if (!(s = DeviceFromString(a.verify_device, &verify_device)).ok()) {
+      return ReportError(cmd, Status::InvalidOptions("--verify-" + s.message()));
+    }
+  }
+  const bool verify_on_gpu = verify && model == TwoViewModel::kFundamental &&
+                             verify_device == Device::kCuda && ransac.early_stop;
+  if (verify && verify_device == Device::kCuda && !verify_on_gpu && !a.verify_device.empty()) {
+    return ReportError(cmd, Status::InvalidOptions(
+                                "--verify-device cuda searches fundamental matrices only, with early "
+                                "stopping (not with --verify " + a.verify + (a.no_early_stop ? ", --no-early-stop" : "") +
+                                "); use --verify-device cpu"));
+  }
   if (a.features.size() < 2) {
     return ReportError(cmd, Status::InvalidOptions("expected at least two feature files, got " +
                                                    std::to_string(a.features.size())));
@@ -363,6 +380,41 @@ int RunMatch(const MatchArgs& a) {
     pm.num_keypoints2 = features[j].size();
     pm.matches = std::move(matches[p]);
   }
+  // With --device cuda (or --verify-device cuda), the fundamental matrix's hypotheses are
+  // searched on the GPU for all pairs at once, and the CPU workers below only solve, score
+  // and refine each pair's few best samples (solver/geometry/fundamental_cuda.h).
+  std::vector<FundamentalCandidates> candidates;
+  std::vector<std::vector<std::array<double, 2>>> all_x1, all_x2;
+  double gpu_search_s = 0.0;
+  if (verify && verify_on_gpu) {
+    const Timer gpu_timer;
+    all_x1.resize(pairs.size());
+    all_x2.resize(pairs.size());
+    std::vector<FundamentalSearchPair> search(pairs.size());
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      const auto [i, j] = pairs[p];
+      for (const FeatureMatch& m : results[p].matches) {
+        const Keypoint& p1 = features[i].keypoints[m.index1];
+        const Keypoint& p2 = features[j].keypoints[m.index2];
+        all_x1[p].push_back({p1.x, p1.y});
+        all_x2[p].push_back({p2.x, p2.y});
+      }
+      search[p].x1 = &all_x1[p];
+      search[p].x2 = &all_x2[p];
+    }
+    FundamentalSearchOptions so;
+    so.max_error_px = ransac.max_error_px;
+    so.samples = ransac.max_iterations;
+    so.seed = ransac.seed;
+    so.min_inliers = ransac.min_inliers;
+    ProgressLine progress(show);
+    s = SearchFundamentalCuda(search, so, &candidates, [&](size_t done, size_t total) {
+      progress.Update("verifying (fundamental): GPU search " + std::to_string(done) + "/" +
+                      std::to_string(total) + " pairs");
+    });
+    if (!s.ok()) return ReportError(cmd, s);
+    gpu_search_s = gpu_timer.Seconds();
+  }
   if (verify) {
     // Pairs go to --threads workers (each pair's result depends only on its matches and
     // the seed, never on the worker or the thread count). When fewer pairs are left than
@@ -381,7 +433,12 @@ int RunMatch(const MatchArgs& a) {
         std::vector<std::array<double, 2>> x1, x2;
         x1.reserve(pm.matches.size());
         x2.reserve(pm.matches.size());
-        for (const FeatureMatch& m : pm.matches) {
+        if (verify_on_gpu) {
+          x1.swap(all_x1[p]);
+          x2.swap(all_x2[p]);
+        }
+        for (size_t c = 0; c < pm.matches.size() && !verify_on_gpu; ++c) {
+          const FeatureMatch& m = pm.matches[c];
           const Keypoint& p1 = features[i].keypoints[m.index1];
           const Keypoint& p2 = features[j].keypoints[m.index2];
           x1.push_back({p1.x, p1.y});
@@ -391,12 +448,17 @@ int RunMatch(const MatchArgs& a) {
         RansacOptions pair_ransac = ransac;
         pair_ransac.num_threads =
             static_cast<int>(std::max<size_t>(1, all_threads / std::max<size_t>(1, pairs.size() - p)));
+        if (verify_on_gpu) {
+          pair_ransac.candidate_samples = &candidates[p].samples;
+          pair_ransac.num_threads = 1;
+        }
         statuses[p] = EstimateTwoViewGeometry(model, x1, x2, essential ? &k[i] : nullptr,
                                               essential ? &k[j] : nullptr, pair_ransac, &g);
         if (statuses[p].ok()) {
           pm.model = ToMatchModel(model);
           pm.verified = g.verified;
-          pm.ransac_iterations = static_cast<uint32_t>(std::max(0, g.ransac_iterations));
+          pm.ransac_iterations = static_cast<uint32_t>(
+              std::max(0, verify_on_gpu ? candidates[p].samples_drawn : g.ransac_iterations));
           std::copy(g.matrix, g.matrix + 9, pm.matrix);
           std::copy(g.rotation, g.rotation + 9, pm.rotation);
           std::copy(g.translation, g.translation + 3, pm.translation);
@@ -514,6 +576,8 @@ int RunMatch(const MatchArgs& a) {
                        {"inliers", total_inliers},
                        {"matching_seconds", match_s},
                        {"verification_seconds", verify_s},
+                       {"verification_device", verify ? ToString(verify_on_gpu ? Device::kCuda : Device::kCpu) : "none"},
+                       {"verification_gpu_search_seconds", gpu_search_s},
                        {"descriptor_pairs", matcher->summary().descriptor_pairs}};
   if (!(s = WriteJson((fs::path(a.output_dir) / "summary.json").string(), summary)).ok()) {
     return ReportError(cmd, s);
@@ -552,6 +616,9 @@ Runner RegisterMatch(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--verify", a->verify,
                  "Geometric verification by RANSAC: homography | fundamental | essential");
+  app.add_option("--verify-device", a->verify_device,
+                 "cpu | cuda: where --verify fundamental searches its RANSAC hypotheses (default: "
+                 "--device); the CPU then refines each pair's best samples");
   app.add_option("--intrinsics", a->intrinsics,
                  "For --verify essential: lines 'NAME fx fy cx cy' or Middlebury *_par.txt "
                  "(NAME = image file name, i.e. the feature file name without .tpfeat; '*' = any)");

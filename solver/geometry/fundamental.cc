@@ -6,6 +6,7 @@
 #include <complex>
 #include <limits>
 
+#include "solver/geometry/cubic.h"
 #include "solver/geometry/ransac_utils.h"
 
 namespace tiepoint {
@@ -22,55 +23,6 @@ Eigen::Matrix3d FromRowMajor(const double* f) {
   Eigen::Matrix3d F;
   F << f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8];
   return F;
-}
-
-// Real roots of c3 a^3 + c2 a^2 + c1 a + c0 (lower degree when leading terms vanish).
-int SolveCubic(double c3, double c2, double c1, double c0, double roots[3]) {
-  const double scale = std::max({std::abs(c3), std::abs(c2), std::abs(c1), std::abs(c0)});
-  if (!(scale > 0.0)) return 0;
-  if (std::abs(c3) < 1e-12 * scale) {
-    if (std::abs(c2) < 1e-12 * scale) {
-      if (std::abs(c1) < 1e-12 * scale) return 0;
-      roots[0] = -c0 / c1;
-      return 1;
-    }
-    const double disc = c1 * c1 - 4 * c2 * c0;
-    if (disc < 0) return 0;
-    const double s = std::sqrt(disc);
-    const double q = -0.5 * (c1 + (c1 >= 0 ? s : -s));
-    int n = 0;
-    if (q != 0.0) roots[n++] = c0 / q;
-    roots[n++] = q / c2;
-    return n;
-  }
-  // Closed form (the eigenvalues of the companion matrix cost ~10x more): depressed
-  // cubic t^3 + p t + q = 0 with a = t - b / 3, then Newton steps on the original.
-  const double b = c2 / c3, c = c1 / c3, d = c0 / c3;
-  const double p = c - b * b / 3.0;
-  const double q = (2.0 * b * b * b - 9.0 * b * c) / 27.0 + d;
-  const double disc = 0.25 * q * q + p * p * p / 27.0;
-  int n = 0;
-  if (disc > 0.0) {
-    const double r = std::sqrt(disc);
-    roots[n++] = std::cbrt(-0.5 * q + r) + std::cbrt(-0.5 * q - r) - b / 3.0;
-  } else if (p < 0.0) {
-    const double m = 2.0 * std::sqrt(-p / 3.0);
-    const double arg = std::clamp(3.0 * q / (p * m), -1.0, 1.0);
-    const double theta = std::acos(arg) / 3.0;
-    constexpr double kTwoPiOver3 = 2.0943951023931954923;
-    for (int k = 0; k < 3; ++k) roots[n++] = m * std::cos(theta - k * kTwoPiOver3) - b / 3.0;
-  } else {  // p = q = 0: a triple root
-    roots[n++] = -b / 3.0;
-  }
-  for (int i = 0; i < n; ++i) {
-    double a = roots[i];
-    for (int step = 0; step < 2; ++step) {
-      const double f = ((c3 * a + c2) * a + c1) * a + c0, df = (3 * c3 * a + 2 * c2) * a + c1;
-      if (df != 0.0 && std::isfinite(f / df)) a -= f / df;
-    }
-    roots[i] = a;
-  }
-  return n;
 }
 
 }  // namespace

@@ -181,6 +181,11 @@ struct RansacParams {
   // PROSAC's non-randomness test: the probability that a correspondence is consistent
   // with a wrong model by chance.
   double prosac_beta = 0.05;
+  // Samples to evaluate instead of drawing (RunRansacFast only), when num_candidates >= 0:
+  // num_candidates groups of kSampleSize indices at `candidates`, solved, scored and
+  // locally optimised in order; the stopping rules do not apply. Not owned.
+  const int* candidates = nullptr;
+  int num_candidates = -1;
 };
 
 // PROSAC (Chum & Matas, "Matching with PROSAC - progressive sample consensus", CVPR 2005):
@@ -347,6 +352,7 @@ RansacOutput<typename Estimator::Model> RunRansacFast(const Estimator& estimator
   std::vector<int> inliers, refit_inliers;
   double required = static_cast<double>(params.max_iterations);
   auto go_on = [&](int it) {
+    if (params.num_candidates >= 0) return it < params.num_candidates;
     if (it >= params.max_iterations) return false;
     if (out.num_inliers < params.min_inliers && it >= give_up) return false;
     if (it < params.min_iterations) return true;
@@ -355,14 +361,17 @@ RansacOutput<typename Estimator::Model> RunRansacFast(const Estimator& estimator
   };
   int it = 0;
   while (go_on(it)) {
-    const int size = std::min(batch, params.max_iterations - it);
+    const int size = std::min(batch, (params.num_candidates >= 0 ? params.num_candidates : params.max_iterations) - it);
     if (order) sample_max_rank.resize(size);
     for (int b = 0; b < size && order; ++b) {
       int* sample = samples[b].data();
       sample_max_rank[b] = prosac.Draw(rng, sample);
       for (int k = 0; k < s; ++k) sample[k] = order[sample[k]];
     }
-    for (int b = 0; b < size && !order; ++b) {
+    for (int b = 0; b < size && params.num_candidates >= 0; ++b) {
+      for (int k = 0; k < s; ++k) samples[b][k] = params.candidates[(it + b) * s + k];
+    }
+    for (int b = 0; b < size && !order && params.num_candidates < 0; ++b) {
       int* sample = samples[b].data();
       for (int k = 0; k < s; ++k) {
         bool repeated = true;

@@ -338,6 +338,10 @@ Scored<Estimator> RansacAndRefine(const Estimator& est, const RansacOptions& o, 
     params.min_inliers = o.min_inliers;
     params.num_threads = o.num_threads;
     params.prosac_order = prosac_order;
+    if (o.candidate_samples != nullptr) {
+      params.candidates = o.candidate_samples->data();
+      params.num_candidates = static_cast<int>(o.candidate_samples->size() / Estimator::kSampleSize);
+    }
     ransac = two_view::RunRansacFast(est, params);
   } else {
     ransac = two_view::RunRansac(est, o.max_error_px, o.confidence, o.min_iterations,
@@ -411,6 +415,9 @@ Status RansacOptions::Check() const {
     return bad("PROSAC sampling needs early_stop (the reference loop samples uniformly)");
   }
   if (num_threads < 1) return bad("num_threads must be >= 1, got " + std::to_string(num_threads));
+  if (candidate_samples != nullptr && (!early_stop || sampling != Sampling::kUniform)) {
+    return bad("candidate_samples need early_stop and uniform sampling");
+  }
   return Status::Ok();
 }
 
@@ -452,6 +459,21 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
     for (int i = 0; i < n; ++i) {
       if (std::isnan((*match_costs)[i])) {
         return Status::InvalidInput("two-view geometry: match cost " + std::to_string(i) + " is NaN");
+      }
+    }
+  }
+  if (options.candidate_samples != nullptr) {
+    const size_t s = model == TwoViewModel::kHomography ? 4 : model == TwoViewModel::kFundamental ? 7 : 5;
+    const std::vector<int>& c = *options.candidate_samples;
+    if (c.size() % s != 0) {
+      return Status::InvalidOptions("two-view geometry: " + std::to_string(c.size()) +
+                                    " candidate sample indices, not a multiple of the sample size " +
+                                    std::to_string(s));
+    }
+    for (size_t k = 0; k < c.size(); ++k) {
+      if (c[k] < 0 || c[k] >= n) {
+        return Status::InvalidOptions("two-view geometry: candidate sample index " + std::to_string(k) +
+                                      " is " + std::to_string(c[k]) + ", outside [0, " + std::to_string(n) + ")");
       }
     }
   }

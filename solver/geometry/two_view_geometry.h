@@ -109,6 +109,13 @@ struct RansacOptions {
   //    rank high (bench/verify_bench.sh).
   enum class Sampling { kUniform, kProsac };
   Sampling sampling = Sampling::kUniform;
+  // Samples to evaluate instead of drawing them (with early_stop and uniform sampling):
+  // groups of the model's minimal sample size (4 for H, 7 for F, 5 for E) of
+  // correspondence indices, for example the best samples of the GPU search
+  // (solver/geometry/fundamental_cuda.h). RANSAC solves and scores exactly these, in
+  // order, with the same local optimisation, then the same refinement as after a search;
+  // ransac_iterations counts them. Empty: no model is found. Not owned; null: search.
+  const std::vector<int>* candidate_samples = nullptr;
 
   // Explains bad values in words (kInvalidOptions naming the field).
   Status Check() const;
