@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -380,69 +382,57 @@ int RunMatch(const MatchArgs& a) {
     pm.num_keypoints2 = features[j].size();
     pm.matches = std::move(matches[p]);
   }
-  // With --device cuda (or --verify-device cuda), the fundamental matrix's hypotheses are
-  // searched on the GPU for all pairs at once, and the CPU workers below only solve, score
-  // and refine each pair's few best samples (solver/geometry/fundamental_cuda.h).
-  std::vector<FundamentalCandidates> candidates;
-  std::vector<std::vector<std::array<double, 2>>> all_x1, all_x2;
   double gpu_search_s = 0.0;
-  if (verify && verify_on_gpu) {
-    const Timer gpu_timer;
-    all_x1.resize(pairs.size());
-    all_x2.resize(pairs.size());
-    std::vector<FundamentalSearchPair> search(pairs.size());
-    for (size_t p = 0; p < pairs.size(); ++p) {
-      const auto [i, j] = pairs[p];
-      for (const FeatureMatch& m : results[p].matches) {
-        const Keypoint& p1 = features[i].keypoints[m.index1];
-        const Keypoint& p2 = features[j].keypoints[m.index2];
-        all_x1[p].push_back({p1.x, p1.y});
-        all_x2[p].push_back({p2.x, p2.y});
-      }
-      search[p].x1 = &all_x1[p];
-      search[p].x2 = &all_x2[p];
-    }
-    FundamentalSearchOptions so;
-    so.max_error_px = ransac.max_error_px;
-    so.samples = ransac.max_iterations;
-    so.seed = ransac.seed;
-    so.min_inliers = ransac.min_inliers;
-    ProgressLine progress(show);
-    s = SearchFundamentalCuda(search, so, &candidates, [&](size_t done, size_t total) {
-      progress.Update("verifying (fundamental): GPU search " + std::to_string(done) + "/" +
-                      std::to_string(total) + " pairs");
-    });
-    if (!s.ok()) return ReportError(cmd, s);
-    gpu_search_s = gpu_timer.Seconds();
-  }
   if (verify) {
     // Pairs go to --threads workers (each pair's result depends only on its matches and
     // the seed, never on the worker or the thread count). When fewer pairs are left than
     // workers (few pairs, or the last ones of many), a pair's RANSAC also spreads its
     // hypotheses over workers / (pairs left) threads, so that the cores idle at the
     // tail help with the slowest pairs.
+    //
+    // With the GPU search (--device cuda or --verify-device cuda, fundamental matrices),
+    // this thread searches the pairs' hypotheses on the GPU in chunks of about
+    // kChunkCorrespondences matches (solver/geometry/fundamental_cuda.h), while the
+    // workers solve, score and refine the best samples of the chunks already searched.
+    // At most two chunks wait for the workers, which bounds the memory of the
+    // coordinates; the samples do not depend on the chunks (each pair keeps its stream).
+    constexpr size_t kChunkCorrespondences = size_t{1} << 20;
     std::vector<Status> statuses(pairs.size());
     std::atomic<size_t> next{0}, done{0};
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     const size_t workers = std::min<size_t>(pairs.size(), a.threads > 0 ? a.threads : hw);
     const size_t all_threads = a.threads > 0 ? a.threads : hw;
+    std::vector<FundamentalCandidates> candidates(verify_on_gpu ? pairs.size() : 0);
+    std::vector<std::vector<std::array<double, 2>>> gpu_x1(candidates.size()), gpu_x2(candidates.size());
+    std::mutex mu;
+    std::condition_variable cv;
+    std::atomic<size_t> ready{verify_on_gpu ? 0 : pairs.size()};  // pairs [0, ready) searched
+    bool search_failed = false;
+    Status search_status;
+    auto wait_searched = [&](size_t p) {
+      if (p < ready) return true;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return p < ready || search_failed; });
+      return p < ready;
+    };
     auto work = [&] {
       for (size_t p = next++; p < pairs.size(); p = next++) {
+        if (!wait_searched(p)) break;
         const auto [i, j] = pairs[p];
         PairMatches& pm = results[p];
         std::vector<std::array<double, 2>> x1, x2;
-        x1.reserve(pm.matches.size());
-        x2.reserve(pm.matches.size());
         if (verify_on_gpu) {
-          x1.swap(all_x1[p]);
-          x2.swap(all_x2[p]);
-        }
-        for (size_t c = 0; c < pm.matches.size() && !verify_on_gpu; ++c) {
-          const FeatureMatch& m = pm.matches[c];
-          const Keypoint& p1 = features[i].keypoints[m.index1];
-          const Keypoint& p2 = features[j].keypoints[m.index2];
-          x1.push_back({p1.x, p1.y});
-          x2.push_back({p2.x, p2.y});
+          x1.swap(gpu_x1[p]);
+          x2.swap(gpu_x2[p]);
+        } else {
+          x1.reserve(pm.matches.size());
+          x2.reserve(pm.matches.size());
+          for (const FeatureMatch& m : pm.matches) {
+            const Keypoint& p1 = features[i].keypoints[m.index1];
+            const Keypoint& p2 = features[j].keypoints[m.index2];
+            x1.push_back({p1.x, p1.y});
+            x2.push_back({p2.x, p2.y});
+          }
         }
         TwoViewGeometry g;
         RansacOptions pair_ransac = ransac;
@@ -454,6 +444,7 @@ int RunMatch(const MatchArgs& a) {
         }
         statuses[p] = EstimateTwoViewGeometry(model, x1, x2, essential ? &k[i] : nullptr,
                                               essential ? &k[j] : nullptr, pair_ransac, &g);
+        if (verify_on_gpu) std::vector<int>().swap(candidates[p].samples);
         if (statuses[p].ok()) {
           pm.model = ToMatchModel(model);
           pm.verified = g.verified;
@@ -469,10 +460,64 @@ int RunMatch(const MatchArgs& a) {
           if (pm.inliers.size() != pm.matches.size()) pm.inliers.assign(pm.matches.size(), 0);
         }
         ++done;
+        if (verify_on_gpu) {
+          std::lock_guard<std::mutex> lock(mu);
+          cv.notify_all();
+        }
+      }
+    };
+    // The GPU search, chunk by chunk (on this thread).
+    auto search = [&] {
+      FundamentalSearchOptions so;
+      so.max_error_px = ransac.max_error_px;
+      so.samples = ransac.max_iterations;
+      so.seed = ransac.seed;
+      so.min_inliers = ransac.min_inliers;
+      size_t previous_begin = 0;
+      for (size_t begin = 0; begin < pairs.size();) {
+        size_t end = begin, sum = 0;
+        while (end < pairs.size() && (end == begin || sum + results[end].matches.size() <= kChunkCorrespondences)) {
+          sum += results[end++].matches.size();
+        }
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return done >= previous_begin; });
+        }
+        const Timer chunk_timer;
+        std::vector<FundamentalSearchPair> chunk(end - begin);
+        for (size_t p = begin; p < end; ++p) {
+          const auto [i, j] = pairs[p];
+          gpu_x1[p].reserve(results[p].matches.size());
+          gpu_x2[p].reserve(results[p].matches.size());
+          for (const FeatureMatch& m : results[p].matches) {
+            const Keypoint& p1 = features[i].keypoints[m.index1];
+            const Keypoint& p2 = features[j].keypoints[m.index2];
+            gpu_x1[p].push_back({p1.x, p1.y});
+            gpu_x2[p].push_back({p2.x, p2.y});
+          }
+          chunk[p - begin].x1 = &gpu_x1[p];
+          chunk[p - begin].x2 = &gpu_x2[p];
+        }
+        so.first_stream = begin;
+        std::vector<FundamentalCandidates> found;
+        const Status st = SearchFundamentalCuda(chunk, so, &found);
+        gpu_search_s += chunk_timer.Seconds();
+        std::lock_guard<std::mutex> lock(mu);
+        if (!st.ok()) {
+          search_failed = true;
+          search_status = st;
+          cv.notify_all();
+          return;
+        }
+        for (size_t p = begin; p < end; ++p) candidates[p] = std::move(found[p - begin]);
+        ready = end;
+        cv.notify_all();
+        previous_begin = begin;
+        begin = end;
       }
     };
     std::vector<std::thread> pool;
-    for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+    for (size_t w = verify_on_gpu ? 0 : 1; w < workers; ++w) pool.emplace_back(work);
     {
       ProgressLine progress(show);
       std::thread watcher;
@@ -480,18 +525,24 @@ int RunMatch(const MatchArgs& a) {
       if (show) {
         watcher = std::thread([&] {
           while (!stop) {
-            progress.Update("verifying (" + std::string(ToString(model)) + "): " +
-                            std::to_string(done.load()) + "/" + std::to_string(pairs.size()) +
-                            " pairs");
+            std::string line = "verifying (" + std::string(ToString(model)) + "): " +
+                               std::to_string(done.load()) + "/" + std::to_string(pairs.size()) + " pairs";
+            if (verify_on_gpu) line += ", " + std::to_string(ready.load()) + " searched on the GPU";
+            progress.Update(line);
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
           }
         });
       }
-      work();
+      if (verify_on_gpu) {
+        search();
+      } else {
+        work();
+      }
       for (std::thread& t : pool) t.join();
       stop = true;
       if (watcher.joinable()) watcher.join();
     }
+    if (search_failed) return ReportError(cmd, search_status);
     for (size_t p = 0; p < pairs.size(); ++p) {
       if (!statuses[p].ok()) {
         return ReportError(cmd, Status(statuses[p].code(), results[p].name1 + " - " +

@@ -25,7 +25,8 @@ struct PairInfo {
   int count;        // correspondences
   int samples;      // samples to draw
   int first_block;  // first block of this pair in the launch
-  int stream;       // the pair's index in the caller's list (the sampler's stream)
+  int index;        // the pair's index in the caller's list
+  uint64_t stream;  // the sampler's stream: first_stream + index
   float s1sq, s2sq; // squared Hartley scales of image 1 and image 2
 };
 
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) SearchKernel(const float4* __restric
   unsigned long long key = kNoCandidate;
   if (sample < P.samples) {
     int idx[7];
-    two_view::DrawSample<7>(seed, static_cast<uint64_t>(P.stream), static_cast<uint64_t>(sample), P.count, idx);
+    two_view::DrawSample<7>(seed, P.stream, static_cast<uint64_t>(sample), P.count, idx);
     double A[7][9];
     for (int k = 0; k < 7; ++k) {
       const float4 p = __ldg(pts + P.offset + idx[k]);
@@ -255,7 +256,8 @@ Status SearchFundamentalCuda(const std::vector<FundamentalSearchPair>& pairs,
     pi.count = n;
     pi.samples = options.samples;
     pi.first_block = static_cast<int>(blocks);
-    pi.stream = static_cast<int>(p);
+    pi.index = static_cast<int>(p);
+    pi.stream = options.first_stream + p;
     pi.s1sq = static_cast<float>(s1 * s1);
     pi.s2sq = static_cast<float>(s2 * s2);
     for (int i = 0; i < n; ++i) {
@@ -305,11 +307,11 @@ Status SearchFundamentalCuda(const std::vector<FundamentalSearchPair>& pairs,
   for (size_t k = 0; k < info.size(); ++k) {
     unsigned long long* b = best.data() + k * slots;
     std::sort(b, b + slots);
-    FundamentalCandidates& c = (*out)[info[k].stream];
+    FundamentalCandidates& c = (*out)[info[k].index];
     for (int s = 0; s < slots; ++s) {
       if (b[s] == kNoCandidate) break;
       int idx[7];
-      two_view::DrawSample<7>(options.seed, static_cast<uint64_t>(info[k].stream),
+      two_view::DrawSample<7>(options.seed, info[k].stream,
                               static_cast<uint64_t>(b[s] & 0xffffffffu), info[k].count, idx);
       c.samples.insert(c.samples.end(), idx, idx + 7);
     }

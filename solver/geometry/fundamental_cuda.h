@@ -40,6 +40,10 @@ struct FundamentalSearchOptions {
   uint64_t seed = 0;
   int min_inliers = 15;       // pairs with fewer correspondences are not searched
   int candidates = 4;         // slots per pair, 1..32
+  // Pair k of a call draws from sampler stream first_stream + k: a caller that searches
+  // its pairs in several calls passes each call's first pair index, so that the samples
+  // do not depend on how the pairs were split.
+  uint64_t first_stream = 0;
 };
 
 struct FundamentalSearchPair {
