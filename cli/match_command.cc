@@ -409,6 +409,18 @@ int RunMatch(const MatchArgs& a) {
     std::atomic<size_t> ready{verify_on_gpu ? 0 : pairs.size()};  // pairs [0, ready) searched
     bool search_failed = false;
     Status search_status;
+    // Pixel coordinates of pair p's matches in its two images.
+    auto coordinates = [&](size_t p, std::vector<std::array<double, 2>>* x1, std::vector<std::array<double, 2>>* x2) {
+      const auto [i, j] = pairs[p];
+      x1->reserve(results[p].matches.size());
+      x2->reserve(results[p].matches.size());
+      for (const FeatureMatch& m : results[p].matches) {
+        const Keypoint& p1 = features[i].keypoints[m.index1];
+        const Keypoint& p2 = features[j].keypoints[m.index2];
+        x1->push_back({p1.x, p1.y});
+        x2->push_back({p2.x, p2.y});
+      }
+    };
     auto wait_searched = [&](size_t p) {
       if (p < ready) return true;
       std::unique_lock<std::mutex> lock(mu);
@@ -425,14 +437,7 @@ int RunMatch(const MatchArgs& a) {
           x1.swap(gpu_x1[p]);
           x2.swap(gpu_x2[p]);
         } else {
-          x1.reserve(pm.matches.size());
-          x2.reserve(pm.matches.size());
-          for (const FeatureMatch& m : pm.matches) {
-            const Keypoint& p1 = features[i].keypoints[m.index1];
-            const Keypoint& p2 = features[j].keypoints[m.index2];
-            x1.push_back({p1.x, p1.y});
-            x2.push_back({p2.x, p2.y});
-          }
+          coordinates(p, &x1, &x2);
         }
         TwoViewGeometry g;
         RansacOptions pair_ransac = ransac;
@@ -486,15 +491,7 @@ int RunMatch(const MatchArgs& a) {
         const Timer chunk_timer;
         std::vector<FundamentalSearchPair> chunk(end - begin);
         for (size_t p = begin; p < end; ++p) {
-          const auto [i, j] = pairs[p];
-          gpu_x1[p].reserve(results[p].matches.size());
-          gpu_x2[p].reserve(results[p].matches.size());
-          for (const FeatureMatch& m : results[p].matches) {
-            const Keypoint& p1 = features[i].keypoints[m.index1];
-            const Keypoint& p2 = features[j].keypoints[m.index2];
-            gpu_x1[p].push_back({p1.x, p1.y});
-            gpu_x2[p].push_back({p2.x, p2.y});
-          }
+          coordinates(p, &gpu_x1[p], &gpu_x2[p]);
           chunk[p - begin].x1 = &gpu_x1[p];
           chunk[p - begin].x2 = &gpu_x2[p];
         }

@@ -9,6 +9,16 @@
 namespace tiepoint {
 namespace two_view {
 
+// Coefficients c[k] of a^k of the cubic through (0, d0), (1, d1), (-1, dm1), (2, d2): how
+// the 7-point solvers get det(a F1 + (1 - a) F2) from four determinants.
+TIEPOINT_HOST_DEVICE inline void CubicThroughValues(double d0, double d1, double dm1, double d2, double c[4]) {
+  c[0] = d0;
+  c[2] = 0.5 * (d1 + dm1) - c[0];
+  const double odd = 0.5 * (d1 - dm1);  // c3 + c1
+  c[3] = (d2 - 4.0 * c[2] - c[0] - 2.0 * odd) / 6.0;
+  c[1] = odd - c[3];
+}
+
 // Real roots of c3 a^3 + c2 a^2 + c1 a + c0 (lower degree when leading terms vanish), each
 // polished by two Newton steps; returns how many (0-3).
 TIEPOINT_HOST_DEVICE inline int SolveCubic(double c3, double c2, double c1, double c0, double roots[3]) {

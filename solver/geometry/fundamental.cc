@@ -43,14 +43,10 @@ int FundamentalFromSevenPoints(const Eigen::Vector2d x1[7], const Eigen::Vector2
   const Eigen::Matrix3d F2 = FromRowMajor(null[1]);
   // det(a F1 + (1 - a) F2) is a cubic in a: recover its coefficients from 4 values.
   auto det = [&](double a) { return (a * F1 + (1.0 - a) * F2).determinant(); };
-  const double d0 = det(0.0), d1 = det(1.0), dm1 = det(-1.0), d2 = det(2.0);
-  const double c0 = d0;
-  const double c2 = 0.5 * (d1 + dm1) - c0;
-  const double odd = 0.5 * (d1 - dm1);  // c3 + c1
-  const double c3 = (d2 - 4.0 * c2 - c0 - 2.0 * odd) / 6.0;
-  const double c1 = odd - c3;
+  double c[4];
+  CubicThroughValues(det(0.0), det(1.0), det(-1.0), det(2.0), c);
   double roots[3];
-  const int num_roots = SolveCubic(c3, c2, c1, c0, roots);
+  const int num_roots = SolveCubic(c[3], c[2], c[1], c[0], roots);
   int n = 0;
   for (int i = 0; i < num_roots; ++i) {
     Eigen::Matrix3d M = roots[i] * F1 + (1.0 - roots[i]) * F2;

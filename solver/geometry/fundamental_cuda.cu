@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 
 #include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "solver/geometry/cubic.h"
+#include "solver/geometry/ransac_utils.h"
 #include "solver/geometry/sample_draw.h"
 
 namespace tiepoint {
@@ -20,11 +20,10 @@ namespace {
 constexpr int kThreads = 128;  // samples per block
 constexpr unsigned long long kNoCandidate = ~0ull;
 
+// A searched pair; pair k of the launch owns blocks [k, k + 1) * blocks_per_pair.
 struct PairInfo {
   int offset;       // first correspondence in the concatenated arrays
   int count;        // correspondences
-  int samples;      // samples to draw
-  int first_block;  // first block of this pair in the launch
   int index;        // the pair's index in the caller's list
   uint64_t stream;  // the sampler's stream: first_stream + index
   float s1sq, s2sq; // squared Hartley scales of image 1 and image 2
@@ -119,22 +118,17 @@ __device__ float ScoreModel(const float f[9], const float4* __restrict__ pts, in
 
 __global__ void __launch_bounds__(kThreads) SearchKernel(const float4* __restrict__ pts,
                                                          const PairInfo* __restrict__ pairs,
-                                                         int num_pairs, int block_base, float t2,
+                                                         int blocks_per_pair, int samples,
+                                                         int block_base, float t2,
                                                          unsigned long long seed, int slots,
                                                          unsigned long long* best) {
   const int b = block_base + blockIdx.x;
-  int lo = 0, hi = num_pairs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (pairs[mid].first_block <= b) lo = mid;
-    else hi = mid - 1;
-  }
-  const PairInfo P = pairs[lo];
-  const int chunk = b - P.first_block;
+  const int pair = b / blocks_per_pair, chunk = b % blocks_per_pair;
+  const PairInfo P = pairs[pair];
   const int sample = chunk * kThreads + threadIdx.x;
-  unsigned long long* slot = best + static_cast<size_t>(lo) * slots + chunk % slots;
+  unsigned long long* slot = best + static_cast<size_t>(pair) * slots + chunk % slots;
   unsigned long long key = kNoCandidate;
-  if (sample < P.samples) {
+  if (sample < samples) {
     int idx[7];
     two_view::DrawSample<7>(seed, P.stream, static_cast<uint64_t>(sample), P.count, idx);
     double A[7][9];
@@ -155,13 +149,10 @@ __global__ void __launch_bounds__(kThreads) SearchKernel(const float4* __restric
         for (int e = 0; e < 9; ++e) M[e] = as[s] * N[0][e] + (1.0 - as[s]) * N[1][e];
         dv[s] = Det3(M);
       }
-      const double c0 = dv[0];
-      const double c2 = 0.5 * (dv[1] + dv[2]) - c0;
-      const double odd = 0.5 * (dv[1] - dv[2]);
-      const double c3 = (dv[3] - 4.0 * c2 - c0 - 2.0 * odd) / 6.0;
-      const double c1 = odd - c3;
+      double c[4];
+      two_view::CubicThroughValues(dv[0], dv[1], dv[2], dv[3], c);
       double roots[3];
-      const int nr = two_view::SolveCubic(c3, c2, c1, c0, roots);
+      const int nr = two_view::SolveCubic(c[3], c[2], c[1], c[0], roots);
       float best_cost = INFINITY;
       for (int r = 0; r < nr; ++r) {
         double maxabs = 0.0;
@@ -191,19 +182,6 @@ __global__ void __launch_bounds__(kThreads) SearchKernel(const float4* __restric
     for (int w = 1; w < kThreads / 32; ++w) m = min(m, warp_min[w]);
     if (m != kNoCandidate) atomicMin(slot, m);
   }
-}
-
-// Hartley normalisation as in solver/geometry/ransac_utils.h: centroid to the origin,
-// mean distance sqrt(2). Returns the scale; *cx, *cy the centroid.
-double Hartley(const std::vector<std::array<double, 2>>& x, double* cx, double* cy) {
-  double sx = 0.0, sy = 0.0;
-  for (const auto& p : x) sx += p[0], sy += p[1];
-  const double n = static_cast<double>(x.size());
-  *cx = sx / n, *cy = sy / n;
-  double mean = 0.0;
-  for (const auto& p : x) mean += std::hypot(p[0] - *cx, p[1] - *cy);
-  mean /= n;
-  return mean > 0.0 ? std::sqrt(2.0) / mean : 1.0;
 }
 
 }  // namespace
@@ -247,22 +225,20 @@ Status SearchFundamentalCuda(const std::vector<FundamentalSearchPair>& pairs,
     const auto& x2 = *pairs[p].x2;
     const int n = static_cast<int>(x1.size());
     if (n < min_count) continue;
-    double c1x, c1y, c2x, c2y;
-    const double s1 = Hartley(x1, &c1x, &c1y), s2 = Hartley(x2, &c2x, &c2y);
-    bool finite = std::isfinite(s1) && std::isfinite(s2) && std::isfinite(c1x + c1y + c2x + c2y);
-    if (!finite) continue;  // EstimateTwoViewGeometry names the bad coordinate
+    const Eigen::Matrix3d T1 = two_view::NormalizingTransform(x1), T2 = two_view::NormalizingTransform(x2);
+    if (!T1.allFinite() || !T2.allFinite()) continue;  // EstimateTwoViewGeometry names the bad coordinate
     PairInfo pi;
     pi.offset = static_cast<int>(pts.size());
     pi.count = n;
-    pi.samples = options.samples;
-    pi.first_block = static_cast<int>(blocks);
     pi.index = static_cast<int>(p);
     pi.stream = options.first_stream + p;
-    pi.s1sq = static_cast<float>(s1 * s1);
-    pi.s2sq = static_cast<float>(s2 * s2);
+    pi.s1sq = static_cast<float>(T1(0, 0) * T1(0, 0));
+    pi.s2sq = static_cast<float>(T2(0, 0) * T2(0, 0));
     for (int i = 0; i < n; ++i) {
-      pts.push_back(make_float4(static_cast<float>(s1 * (x1[i][0] - c1x)), static_cast<float>(s1 * (x1[i][1] - c1y)),
-                                static_cast<float>(s2 * (x2[i][0] - c2x)), static_cast<float>(s2 * (x2[i][1] - c2y))));
+      pts.push_back(make_float4(static_cast<float>(T1(0, 0) * x1[i][0] + T1(0, 2)),
+                                static_cast<float>(T1(1, 1) * x1[i][1] + T1(1, 2)),
+                                static_cast<float>(T2(0, 0) * x2[i][0] + T2(0, 2)),
+                                static_cast<float>(T2(1, 1) * x2[i][1] + T2(1, 2))));
     }
     blocks += blocks_per_pair;
     if (blocks > std::numeric_limits<int>::max()) {
@@ -290,7 +266,8 @@ Status SearchFundamentalCuda(const std::vector<FundamentalSearchPair>& pairs,
   const int64_t per_launch = std::max<int64_t>(4096, blocks / 32);
   for (int64_t base = 0; base < blocks; base += per_launch) {
     const int64_t count = std::min(per_launch, blocks - base);
-    SearchKernel<<<static_cast<unsigned>(count), kThreads>>>(d_pts.get(), d_info.get(), static_cast<int>(info.size()),
+    SearchKernel<<<static_cast<unsigned>(count), kThreads>>>(d_pts.get(), d_info.get(),
+                                                              static_cast<int>(blocks_per_pair), options.samples,
                                                               static_cast<int>(base), t2, options.seed, slots,
                                                               d_best.get());
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());

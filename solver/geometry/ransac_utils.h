@@ -15,17 +15,22 @@ namespace two_view {
 
 // Similarity T that moves the centroid of `points` to the origin and scales them so that
 // their mean distance from it is sqrt(2) (Hartley, "In defense of the eight-point
-// algorithm", PAMI 1997). Identity scale when all points coincide.
-inline Eigen::Matrix3d NormalizingTransform(const std::vector<Eigen::Vector2d>& points) {
-  Eigen::Vector2d centroid = Eigen::Vector2d::Zero();
-  for (const auto& p : points) centroid += p;
-  if (!points.empty()) centroid /= static_cast<double>(points.size());
+// algorithm", PAMI 1997). Identity scale when all points coincide. Point: anything with
+// p[0] and p[1] (Eigen::Vector2d, std::array<double, 2>).
+template <class Point>
+Eigen::Matrix3d NormalizingTransform(const std::vector<Point>& points) {
+  double cx = 0.0, cy = 0.0;
+  for (const auto& p : points) cx += p[0], cy += p[1];
+  if (!points.empty()) cx /= static_cast<double>(points.size()), cy /= static_cast<double>(points.size());
   double mean_distance = 0.0;
-  for (const auto& p : points) mean_distance += (p - centroid).norm();
+  for (const auto& p : points) {
+    const double dx = p[0] - cx, dy = p[1] - cy;
+    mean_distance += std::sqrt(dx * dx + dy * dy);
+  }
   if (!points.empty()) mean_distance /= static_cast<double>(points.size());
   const double s = mean_distance > 0.0 ? std::sqrt(2.0) / mean_distance : 1.0;
   Eigen::Matrix3d T;
-  T << s, 0, -s * centroid.x(), 0, s, -s * centroid.y(), 0, 0, 1;
+  T << s, 0, -s * cx, 0, s, -s * cy, 0, 0, 1;
   return T;
 }
 

@@ -463,7 +463,9 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
     }
   }
   if (options.candidate_samples != nullptr) {
-    const size_t s = model == TwoViewModel::kHomography ? 4 : model == TwoViewModel::kFundamental ? 7 : 5;
+    const size_t s = model == TwoViewModel::kHomography    ? HomographyEstimator::kSampleSize
+                     : model == TwoViewModel::kFundamental ? FundamentalEstimator::kSampleSize
+                                                           : EssentialEstimator::kSampleSize;
     const std::vector<int>& c = *options.candidate_samples;
     if (c.size() % s != 0) {
       return Status::InvalidOptions("two-view geometry: " + std::to_string(c.size()) +
