@@ -2,6 +2,8 @@
 //
 //   bal_read_bench FILE [FILE...] [--threads 1,2,4,8,16] [--repeat N] [--json OUT]
 //                  [--no-serial]   (skip the serial reader and libbz2: for huge files)
+//                  [--gpu]         (.bz2 also decoded on the GPU, io/bz2_cuda.h, and read
+//                                   with it; compared with libbz2's bytes)
 //   bal_read_bench --make-bal OBSERVATIONS PREFIX [--pbzip2]
 //
 // --make-bal writes PREFIX.txt, a random BAL problem laid out as the BAL site's files are
@@ -42,11 +44,15 @@
 #include "bench/bench_common.h"
 #include "io/bal.h"
 #include "io/base/file_bytes.h"
+#include "io/base/cuda_device.h"
+#include "io/bz2_cuda.h"
 #include "io/bz2_parallel.h"
 #include "io/report.h"
 
 namespace tiepoint {
 namespace {
+
+bool g_gpu = false;  // --gpu
 
 bool SameBits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() &&
@@ -63,7 +69,7 @@ double Mbps(int64_t bytes, double seconds) { return seconds > 0 ? bytes / second
 
 int Usage(const char* tool, int code) {
   std::fprintf(code == 0 ? stdout : stderr,
-               "usage: %s FILE [FILE...] [--threads 1,2,4] [--repeat N] [--json OUT] [--no-serial]\n"
+               "usage: %s FILE [FILE...] [--threads 1,2,4] [--repeat N] [--json OUT] [--no-serial] [--gpu]\n"
                "       %s --make-bal OBSERVATIONS PREFIX [--pbzip2]\n"
                "  FILE: a BAL problem, text or .bz2\n",
                tool, tool);
@@ -230,6 +236,66 @@ nlohmann::json BenchFile(const std::string& path, const std::vector<int>& thread
     rows.push_back(row);
   }
   r["parallel"] = rows;
+  if (g_gpu && bz2) {
+    // The GPU decoder (io/bz2_cuda.h) on the bytes in memory, and ReadBal with it.
+    Bz2CudaOptions gpu_options;
+    Bz2CudaTiming timing, best_timing;
+    bool same = true;
+    std::string why;
+    double gpu_s = 1e300;
+    for (int k = 0; k < repeat; ++k) {
+      Bz2Decoded decoded;
+      Timer timer;
+      const bool ok_gpu = TryDecompressBz2Cuda(bytes.data.get(), bytes.size, gpu_options,
+                                               &decoded, &why, &timing);
+      const double t = timer.Seconds();
+      same = same && ok_gpu && decoded.Concatenate() == text;
+      if (t < gpu_s) {
+        gpu_s = t;
+        best_timing = timing;
+      }
+    }
+    BalReadOptions options;
+    options.bz2_on_gpu = true;
+    BalReadSummary summary, best_summary;
+    double read_s = 1e300;
+    bool identical = true;
+    for (int k = 0; k < repeat; ++k) {
+      Scene scene;
+      s = ReadBal(path, options, &scene, &summary);
+      identical = identical && s.ok() && summary.bz2_on_gpu && SameScene(scene, reference);
+      if (summary.total_seconds < read_s) {
+        read_s = summary.total_seconds;
+        best_summary = summary;
+      }
+    }
+    r["gpu"] = {{"bz2_seconds", gpu_s},
+                {"bz2_identical_to_libbz2", same},
+                {"decline_reason", same ? "" : why},
+                {"bz2_parts_seconds",
+                 {{"scan_and_plan", best_timing.scan_seconds},
+                  {"context", best_timing.context_seconds},
+                  {"upload", best_timing.upload_seconds},
+                  {"allocate", best_timing.allocate_seconds},
+                  {"kernels", best_timing.kernels_seconds},
+                  {"download_and_runs", best_timing.download_seconds}}},
+                {"kernel_ms", best_timing.stage_ms},
+                {"bz2_text_MBps", Mbps(text_bytes, gpu_s)},
+                {"bz2_speedup_vs_libbz2", libbz2_s > 0 ? libbz2_s / gpu_s : 0.0},
+                {"read_seconds", read_s},
+                {"read_identical", identical},
+                {"read_parts_seconds",
+                 {{"file", best_summary.read_seconds},
+                  {"decompress", best_summary.decompress_seconds},
+                  {"parse", best_summary.parse_seconds}}}};
+    std::printf("  GPU bzip2 %8.3f s (scan %.3f, upload %.3f, kernels %.3f, download %.3f) "
+                "%8.1f MB/s text%s; read with it %8.3f s%s\n",
+                gpu_s, best_timing.scan_seconds, best_timing.upload_seconds,
+                best_timing.kernels_seconds, best_timing.download_seconds,
+                Mbps(text_bytes, gpu_s), same ? "" : ("  DECLINED OR DIFFERENT: " + why).c_str(),
+                read_s, identical ? "" : "  NOT IDENTICAL");
+    if (!same || !identical) *ok = false;
+  }
   r["peak_rss_bytes_so_far"] = PeakRssBytes();  // the process's peak up to here
   return r;
 }
@@ -355,6 +421,8 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--no-serial") {
       with_serial = false;
+    } else if (a == "--gpu") {
+      g_gpu = true;
     } else if (a == "--json" && i + 1 < argc) {
       json_out = argv[++i];
     } else if (!a.empty() && a[0] != '-') {
@@ -364,6 +432,7 @@ int main(int argc, char** argv) {
     }
   }
   if (files.empty()) return Usage(argv[0], 2);
+  if (g_gpu) WarmUpCuda();  // the context outside the timings
   if (threads.empty()) {
     for (int t = 1; t < omp_get_max_threads(); t *= 2) threads.push_back(t);
     threads.push_back(omp_get_max_threads());

@@ -1,5 +1,6 @@
 // tiepoint ba INPUT [options]: read a BAL problem, bundle-adjust it, print and write results.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -147,7 +148,21 @@ int RunBa(const BaArgs& a) {
     const Timer read_timer;
     BalReadOptions read_options;
     read_options.num_threads = a.threads;  // --threads bounds the reading too
-    if (!(s = ReadBal(a.input, read_options, &scene)).ok()) return ReportError(cmd, s);
+    // A .bz2 is decoded on the GPU too (io/bz2_cuda.h), falling back to the CPU.
+    read_options.bz2_on_gpu = options.device == Device::kCuda;
+    BalReadSummary read_summary;
+    if (!(s = ReadBal(a.input, read_options, &scene, &read_summary)).ok()) {
+      return ReportError(cmd, s);
+    }
+    if (std::getenv("TIEPOINT_TIMING")) {
+      std::fprintf(stderr,
+                   "[timing] read %s: %.3f s (file %.3f, bzip2 %.3f%s, parse %.3f)%s%s\n",
+                   a.input.c_str(), read_timer.Seconds(), read_summary.read_seconds,
+                   read_summary.decompress_seconds, read_summary.bz2_on_gpu ? " on the GPU" : "",
+                   read_summary.parse_seconds,
+                   read_summary.gpu_decline_reason.empty() ? "" : "; GPU declined: ",
+                   read_summary.gpu_decline_reason.c_str());
+    }
   }
   if (!(s = options.Check(scene.num_cameras())).ok()) return ReportError(cmd, s);
 
@@ -162,12 +177,19 @@ int RunBa(const BaArgs& a) {
                  it.step_accepted ? "" : "  (rejected)");
   };
 
+  const Timer after_read;
   std::unique_ptr<BundleAdjuster> adjuster;
   if (!(s = BundleAdjuster::Create(options, &adjuster)).ok()) return ReportError(cmd, s);
   const double initial_rms = ReprojectionRms(scene, a.threads);
+  const double before_solve_s = after_read.Seconds();
   BundleAdjusterSummary summary;
   if (!(s = adjuster->Solve(&scene, &summary)).ok()) return ReportError(cmd, s);
+  const double solve_s = after_read.Seconds() - before_solve_s;
   const double final_rms = ReprojectionRms(scene, a.threads);
+  if (std::getenv("TIEPOINT_TIMING")) {
+    std::fprintf(stderr, "[timing] ba: read to solve %.3f s, solve call %.3f s, final RMS %.3f s\n",
+                 before_solve_s, solve_s, after_read.Seconds() - before_solve_s - solve_s);
+  }
 
   std::printf("tiepoint ba: %s\n", a.input.c_str());
   std::printf("  cameras %d, points %d, observations %lld\n", summary.num_cameras,

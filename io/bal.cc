@@ -44,6 +44,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,7 @@
 #include "io/base/atomic_file.h"
 #include "io/base/file_bytes.h"
 #include "io/base/timer.h"
+#include "io/bz2_cuda.h"
 #include "io/bz2_parallel.h"
 
 namespace tiepoint {
@@ -849,7 +851,36 @@ Status ReadBytesParallel(const char* data, size_t size, int64_t exact_size,
       Bz2ParallelOptions bz2_options;
       bz2_options.num_threads = threads;
       Bz2Decoded decoded;
-      const bool decoded_ok = TryDecompressBz2Parallel(data, size, bz2_options, &decoded, &why);
+      bool decoded_ok = false;
+      Scene presized;
+      if (options.bz2_on_gpu) {
+        // While the GPU decodes, one thread decodes the first block with libbz2 and sizes
+        // the scene for its header: the parse would otherwise wait for that serial
+        // zero-fill (0.8 GB at Final-13682 size). Bounded as the parse bounds it, with
+        // the text taken as at most 30 times the compressed size.
+        auto size_scene = [&] {
+          try {
+            std::string prefix;
+            if (DecompressBz2Prefix(data, size, size_t{1} << 16, &prefix)) {
+              bal_internal::SizeSceneForHeader(prefix, 30 * size, &presized);
+            }
+          } catch (const std::exception&) {
+            presized = Scene();
+          }
+        };
+        std::thread sizer;
+        try {
+          sizer = std::thread(size_scene);
+        } catch (const std::system_error&) {  // no thread: the parse sizes the scene
+        }
+        Bz2CudaOptions gpu_options;
+        gpu_options.num_threads = threads;
+        decoded_ok = TryDecompressBz2Cuda(data, size, gpu_options, &decoded, &why);
+        if (sizer.joinable()) sizer.join();
+        summary->bz2_on_gpu = decoded_ok;
+        if (!decoded_ok) summary->gpu_decline_reason = why;
+      }
+      if (!decoded_ok) decoded_ok = TryDecompressBz2Parallel(data, size, bz2_options, &decoded, &why);
       summary->decompress_seconds = timer.Seconds();
       if (!decoded_ok) {
         summary->fallback_reason = "bzip2: " + why;
@@ -863,14 +894,15 @@ Status ReadBytesParallel(const char* data, size_t size, int64_t exact_size,
       timer.Reset();
       std::deque<std::string> seams;
       const std::vector<TextPiece> pieces = LinePieces(decoded.blocks, &seams);
-      const bool parsed =
-          bal_internal::ParseBalText(pieces, threads, options.chunk_bytes, scene, &why);
+      const bool parsed = bal_internal::ParseBalText(pieces, threads, options.chunk_bytes,
+                                                     scene, &why, &presized);
       summary->parse_seconds = timer.Seconds();
       if (parsed) {
         summary->parallel = true;
         return Status::Ok();
       }
       summary->fallback_reason = "text: " + why;
+      presized = Scene();
       PiecesSource source(pieces, static_cast<int64_t>(decoded.size));
       return ReadFromSource(&source, name, scene);
     }

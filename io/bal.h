@@ -51,6 +51,11 @@ struct BalReadOptions {
   // path must equal; memory is the scene and a 1 MiB buffer. Text on one thread with
   // chunk_bytes 0 is read this way too (faster than the parallel path on one thread).
   bool parallel = true;
+  // true: a ".bz2" is decoded on the current CUDA device (io/bz2_cuda.h; `tiepoint ba
+  // --device cuda` asks for it). Where that declines (no GPU, too little GPU memory, a
+  // layout it does not handle, corrupt data) the CPU decodes as without it, so the bytes
+  // and messages are the same.
+  bool bz2_on_gpu = false;
 
   // Explains options that make no sense (a negative thread count).
   Status Check() const;
@@ -66,6 +71,8 @@ struct BalReadSummary {
   int64_t text_bytes = 0;      // bytes of BAL text (decompressed); 0 where not known
   double read_seconds = 0;     // reading the file into memory
   double decompress_seconds = 0;  // parallel bzip2 decoding (0 for text)
+  bool bz2_on_gpu = false;         // the GPU decoded the bzip2 data
+  std::string gpu_decline_reason;  // why the GPU did not, where it was asked to
   double parse_seconds = 0;    // parsing (serial path: reading, decoding and parsing)
   double total_seconds = 0;
 };

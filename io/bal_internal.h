@@ -88,7 +88,15 @@ struct TextPiece {
 // fills *scene only when the text is a valid BAL file, with exactly the values the
 // serial reader gives; false for anything else (*why says what), leaving *scene as it
 // was: the caller then runs the serial reader for the error message (file and line).
+// `presized`, if not null and sized by SizeSceneForHeader for this text's header, is
+// used (moved from) instead of sizing a scene while the tokens are counted.
 bool ParseBalText(const std::vector<TextPiece>& pieces, int threads, size_t chunk_bytes,
-                  Scene* scene, std::string* why);
+                  Scene* scene, std::string* why, Scene* presized = nullptr);
+
+// Sizes *scene for the header at the start of `prefix` (the text's first bytes, holding
+// its whole first line), as ParseBalText would, so that a caller can do it while the rest
+// of the text is still being decoded. False (scene untouched) where the header does not
+// read, or where it implies more values than `max_text_bytes` of text can hold.
+bool SizeSceneForHeader(const std::string& prefix, size_t max_text_bytes, Scene* scene);
 
 }  // namespace tiepoint::bal_internal

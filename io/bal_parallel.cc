@@ -221,8 +221,25 @@ bool ParseChunk(const Chunk& c, const Layout& layout, Scene* scene) {
 
 }  // namespace
 
+bool SizeSceneForHeader(const std::string& prefix, size_t max_text_bytes, Scene* scene) {
+  const size_t line_end = prefix.find('\n');
+  if (line_end == std::string::npos) return false;
+  const std::vector<TextPiece> first_line = {{prefix.data(), line_end + 1}};
+  Layout layout;
+  std::string why;
+  if (!ReadHeader(first_line, &layout, &why)) return false;
+  if (2 * layout.total - 1 > static_cast<int64_t>(max_text_bytes)) return false;
+  try {
+    SizeScene(layout, scene);
+  } catch (const std::exception&) {
+    *scene = Scene();
+    return false;
+  }
+  return true;
+}
+
 bool ParseBalText(const std::vector<TextPiece>& pieces, int threads, size_t chunk_bytes,
-                  Scene* scene, std::string* why) {
+                  Scene* scene, std::string* why, Scene* presized) {
   std::string reason;
   if (why == nullptr) why = &reason;
   size_t text_bytes = 0;
@@ -246,6 +263,16 @@ bool ParseBalText(const std::vector<TextPiece>& pieces, int threads, size_t chun
     std::vector<Chunk> chunks = SplitIntoChunks(pieces, chunk_bytes);
     const int64_t n = static_cast<int64_t>(chunks.size());
     Scene parsed;
+    bool have_size = false;
+    if (presized != nullptr &&
+        presized->obs_camera.size() == static_cast<size_t>(layout.observations) &&
+        presized->obs_point.size() == static_cast<size_t>(layout.observations) &&
+        presized->obs_xy.size() == static_cast<size_t>(2 * layout.observations) &&
+        presized->cameras.size() == static_cast<size_t>(kCameraParams * layout.cameras) &&
+        presized->points.size() == static_cast<size_t>(kPointParams * layout.points)) {
+      parsed = std::move(*presized);
+      have_size = true;
+    }
     std::atomic<bool> sized{true};
     // One thread sizes the scene (a serial zero-fill of up to a GB: as long as the
     // counting) while the others count tokens, then it joins them.
@@ -254,7 +281,7 @@ bool ParseBalText(const std::vector<TextPiece>& pieces, int threads, size_t chun
 #pragma omp single nowait
       {
         try {
-          SizeScene(layout, &parsed);
+          if (!have_size) SizeScene(layout, &parsed);
         } catch (const std::exception&) {
           sized = false;
         }

@@ -434,6 +434,26 @@ Status DecompressBz2Serial(const char* data, size_t size, const std::string& nam
   return Status::Ok();
 }
 
+bool DecompressBz2Prefix(const char* data, size_t size, size_t want, std::string* out) {
+  out->assign(want, '\0');
+  bz_stream strm;
+  std::memset(&strm, 0, sizeof(strm));
+  if (BZ2_bzDecompressInit(&strm, 0, 0) != BZ_OK) return false;
+  strm.next_in = const_cast<char*>(data);
+  strm.avail_in = static_cast<unsigned int>(std::min<size_t>(size, size_t{1} << 30));
+  strm.next_out = &(*out)[0];
+  strm.avail_out = static_cast<unsigned int>(want);
+  int rc = BZ_OK;
+  while (strm.avail_out > 0 && rc == BZ_OK) {
+    const unsigned int before = strm.avail_out;
+    rc = BZ2_bzDecompress(&strm);
+    if (rc == BZ_OK && strm.avail_out == before && strm.avail_in == 0) break;
+  }
+  BZ2_bzDecompressEnd(&strm);
+  out->resize(want - strm.avail_out);
+  return rc == BZ_OK || rc == BZ_STREAM_END;
+}
+
 Status DecompressBz2(const char* data, size_t size, const std::string& name,
                      const Bz2ParallelOptions& options, Bz2Decoded* out) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());

@@ -99,6 +99,10 @@ bool TryDecompressBz2ParallelWithMagics(const char* data, size_t size,
 Status DecompressBz2Serial(const char* data, size_t size, const std::string& name,
                            std::string* out);
 
+// The first min(want, all) decoded bytes (libbz2 on the calling thread: it decodes the
+// first block, tens of ms). False where those do not decode.
+bool DecompressBz2Prefix(const char* data, size_t size, size_t want, std::string* out);
+
 // TryDecompressBz2Parallel, and DecompressBz2Serial (one block holding everything) when
 // it declines. Errors as DecompressBz2Serial's.
 Status DecompressBz2(const char* data, size_t size, const std::string& name,

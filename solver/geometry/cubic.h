@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "solver/geometry/host_device.h"
+#include "io/base/host_device.h"
 
 namespace tiepoint {
 namespace two_view {

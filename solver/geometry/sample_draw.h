@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "solver/geometry/host_device.h"
+#include "io/base/host_device.h"
 
 namespace tiepoint {
 namespace two_view {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "io/bal.h"
+#include "io/bal_internal.h"
 #include "io/bz2_parallel.h"
 
 namespace tiepoint {
@@ -257,6 +258,39 @@ TEST(BalParallel, SyntheticTextAtEveryChunkBoundary) {
       ASSERT_TRUE(SameScene(serial, parallel)) << "chunk " << c;
     }
   }
+}
+
+// A scene sized ahead from the header (as the .bz2 path does while the GPU decodes) gives
+// the same scene; one sized for another header is not used; bad headers size nothing.
+TEST(BalParallel, PresizedSceneGivesTheSameScene) {
+  const std::string text = SyntheticBal(5, 60, 3, 8, false);
+  Scene serial;
+  ASSERT_TRUE(ReadBalFromMemory(text.data(), text.size(), "t", Serial(), &serial).ok());
+  const std::vector<bal_internal::TextPiece> pieces = {{text.data(), text.size()}};
+  Scene presized;
+  ASSERT_TRUE(bal_internal::SizeSceneForHeader(text.substr(0, 200), text.size(), &presized));
+  EXPECT_EQ(presized.obs_xy.size(), serial.obs_xy.size());
+  EXPECT_EQ(presized.points.size(), serial.points.size());
+  Scene parsed;
+  std::string why;
+  ASSERT_TRUE(bal_internal::ParseBalText(pieces, 2, 0, &parsed, &why, &presized)) << why;
+  EXPECT_TRUE(SameScene(serial, parsed));
+  EXPECT_TRUE(presized.obs_xy.empty());  // moved into the result
+
+  Scene other;
+  const std::string other_text = SyntheticBal(4, 50, 3, 8, false);
+  ASSERT_TRUE(bal_internal::SizeSceneForHeader(other_text, other_text.size(), &other));
+  Scene parsed2;
+  ASSERT_TRUE(bal_internal::ParseBalText(pieces, 2, 0, &parsed2, &why, &other)) << why;
+  EXPECT_TRUE(SameScene(serial, parsed2));
+  EXPECT_FALSE(other.obs_xy.empty());  // not used
+
+  Scene none;
+  EXPECT_FALSE(bal_internal::SizeSceneForHeader("5 60 3", 1000, &none));         // no line end
+  EXPECT_FALSE(bal_internal::SizeSceneForHeader("5 60\n3\n", 1000, &none));      // split header
+  EXPECT_FALSE(bal_internal::SizeSceneForHeader("5 60 3\n", 10, &none));         // text too short
+  EXPECT_FALSE(bal_internal::SizeSceneForHeader("5 60 999999\n", 1 << 30, &none));  // > c * p
+  EXPECT_TRUE(none.obs_xy.empty() && none.points.empty());
 }
 
 TEST(BalParallel, ErrorsKeepFileAndLine) {
