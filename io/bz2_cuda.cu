@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
@@ -312,11 +314,43 @@ Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2D
   out->streams = plan.streams;
   out->blocks.resize(plan.blocks.size());
   if (total_blocks == 0) return Status::Ok();
+  int max_level = 1;
+  for (const auto& b : plan.blocks) max_level = std::max(max_level, b.level);
+  const size_t slot = static_cast<size_t>(max_level) * 100000;
+
+  int devices = 0;  // no context needed to count them
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    *why = "no usable CUDA device";
+    return Status::Unavailable(*why);
+  }
+  // The host blocks sized, on all threads, for what stage 4 first asks of them, while
+  // the CUDA context may still be in the making (tiepoint ba creates it on another thread
+  // from the start): page faults on 1.7 GB cost the host more than the kernels take, and
+  // stage 4 then finds its memory mapped.
+  t0 = Clock::now();
+  bz2_detail::ResizeBlocks(&out->blocks, 0, total_blocks,
+                           bz2_detail::RunsCapacity(static_cast<int32_t>(slot)), threads);
+  timing->presize_seconds = Since(t0);
 
   t0 = Clock::now();
   cudaStream_t stream;  // the first CUDA call: waits for the context
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   timing->context_seconds = Since(t0);
+  // The pinned buffers of stage 4 (128 MB: tens of ms) while the upload and the kernels
+  // run; Finish makes them itself if this thread could not.
+  std::thread pinning;
+  try {
+    pinning = std::thread([] {
+      Pinned& p = ThePinned();
+      std::lock_guard<std::mutex> lock(p.mutex);
+      if (!PreparePinned(p).ok()) cudaGetLastError();
+    });
+  } catch (const std::system_error&) {
+  }
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() { if (t.joinable()) t.join(); }
+  } pinning_joiner{pinning};
   struct StreamGuard {
     cudaStream_t s;
     ~StreamGuard() { cudaStreamSynchronize(s); cudaStreamDestroy(s); }
@@ -329,9 +363,6 @@ Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2D
   TIEPOINT_RETURN_IF_ERROR(UploadStaged(compressed.ptr, data, size));
   timing->upload_seconds = Since(t0);
 
-  int max_level = 1;
-  for (const auto& b : plan.blocks) max_level = std::max(max_level, b.level);
-  const size_t slot = static_cast<size_t>(max_level) * 100000;
   const size_t per_block = slot * (1 + sizeof(uint32_t)) + bz2::kMaxSelectors +
                            static_cast<size_t>(segments) * 16 + sizeof(DeviceBlock) +
                            sizeof(DeviceState);
@@ -415,21 +446,7 @@ Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2D
     events.Mark(stream);
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_state.data(), state.ptr, count * sizeof(DeviceState), cudaMemcpyDeviceToHost, stream));
-    // While the kernels run: the pinned buffers, and the host blocks sized (first touch on
-    // all threads) for what UndoInitialRuns first asks of them, so that stage 4 finds its
-    // memory mapped.
-    {
-      Pinned& p = ThePinned();
-      std::lock_guard<std::mutex> lock(p.mutex);
-      TIEPOINT_RETURN_IF_ERROR(PreparePinned(p));
-    }
-    // Sized 64 blocks at a time until the kernels are done (page faults cost the host
-    // more than the kernels take for all blocks); stage 4 maps the rest.
-    for (int lo = 0; lo < count; lo += 64) {
-      if (cudaStreamQuery(stream) != cudaErrorNotReady) break;
-      bz2_detail::ResizeBlocks(&out->blocks, static_cast<size_t>(first + lo), std::min(64, count - lo),
-                               bz2_detail::RunsCapacity(static_cast<int32_t>(slot)), threads);
-    }
+    if (pinning.joinable()) pinning.join();
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     events.Report(timing->stage_ms);
     std::vector<int32_t> n(count);
@@ -476,10 +493,11 @@ bool TryDecompressBz2Cuda(const char* data, size_t size, const Bz2CudaOptions& o
   }
   if (std::getenv("TIEPOINT_TIMING")) {
     std::fprintf(stderr,
-                 "[timing] bzip2 on the GPU: %zu MB -> %zu MB, scan %.3f s, context %.3f s, "
-                 "upload %.3f s, allocate %.3f s, kernels %.3f s, download and runs %.3f s, "
-                 "%d batch(es); kernels (ms):",
-                 size >> 20, out->size >> 20, timing->scan_seconds, timing->context_seconds,
+                 "[timing] bzip2 on the GPU: %zu MB -> %zu MB, scan %.3f s, presize %.3f s, "
+                 "context %.3f s, upload %.3f s, allocate %.3f s, kernels %.3f s, download and "
+                 "runs %.3f s, %d batch(es); kernels (ms):",
+                 size >> 20, out->size >> 20, timing->scan_seconds, timing->presize_seconds,
+                 timing->context_seconds,
                  timing->upload_seconds, timing->allocate_seconds, timing->kernels_seconds,
                  timing->download_seconds, timing->batches);
     for (double ms : timing->stage_ms) std::fprintf(stderr, " %.1f", ms);

@@ -53,6 +53,7 @@ struct Bz2CudaOptions {
 // What TryDecompressBz2Cuda measured (for benchmarks and TIEPOINT_TIMING).
 struct Bz2CudaTiming {
   double scan_seconds = 0;      // magic scan and plan (host)
+  double presize_seconds = 0;   // host blocks sized (first touch), before the context
   double context_seconds = 0;   // the first CUDA call (waits for the context)
   double upload_seconds = 0;    // compressed bytes to the device
   double allocate_seconds = 0;  // device memory for the blocks
