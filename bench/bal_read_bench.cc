@@ -263,7 +263,7 @@ nlohmann::json BenchFile(const std::string& path, const std::vector<int>& thread
     for (int k = 0; k < repeat; ++k) {
       Scene scene;
       s = ReadBal(path, options, &scene, &summary);
-      identical = identical && s.ok() && summary.bz2_on_gpu && SameScene(scene, reference);
+      identical = identical && s.ok() && SameScene(scene, reference);
       if (summary.total_seconds < read_s) {
         read_s = summary.total_seconds;
         best_summary = summary;
@@ -285,6 +285,8 @@ nlohmann::json BenchFile(const std::string& path, const std::vector<int>& thread
                 {"bz2_speedup_vs_libbz2", libbz2_s > 0 ? libbz2_s / gpu_s : 0.0},
                 {"read_seconds", read_s},
                 {"read_identical", identical},
+                // false below 4.5 MB of bzip2 per thread: ReadBal keeps those on the CPU
+                {"read_decoded_on_gpu", best_summary.bz2_on_gpu},
                 {"read_parts_seconds",
                  {{"file", best_summary.read_seconds},
                   {"decompress", best_summary.decompress_seconds},

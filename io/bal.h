@@ -51,10 +51,11 @@ struct BalReadOptions {
   // path must equal; memory is the scene and a 1 MiB buffer. Text on one thread with
   // chunk_bytes 0 is read this way too (faster than the parallel path on one thread).
   bool parallel = true;
-  // true: a ".bz2" is decoded on the current CUDA device (io/bz2_cuda.h; `tiepoint ba
-  // --device cuda` asks for it). Where that declines (no GPU, too little GPU memory, a
-  // layout it does not handle, corrupt data) the CPU decodes as without it, so the bytes
-  // and messages are the same.
+  // true: a ".bz2" of at least 4.5 MB per thread is decoded on the current CUDA device
+  // (io/bz2_cuda.h; `tiepoint ba --device cuda` asks for it; smaller ones decode sooner
+  // on the CPU). Where that declines (no GPU, too little GPU memory, a layout it does not
+  // handle, corrupt data) the CPU decodes as without it, so the bytes and messages are
+  // the same.
   bool bz2_on_gpu = false;
 
   // Explains options that make no sense (a negative thread count).
