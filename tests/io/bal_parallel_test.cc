@@ -18,6 +18,7 @@
 #include "io/bal.h"
 #include "io/bal_internal.h"
 #include "io/bz2_parallel.h"
+#include "tests/common/bz2_compress.h"
 
 namespace tiepoint {
 namespace {
@@ -112,13 +113,7 @@ Status ExpectParallelMatchesSerial(const std::string& bytes, const std::string& 
 }
 
 std::string Compress(const std::string& text, int level) {
-  unsigned int size = static_cast<unsigned int>(text.size() * 1.02 + 1024);
-  std::string out(size, '\0');
-  const int rc = BZ2_bzBuffToBuffCompress(out.data(), &size, const_cast<char*>(text.data()),
-                                          static_cast<unsigned int>(text.size()), level, 0, 0);
-  EXPECT_EQ(rc, BZ_OK);
-  out.resize(size);
-  return out;
+  return testing::Bz2Compress(text, level);
 }
 
 std::string SerialDecode(const std::string& bz2, const std::string& name = "x.bz2") {

@@ -17,6 +17,8 @@
 #include "io/bz2_block.h"
 #include "io/bz2_cuda.h"
 #include "io/bz2_parallel.h"
+#include "tests/common/bz2_compress.h"
+#include "tests/common/shared_data.h"
 
 namespace tiepoint {
 namespace {
@@ -24,13 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string Compress(const std::string& text, int level) {
-  unsigned int size = static_cast<unsigned int>(text.size() + text.size() / 50 + 4096);
-  std::string out(size, '\0');
-  const int rc = BZ2_bzBuffToBuffCompress(out.data(), &size, const_cast<char*>(text.data()),
-                                          static_cast<unsigned int>(text.size()), level, 0, 30);
-  EXPECT_EQ(rc, BZ_OK);
-  out.resize(size);
-  return out;
+  return testing::Bz2Compress(text, level);
 }
 
 std::string SerialText(const std::string& bz2, bool* ok) {
@@ -211,8 +207,7 @@ TEST(Bz2Staged, SegmentsReassembleTheWalk) {
 
 // The shared BAL .bz2 files (real, as BAL ships them), where present.
 TEST(Bz2Staged, SharedFilesMatchLibbz2) {
-  const char* env = std::getenv("TIEPOINT_SHARED_DATA");
-  const std::string root = std::string(env != nullptr && env[0] ? env : TIEPOINT_DEFAULT_SHARED_DATA) + "/bal";
+  const std::string root = testing::SharedDataDir() + "/bal";
   if (!fs::is_directory(root)) GTEST_SKIP() << "shared BAL data not found under " << root;
   int files = 0;
   for (const auto& e : fs::recursive_directory_iterator(root)) {
