@@ -18,25 +18,6 @@
 
 namespace tiepoint {
 
-// The blocks of a file as its magics place them, assuming no false magic: block k is
-// bits [begin, end) (end: the next magic) of a stream of level `level`.
-struct Bz2BlockPlan {
-  struct Block {
-    uint64_t begin = 0;
-    uint64_t end = 0;
-    int level = 9;
-    uint32_t crc = 0;  // the CRC stored in the block header
-  };
-  std::vector<Block> blocks;
-  int streams = 0;
-};
-
-// Walks the streams of data[0, size) over `magics` (FindBz2Magics's), checking the stream
-// headers, the order of magics and each stream's combined CRC against the stored block
-// CRCs. False (and *why) where the layout is not that of a file without false magics.
-bool PlanBz2Blocks(const unsigned char* data, size_t size, const std::vector<Bz2Magic>& magics,
-                   Bz2BlockPlan* plan, std::string* why);
-
 // The GPU's algorithm run on the CPU, one block after the other, `segments` walk segments
 // per block (tests compare it with libbz2; no speed intended).
 bool DecompressBz2StagedOnCpu(const char* data, size_t size, int segments, Bz2Decoded* out,

@@ -380,6 +380,60 @@ bool TryDecompressBz2ParallelWithMagics(const char* data, size_t size,
   return true;
 }
 
+namespace {
+bool PlanFail(const std::string& reason, std::string* why) {
+  if (why != nullptr) *why = reason;
+  return false;
+}
+}  // namespace
+
+bool PlanBz2Blocks(const unsigned char* d, size_t size, const std::vector<Bz2Magic>& magics,
+                   Bz2BlockPlan* plan, std::string* why) {
+  *plan = Bz2BlockPlan();
+  const size_t n = magics.size();
+  size_t k = 0;
+  size_t pos = 0;
+  while (pos < size) {
+    if (!IsStreamHeader(d, size, pos)) {
+      return PlanFail("bytes at " + std::to_string(pos) + " are not a bzip2 stream header", why);
+    }
+    const int level = d[pos + 3] - '0';
+    if (k >= n || magics[k].bit != 8 * static_cast<uint64_t>(pos + 4)) {
+      return PlanFail("no magic right after the stream header at byte " + std::to_string(pos), why);
+    }
+    uint32_t combined = 0;
+    for (;; ++k) {
+      const uint64_t bit = magics[k].bit;
+      if (bit + kMagicBits + kCrcBits > 8 * static_cast<uint64_t>(size)) {
+        return PlanFail("magic at bit " + std::to_string(bit) + " cut short", why);
+      }
+      const uint32_t crc = GetBits(d, size, bit + kMagicBits, kCrcBits);
+      if (magics[k].end_of_stream) {
+        if (crc != combined) {
+          return PlanFail("combined CRC of stream " + std::to_string(plan->streams + 1) +
+                          " does not match its blocks",
+                      why);
+        }
+        pos = static_cast<size_t>((bit + kMagicBits + kCrcBits + 7) / 8);
+        ++plan->streams;
+        ++k;
+        break;
+      }
+      if (k + 1 >= n) return PlanFail("block at bit " + std::to_string(bit) + " has no end", why);
+      Bz2BlockPlan::Block b;
+      b.begin = bit;
+      b.end = magics[k + 1].bit;
+      b.level = level;
+      b.crc = crc;
+      plan->blocks.push_back(b);
+      combined = ((combined << 1) | (combined >> 31)) ^ crc;
+    }
+  }
+  if (k != n) return PlanFail("a magic after the last stream", why);
+  if (plan->streams == 0) return PlanFail("empty input", why);
+  return true;
+}
+
 Status DecompressBz2Serial(const char* data, size_t size, const std::string& name,
                            std::string* out) {
   out->clear();

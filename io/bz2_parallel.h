@@ -77,6 +77,25 @@ struct Bz2Decoded {
 // inside the data), sorted by offset. num_threads <= 0: all threads.
 std::vector<Bz2Magic> FindBz2Magics(const unsigned char* data, size_t size, int num_threads);
 
+// The blocks of a file as its magics place them, assuming no false magic: block k is
+// bits [begin, end) (end: the next magic) of a stream of level `level`.
+struct Bz2BlockPlan {
+  struct Block {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    int level = 9;
+    uint32_t crc = 0;  // the CRC stored in the block header
+  };
+  std::vector<Block> blocks;
+  int streams = 0;
+};
+
+// Walks the streams of data[0, size) over `magics` (FindBz2Magics's), checking the stream
+// headers, the order of magics and each stream's combined CRC against the stored block
+// CRCs. False (and *why) where the layout is not that of a file without false magics.
+bool PlanBz2Blocks(const unsigned char* data, size_t size, const std::vector<Bz2Magic>& magics,
+                   Bz2BlockPlan* plan, std::string* why);
+
 // Decodes data[0, size) over its blocks in parallel. True: *out holds the verified
 // bytes. False: the input has something the parallel decoder does not handle or that
 // does not verify; *out is cleared and *why (if given) says what, e.g. "block at bit

@@ -1,5 +1,4 @@
-// The block plan (shared by the GPU decoder and its CPU run) and the CPU run of the GPU's
-// staged bzip2 algorithm.
+// The CPU run of the GPU's staged bzip2 algorithm, and the GPU decoder's host helpers.
 #include <omp.h>
 
 #include <algorithm>
@@ -15,72 +14,12 @@
 namespace tiepoint {
 namespace {
 
-constexpr int kMagicBits = 48;
-constexpr int kCrcBits = 32;
-
-uint32_t Bits32(const unsigned char* d, size_t size, uint64_t bit) {
-  bz2::Bz2BitReader in(d, size, bit);
-  return in.Get(32);
-}
-
-bool IsStreamHeader(const unsigned char* d, size_t size, size_t pos) {
-  return pos + 4 <= size && d[pos] == 'B' && d[pos + 1] == 'Z' && d[pos + 2] == 'h' &&
-         d[pos + 3] >= '1' && d[pos + 3] <= '9';
-}
-
 bool Fail(const std::string& reason, std::string* why) {
   if (why != nullptr) *why = reason;
   return false;
 }
 
 }  // namespace
-
-bool PlanBz2Blocks(const unsigned char* d, size_t size, const std::vector<Bz2Magic>& magics,
-                   Bz2BlockPlan* plan, std::string* why) {
-  *plan = Bz2BlockPlan();
-  const size_t n = magics.size();
-  size_t k = 0;
-  size_t pos = 0;
-  while (pos < size) {
-    if (!IsStreamHeader(d, size, pos)) {
-      return Fail("bytes at " + std::to_string(pos) + " are not a bzip2 stream header", why);
-    }
-    const int level = d[pos + 3] - '0';
-    if (k >= n || magics[k].bit != 8 * static_cast<uint64_t>(pos + 4)) {
-      return Fail("no magic right after the stream header at byte " + std::to_string(pos), why);
-    }
-    uint32_t combined = 0;
-    for (;; ++k) {
-      const uint64_t bit = magics[k].bit;
-      if (bit + kMagicBits + kCrcBits > 8 * static_cast<uint64_t>(size)) {
-        return Fail("magic at bit " + std::to_string(bit) + " cut short", why);
-      }
-      const uint32_t crc = Bits32(d, size, bit + kMagicBits);
-      if (magics[k].end_of_stream) {
-        if (crc != combined) {
-          return Fail("combined CRC of stream " + std::to_string(plan->streams + 1) +
-                          " does not match its blocks",
-                      why);
-        }
-        pos = static_cast<size_t>((bit + kMagicBits + kCrcBits + 7) / 8);
-        ++plan->streams;
-        ++k;
-        break;
-      }
-      if (k + 1 >= n) return Fail("block at bit " + std::to_string(bit) + " has no end", why);
-      Bz2BlockPlan::Block b;
-      b.begin = bit;
-      b.end = magics[k + 1].bit;
-      b.level = level;
-      b.crc = crc;
-      plan->blocks.push_back(b);
-      combined = ((combined << 1) | (combined >> 31)) ^ crc;
-    }
-  }
-  if (k != n) return Fail("a magic after the last stream", why);
-  if (plan->streams == 0) return Fail("empty input", why);
-  return true;
-}
 
 bool DecompressBz2StagedOnCpu(const char* data, size_t size, int segments, Bz2Decoded* out,
                               std::string* why) {
