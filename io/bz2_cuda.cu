@@ -6,14 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <system_error>
 #include <thread>
 
+#include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
-#include "io/base/parallel_copy.h"
 #include "io/bz2_block.h"
 
 namespace tiepoint {
@@ -37,7 +36,6 @@ struct DeviceState {
   int32_t n;
   int32_t orig_ptr;
   int32_t p0;
-  int64_t out_length;
 };
 
 // Stage 1, one thread per block (sequential within a block).
@@ -54,7 +52,7 @@ __global__ void DecodeKernel(const uint8_t* data, uint64_t size, const DeviceBlo
                                         selectors + static_cast<size_t>(b) * bz2::kMaxSelectors,
                                         my_ll, &info);
   if (err == bz2::kOk && info.stored_crc != blk.crc) err = bz2::kBadHeader;
-  DeviceState st{err, 0, 0, 0, 0};
+  DeviceState st{err, 0, 0, 0};
   if (err == bz2::kOk) {
     st.n = info.n;
     st.orig_ptr = info.orig_ptr;
@@ -196,10 +194,27 @@ __global__ void ChainKernel(DeviceState* state, int count, int segments, const i
                                        state[b].n, offsets + at);
 }
 
+const char* ErrorName(int32_t e) {
+  switch (e) {
+    case bz2::kRandomised: return "randomised block (bzip2 0.9.0)";
+    case bz2::kBadHeader: return "bad block header";
+    case bz2::kBadCodeLengths: return "bad Huffman code lengths";
+    case bz2::kBadSymbol: return "bad Huffman symbol";
+    case bz2::kTooLong: return "block longer than its level allows";
+    case bz2::kBadCounts: return "bad byte counts or origPtr";
+    case bz2::kNotAtEnd: return "block does not end at the next magic";
+    case bz2::kBrokenCycle: return "inverse BWT is not one cycle";
+    case bz2::kBadRuns: return "run-length stage reads past the block";
+    case bz2::kCrcMismatch: return "block CRC mismatch";
+    case bz2::kNotRun: return "not decoded (out of host memory)";
+    default: return "error";
+  }
+}
+
 // Pinned buffers for the downloads, made once per process.
 struct Pinned {
   std::mutex mutex;
-  char* buffer[2] = {nullptr, nullptr};
+  PinnedBuffer<char> buffer[2];
   static constexpr size_t kBytes = size_t{64} << 20;
 };
 Pinned& ThePinned() {
@@ -209,10 +224,8 @@ Pinned& ThePinned() {
 
 // With p.mutex held.
 Status PreparePinned(Pinned& p) {
-  for (int k = 0; k < 2; ++k) {
-    if (p.buffer[k] == nullptr) {
-      TIEPOINT_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&p.buffer[k]), Pinned::kBytes, cudaHostAllocDefault));
-    }
+  for (PinnedBuffer<char>& b : p.buffer) {
+    TIEPOINT_RETURN_IF_ERROR(b.Reserve(Pinned::kBytes, "the bzip2 download buffers"));
   }
   return Status::Ok();
 }
@@ -236,7 +249,7 @@ Status Finish(const uint8_t* walked, size_t slot, int first, int count,
     const int hi = std::min(count, lo + per_group);
     // Up to the last block's end (the slots' unused tails come along).
     const size_t bytes = static_cast<size_t>(hi - 1 - lo) * slot + static_cast<size_t>(n[hi - 1]);
-    cudaError_t e = cudaMemcpyAsync(p.buffer[g % 2], walked + static_cast<size_t>(lo) * slot, bytes, cudaMemcpyDeviceToHost, stream);
+    cudaError_t e = cudaMemcpyAsync(p.buffer[g % 2].get(), walked + static_cast<size_t>(lo) * slot, bytes, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaEventRecord(done[g % 2], stream);
     return e;
   };
@@ -250,7 +263,7 @@ Status Finish(const uint8_t* walked, size_t slot, int first, int count,
     const int hi = std::min(count, lo + per_group);
     std::vector<int32_t> crcs(static_cast<size_t>(hi - lo));
     for (int i = lo; i < hi; ++i) crcs[i - lo] = static_cast<int32_t>(plan.blocks[first + i].crc);
-    failed = bz2_detail::UndoBlocks(reinterpret_cast<const uint8_t*>(p.buffer[g % 2]), slot,
+    failed = bz2_detail::UndoBlocks(reinterpret_cast<const uint8_t*>(p.buffer[g % 2].get()), slot,
                                     n.data() + lo, crcs.data(), hi - lo, threads,
                                     blocks->data() + first + lo, &failed_block);
     failed_block += first + lo;
@@ -262,41 +275,10 @@ Status Finish(const uint8_t* walked, size_t slot, int first, int count,
   TIEPOINT_CUDA_RETURN_IF_ERROR(err);
   if (failed != bz2::kOk) {
     *why = "block at bit " + std::to_string(plan.blocks[failed_block].begin) + ": " +
-           (failed == bz2::kCrcMismatch ? "block CRC mismatch"
-            : failed == bz2::kBadRuns   ? "run-length stage reads past the block"
-                                        : "out of host memory");
+           ErrorName(failed);
     return Status::InvalidInput("block");
   }
   return Status::Ok();
-}
-
-template <typename T>
-struct DeviceMemory {
-  T* ptr = nullptr;
-  cudaStream_t stream = nullptr;
-  cudaError_t Allocate(size_t count, cudaStream_t s) {
-    stream = s;
-    return cudaMallocAsync(reinterpret_cast<void**>(&ptr), std::max<size_t>(1, count) * sizeof(T), s);
-  }
-  ~DeviceMemory() {
-    if (ptr != nullptr) cudaFreeAsync(ptr, stream);
-  }
-};
-
-const char* ErrorName(int32_t e) {
-  switch (e) {
-    case bz2::kRandomised: return "randomised block (bzip2 0.9.0)";
-    case bz2::kBadHeader: return "bad block header";
-    case bz2::kBadCodeLengths: return "bad Huffman code lengths";
-    case bz2::kBadSymbol: return "bad Huffman symbol";
-    case bz2::kTooLong: return "block longer than its level allows";
-    case bz2::kBadCounts: return "bad byte counts or origPtr";
-    case bz2::kNotAtEnd: return "block does not end at the next magic";
-    case bz2::kBrokenCycle: return "inverse BWT is not one cycle";
-    case bz2::kBadRuns: return "run-length stage reads past the block";
-    case bz2::kCrcMismatch: return "block CRC mismatch";
-    default: return "error";
-  }
 }
 
 Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2Decoded* out,
@@ -357,10 +339,10 @@ Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2D
   } stream_guard{stream};
 
   t0 = Clock::now();
-  DeviceMemory<uint8_t> compressed;
-  TIEPOINT_CUDA_RETURN_IF_ERROR(compressed.Allocate(size, stream));
+  PoolArray<uint8_t> compressed;
+  TIEPOINT_RETURN_IF_ERROR(compressed.Allocate(size, stream));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  TIEPOINT_RETURN_IF_ERROR(UploadStaged(compressed.ptr, data, size));
+  TIEPOINT_RETURN_IF_ERROR(UploadStaged(compressed.get(), data, size));
   timing->upload_seconds = Since(t0);
 
   const size_t per_block = slot * (1 + sizeof(uint32_t)) + bz2::kMaxSelectors +
@@ -380,22 +362,22 @@ Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2D
     const auto& b = plan.blocks[i];
     host_blocks[i] = {b.begin, b.end, b.level, b.crc};
   }
-  DeviceMemory<DeviceBlock> blocks;
-  DeviceMemory<DeviceState> state;
-  DeviceMemory<uint8_t> selectors, ll;
-  DeviceMemory<uint32_t> tt;
-  DeviceMemory<int32_t> heads, lengths, offsets;
-  DeviceMemory<int> next;
+  PoolArray<DeviceBlock> blocks;
+  PoolArray<DeviceState> state;
+  PoolArray<uint8_t> selectors, ll;
+  PoolArray<uint32_t> tt;
+  PoolArray<int32_t> heads, lengths, offsets;
+  PoolArray<int> next;
   const size_t segs = static_cast<size_t>(batch) * segments;
-  TIEPOINT_CUDA_RETURN_IF_ERROR(blocks.Allocate(batch, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(state.Allocate(batch, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(selectors.Allocate(static_cast<size_t>(batch) * bz2::kMaxSelectors, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(ll.Allocate(static_cast<size_t>(batch) * slot, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(tt.Allocate(static_cast<size_t>(batch) * slot, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(heads.Allocate(segs, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(lengths.Allocate(segs, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(offsets.Allocate(segs, stream));
-  TIEPOINT_CUDA_RETURN_IF_ERROR(next.Allocate(segs, stream));
+  TIEPOINT_RETURN_IF_ERROR(blocks.Allocate(batch, stream));
+  TIEPOINT_RETURN_IF_ERROR(state.Allocate(batch, stream));
+  TIEPOINT_RETURN_IF_ERROR(selectors.Allocate(static_cast<size_t>(batch) * bz2::kMaxSelectors, stream));
+  TIEPOINT_RETURN_IF_ERROR(ll.Allocate(static_cast<size_t>(batch) * slot, stream));
+  TIEPOINT_RETURN_IF_ERROR(tt.Allocate(static_cast<size_t>(batch) * slot, stream));
+  TIEPOINT_RETURN_IF_ERROR(heads.Allocate(segs, stream));
+  TIEPOINT_RETURN_IF_ERROR(lengths.Allocate(segs, stream));
+  TIEPOINT_RETURN_IF_ERROR(offsets.Allocate(segs, stream));
+  TIEPOINT_RETURN_IF_ERROR(next.Allocate(segs, stream));
 
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   timing->allocate_seconds = Since(t0);
@@ -427,25 +409,25 @@ Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2D
     ++timing->batches;
     const int count = std::min(batch, total_blocks - first);
     t0 = Clock::now();
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(blocks.ptr, host_blocks.data() + first, count * sizeof(DeviceBlock), cudaMemcpyHostToDevice, stream));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(blocks.get(), host_blocks.data() + first, count * sizeof(DeviceBlock), cudaMemcpyHostToDevice, stream));
     events.Mark(stream);
-    DecodeKernel<<<count, 1, 0, stream>>>(compressed.ptr, size, blocks.ptr, count, slot, selectors.ptr, ll.ptr, state.ptr);
+    DecodeKernel<<<count, 1, 0, stream>>>(compressed.get(), size, blocks.get(), count, slot, selectors.get(), ll.get(), state.get());
     events.Mark(stream);
-    ScatterKernel<<<(count + kScatterWarps - 1) / kScatterWarps, 32 * kScatterWarps, 0, stream>>>(ll.ptr, tt.ptr, slot, state.ptr, count);
+    ScatterKernel<<<(count + kScatterWarps - 1) / kScatterWarps, 32 * kScatterWarps, 0, stream>>>(ll.get(), tt.get(), slot, state.get(), count);
     events.Mark(stream);
-    CompleteKernel<<<std::max(1, std::min(count * 64, 65535)), 256, 0, stream>>>(ll.ptr, tt.ptr, slot, state.ptr, count, segments);
+    CompleteKernel<<<std::max(1, std::min(count * 64, 65535)), 256, 0, stream>>>(ll.get(), tt.get(), slot, state.get(), count, segments);
     events.Mark(stream);
     const int64_t walkers = static_cast<int64_t>(count) * segments;
     const int walk_blocks = static_cast<int>((walkers + 255) / 256);
-    WalkKernel<<<walk_blocks, 256, 0, stream>>>(tt.ptr, slot, state.ptr, count, segments, heads.ptr, lengths.ptr, next.ptr, nullptr, nullptr);
+    WalkKernel<<<walk_blocks, 256, 0, stream>>>(tt.get(), slot, state.get(), count, segments, heads.get(), lengths.get(), next.get(), nullptr, nullptr);
     events.Mark(stream);
-    ChainKernel<<<(count + 127) / 128, 128, 0, stream>>>(state.ptr, count, segments, heads.ptr, lengths.ptr, next.ptr, offsets.ptr);
+    ChainKernel<<<(count + 127) / 128, 128, 0, stream>>>(state.get(), count, segments, heads.get(), lengths.get(), next.get(), offsets.get());
     events.Mark(stream);
     // The walked bytes overwrite ll (tt holds each byte too).
-    WalkKernel<<<walk_blocks, 256, 0, stream>>>(tt.ptr, slot, state.ptr, count, segments, heads.ptr, lengths.ptr, next.ptr, offsets.ptr, ll.ptr);
+    WalkKernel<<<walk_blocks, 256, 0, stream>>>(tt.get(), slot, state.get(), count, segments, heads.get(), lengths.get(), next.get(), offsets.get(), ll.get());
     events.Mark(stream);
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_state.data(), state.ptr, count * sizeof(DeviceState), cudaMemcpyDeviceToHost, stream));
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_state.data(), state.get(), count * sizeof(DeviceState), cudaMemcpyDeviceToHost, stream));
     if (pinning.joinable()) pinning.join();
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     events.Report(timing->stage_ms);
@@ -461,7 +443,7 @@ Status Decode(const char* data, size_t size, const Bz2CudaOptions& options, Bz2D
     timing->kernels_seconds += Since(t0);
 
     t0 = Clock::now();
-    TIEPOINT_RETURN_IF_ERROR(Finish(ll.ptr, slot, first, count, n, plan, stream, threads, &out->blocks, why));
+    TIEPOINT_RETURN_IF_ERROR(Finish(ll.get(), slot, first, count, n, plan, stream, threads, &out->blocks, why));
     for (int i = 0; i < count; ++i) out->size += out->blocks[first + i].size();
     timing->download_seconds += Since(t0);
   }

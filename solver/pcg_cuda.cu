@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
 #include "solver/pcg_cuda.h"
@@ -19,41 +20,6 @@ namespace {
 constexpr int kThreads = 256;             // threads per block for per-item kernels
 
 int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
-
-// Device memory owned RAII-style; Allocate reports failures as a Status.
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  ~DeviceArray() { if (ptr_) cudaFreeAsync(ptr_, 0); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  // Stream-ordered allocation (default stream) from the device's pool, which keeps freed
-  // memory mapped (io/base/cuda_device.h, WarmUpCuda).
-  Status Allocate(size_t n) {
-    if (ptr_) cudaFreeAsync(ptr_, 0);
-    ptr_ = nullptr;
-    size_ = n;
-    if (n == 0) return Status::Ok();
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), n * sizeof(T), 0));
-    return Status::Ok();
-  }
-  Status Upload(const T* host, size_t n) { return UploadStaged(ptr_, host, n * sizeof(T)); }
-  Status Download(T* host, size_t n) const {
-    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, ptr_, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return Status::Ok();
-  }
-  T* get() const { return ptr_; }
-  size_t size() const { return size_; }
-  void Swap(DeviceArray& other) {
-    std::swap(ptr_, other.ptr_);
-    std::swap(size_, other.size_);
-  }
-
- private:
-  T* ptr_ = nullptr;
-  size_t size_ = 0;
-};
 
 // With TIEPOINT_TIMING set, prints the milliseconds since the previous mark (device
 // synchronized) to stderr: where the set-up time goes.
@@ -1149,25 +1115,25 @@ class CudaLinearization : public Linearization {
   DeviceLoss loss_;
   bool scaled_ = false;
   Status error_;  // first CUDA error seen by an interface call that returns a scalar
-  DeviceArray<int> obs_camera_, obs_point_, point_ptr_, camera_ptr_, camera_obs_, chunk_point_;
+  PoolArray<int> obs_camera_, obs_point_, point_ptr_, camera_ptr_, camera_obs_, chunk_point_;
   int num_chunks_ = 0;
-  DeviceArray<double> u0_;  // 81 per camera: J'_c^T J'_c at the last linearization
+  PoolArray<double> u0_;  // 81 per camera: J'_c^T J'_c at the last linearization
   // params_: 9 per camera then 3 per point; scale_ likewise (column scaling s).
-  DeviceArray<double> obs_xy_, params_, scale_, g_dev_, diag_dev_, per_obs_;
+  PoolArray<double> obs_xy_, params_, scale_, g_dev_, diag_dev_, per_obs_;
   const double* cam_scale() const { return scale_.get(); }
   const double* pt_scale() const { return scale_.get() + 9LL * p_.num_cameras; }
-  DeviceArray<unsigned char> fixed_;
-  DeviceArray<float> jc_, jp_, r_;  // structure-of-arrays planes (see ProblemView)
+  PoolArray<unsigned char> fixed_;
+  PoolArray<float> jc_, jp_, r_;  // structure-of-arrays planes (see ProblemView)
   // Camera groups (0: none): the grouped order (position -> point-major observation), its
   // indices (and coordinates, when recomputing), and the grouped copy of stored blocks,
   // gathered after every linearization.
   int group_size_ = 0, groups_ = 0;
   std::vector<int> group_obs_begin_h_;
-  DeviceArray<int> gperm_, g_obs_camera_, g_obs_point_, g_obs_begin_;
-  DeviceArray<double> g_obs_xy_;
-  DeviceArray<float> gjc_, gjp_;
-  DeviceArray<unsigned char> cub_temp_;
-  DeviceArray<double> sum_;
+  PoolArray<int> gperm_, g_obs_camera_, g_obs_point_, g_obs_begin_;
+  PoolArray<double> g_obs_xy_;
+  PoolArray<float> gjc_, gjp_;
+  PoolArray<unsigned char> cub_temp_;
+  PoolArray<double> sum_;
   std::vector<double> g_, diag_, cam_scale_h_, pt_scale_h_;
   bool host_scales_valid_ = false;
   bool recompute_ = false;             // blocks evaluated in every product, not stored
@@ -1280,9 +1246,9 @@ Status CudaLinearization::BuildStructure() {
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(point_ptr_.get(), 0, (np + 1) * sizeof(int)));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(camera_ptr_.get(), 0, (nc + 1) * sizeof(int)));
   } else {
-    DeviceArray<int> cam_in, pt_in, order_in, order;
-    DeviceArray<double> xy_in;
-    DeviceArray<unsigned long long> keys_in, keys;
+    PoolArray<int> cam_in, pt_in, order_in, order;
+    PoolArray<double> xy_in;
+    PoolArray<unsigned long long> keys_in, keys;
     TimingMark("structure: allocations");
     TIEPOINT_RETURN_IF_ERROR(cam_in.Allocate(n));
     TIEPOINT_RETURN_IF_ERROR(pt_in.Allocate(n));
@@ -1303,7 +1269,7 @@ Status CudaLinearization::BuildStructure() {
     size_t temp_bytes = 0;
     cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.get(), keys.get(), order_in.get(),
                                     order.get(), n, 0, cam_bits + pt_bits);
-    DeviceArray<unsigned char> temp;
+    PoolArray<unsigned char> temp;
     TIEPOINT_RETURN_IF_ERROR(temp.Allocate(temp_bytes));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
         temp.get(), temp_bytes, keys_in.get(), keys.get(), order_in.get(), order.get(), n, 0,
@@ -1331,8 +1297,8 @@ Status CudaLinearization::BuildStructure() {
   num_chunks_ = 0;
   TIEPOINT_RETURN_IF_ERROR(chunk_point_.Allocate(np + 1));
   if (np > 0) {
-    DeviceArray<unsigned char> flags, temp;
-    DeviceArray<int> count;
+    PoolArray<unsigned char> flags, temp;
+    PoolArray<int> count;
     TIEPOINT_RETURN_IF_ERROR(flags.Allocate(np));
     TIEPOINT_RETURN_IF_ERROR(count.Allocate(1));
     ChunkFlagsKernel<<<Blocks(np), kThreads>>>(np, point_ptr_.get(), flags.get());
@@ -1364,9 +1330,9 @@ Status CudaLinearization::BuildCameraGroups() {
   group_obs_begin_h_.assign(groups_ + 1, 0);
   if (n == 0) return g_obs_begin_.Upload(group_obs_begin_h_.data(), groups_ + 1);
   {
-    DeviceArray<unsigned long long> keys_in, keys;
-    DeviceArray<int> order_in;
-    DeviceArray<unsigned char> temp;
+    PoolArray<unsigned long long> keys_in, keys;
+    PoolArray<int> order_in;
+    PoolArray<unsigned char> temp;
     TIEPOINT_RETURN_IF_ERROR(keys_in.Allocate(n));
     TIEPOINT_RETURN_IF_ERROR(keys.Allocate(n));
     TIEPOINT_RETURN_IF_ERROR(order_in.Allocate(n));
@@ -1512,8 +1478,8 @@ class CudaPcg : public LinearSolver {
   Status Initialize() {
     const int nc = lin_.p_.num_cameras;
     const int64_t nc9 = 9LL * nc, np3 = 3LL * lin_.p_.num_points;
-    for (DeviceArray<float>* a : {&b_, &bc_, &x_, &r_, &z_, &q_, &dir_, &dc_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9));
-    for (DeviceArray<float>* a : {&bp_, &xp_, &dp_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(np3));
+    for (PoolArray<float>* a : {&b_, &bc_, &x_, &r_, &z_, &q_, &dir_, &dc_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9));
+    for (PoolArray<float>* a : {&bp_, &xp_, &dp_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(np3));
     TIEPOINT_RETURN_IF_ERROR(uinv_.Allocate(81LL * nc));
     TIEPOINT_RETURN_IF_ERROR(vinv_.Allocate(9LL * lin_.p_.num_points));
     TIEPOINT_RETURN_IF_ERROR(d_.Allocate(nc9 + np3));
@@ -1591,7 +1557,7 @@ class CudaPcg : public LinearSolver {
       TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(acc_.get(), 0, 3LL * lin_.p_.num_points * sizeof(float)));
     }
     if (o_.kind == PcgKind::kHessian) {
-      for (DeviceArray<float>* a : {&hx_, &hr_, &hz_, &hq_, &hdir_, &hb_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9 + np3));
+      for (PoolArray<float>* a : {&hx_, &hr_, &hz_, &hq_, &hdir_, &hb_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(nc9 + np3));
     }
     return Status::Ok();
   }
@@ -1624,7 +1590,7 @@ class CudaPcg : public LinearSolver {
     DotsFinalKernel<<<1, 32>>>(blocks, args.m, dot_partial_.get(), dot_out_.get());
     return dot_out_.Download(out, args.m);
   }
-  double Dot(const DeviceArray<float>& a, const DeviceArray<float>& b, int64_t n) {
+  double Dot(const PoolArray<float>& a, const PoolArray<float>& b, int64_t n) {
     double v = 0.0;
     const Status s = Dots({{a.get(), b.get()}}, n, &v);
     if (!s.ok() && lin_.error_.ok()) Set(lin_.error_, s);
@@ -1749,8 +1715,8 @@ class CudaPcg : public LinearSolver {
   // transfers to the host per iteration: p.q, then (r.r, x.b, x.r, r.z) together (the
   // preconditioned residual is computed before the stopping test).
   template <typename Apply, typename Precondition>
-  Status Cg(int64_t m, DeviceArray<float>& b, DeviceArray<float>& x, DeviceArray<float>& r,
-            DeviceArray<float>& z, DeviceArray<float>& q, DeviceArray<float>& dir, Apply apply,
+  Status Cg(int64_t m, PoolArray<float>& b, PoolArray<float>& x, PoolArray<float>& r,
+            PoolArray<float>& z, PoolArray<float>& q, PoolArray<float>& dir, Apply apply,
             Precondition precondition, int* iterations) {
     int it = 0;
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemset(x.get(), 0, m * sizeof(float)));
@@ -1815,16 +1781,16 @@ class CudaPcg : public LinearSolver {
 
   PcgOptions o_;
   CudaLinearization& lin_;
-  DeviceArray<float> b_, bc_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_, partial_;
-  DeviceArray<float> y_, acc_, zp_;  // the streaming product: J'_c x, per-point sums, V^-1 sums
-  DeviceArray<float> hx_, hr_, hz_, hq_, hdir_, hb_;  // pcg-hessian: CG over cameras then points
+  PoolArray<float> b_, bc_, x_, r_, z_, q_, dir_, dc_, bp_, xp_, dp_, uinv_, vinv_, partial_;
+  PoolArray<float> y_, acc_, zp_;  // the streaming product: J'_c x, per-point sums, V^-1 sums
+  PoolArray<float> hx_, hr_, hz_, hq_, hdir_, hb_;  // pcg-hessian: CG over cameras then points
   int grid1_ = 1, grid3_ = 1, parts3_ = 1;
-  DeviceArray<double> d_, dot_partial_, dot_out_;
+  PoolArray<double> d_, dot_partial_, dot_out_;
   bool shared_cameras_ = false;
   size_t smem_bytes_ = 0;
   int solve_marks_ = 0;
   // Camera groups (lin_.group_size_ > 0): blocks per group, the pass's grid and shared memory.
-  DeviceArray<int> group_block_begin_;
+  PoolArray<int> group_block_begin_;
   GroupLayout layout_{};
   int group_grid_ = 0;
   size_t group_bytes_ = 0;
@@ -1969,7 +1935,7 @@ Status CudaPcg::MeasureBandwidth(int repetitions, CudaBandwidthReport* report) {
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&schur_ms, begin, end));
   // Copy bandwidth: the largest Jacobian plane set (J'_c, 72 bytes per observation) copied.
   const size_t copy_bytes = 18 * static_cast<size_t>(n) * sizeof(float);
-  DeviceArray<float> copy;
+  PoolArray<float> copy;
   TIEPOINT_RETURN_IF_ERROR(copy.Allocate(18 * static_cast<size_t>(n)));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(copy.get(), lin_.jc_.get(), copy_bytes, cudaMemcpyDeviceToDevice));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventRecord(begin));
@@ -2055,7 +2021,7 @@ class CudaState : public LmState {
 
   Status Initialize(const double* cameras, const double* points) {
     const int64_t n = 9LL * lin_->p_.num_cameras + 3LL * lin_->p_.num_points;
-    for (DeviceArray<double>* a : {&trial_, &dx_, &xs_, &t1_, &t2_, &t3_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(n));
+    for (PoolArray<double>* a : {&trial_, &dx_, &xs_, &t1_, &t2_, &t3_}) TIEPOINT_RETURN_IF_ERROR(a->Allocate(n));
     return lin_->UploadParameters(cameras, points);  // x lives in lin_->params_
   }
 
@@ -2119,7 +2085,7 @@ class CudaState : public LmState {
  private:
   std::unique_ptr<CudaLinearization> lin_;
   std::unique_ptr<CudaPcg> pcg_;
-  DeviceArray<double> trial_, dx_, xs_, t1_, t2_, t3_;
+  PoolArray<double> trial_, dx_, xs_, t1_, t2_, t3_;
   int step_marks_ = 0;
 };
 

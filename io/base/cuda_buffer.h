@@ -1,6 +1,6 @@
-// RAII CUDA memory that grows and never shrinks, for buffers reused across calls (SIFT
-// and LK workspaces, the matcher's descriptor sets, the reconstruction BA's per-step
-// arrays). Include from .cu files only.
+// RAII CUDA memory: buffers that grow and never shrink, for reuse across calls (SIFT and
+// LK workspaces, the matcher's descriptor sets, the reconstruction BA's per-step arrays),
+// and arrays from the stream-ordered pool (PoolArray). Include from .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 
+#include "io/base/cuda_check.h"
 #include "io/base/cuda_device.h"
 #include "io/base/status.h"
 
@@ -90,5 +92,44 @@ class DeviceBuffer : public CudaBuffer<T, false> {
 // Pinned host memory (cudaHostAlloc), for asynchronous copies.
 template <typename T>
 using PinnedBuffer = CudaBuffer<T, true>;
+
+// Device memory from the device's stream-ordered pool (cudaMallocAsync), which keeps freed
+// memory mapped (io/base/cuda_device.h, WarmUpCuda), so arrays made and dropped per solve
+// or per file cost no mapping after the first: the PCG solver's arrays, the GPU bzip2
+// decoder's. Allocated and freed in the order of `stream` (default: the legacy stream).
+template <typename T>
+class PoolArray {
+ public:
+  PoolArray() = default;
+  ~PoolArray() { if (ptr_) cudaFreeAsync(ptr_, stream_); }
+  PoolArray(const PoolArray&) = delete;
+  PoolArray& operator=(const PoolArray&) = delete;
+  Status Allocate(size_t n, cudaStream_t stream = 0) {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+    ptr_ = nullptr;
+    size_ = n;
+    stream_ = stream;
+    if (n == 0) return Status::Ok();
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), n * sizeof(T), stream));
+    return Status::Ok();
+  }
+  Status Upload(const T* host, size_t n) { return UploadStaged(ptr_, host, n * sizeof(T)); }
+  Status Download(T* host, size_t n) const {
+    TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, ptr_, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return Status::Ok();
+  }
+  T* get() const { return ptr_; }
+  size_t size() const { return size_; }
+  void Swap(PoolArray& other) {
+    std::swap(ptr_, other.ptr_);
+    std::swap(size_, other.size_);
+    std::swap(stream_, other.stream_);
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t size_ = 0;
+  cudaStream_t stream_ = 0;
+};
 
 }  // namespace tiepoint
