@@ -67,7 +67,9 @@ struct Bz2Tables {
   // kFastError: no code (the data is corrupt).
   uint16_t fast[kMaxGroups][1 << kFastBits];
   int32_t min_length[kMaxGroups];
-  uint8_t mtf[256];  // the move-to-front list, of byte values
+  // The move-to-front list of byte values, four to a word: entry k is byte k % 4 (from
+  // the low end) of mtf[k / 4], so that a move shifts words, not bytes.
+  uint32_t mtf[64];
   uint8_t seq_to_unseq[256];
 };
 constexpr uint16_t kFastError = 31;
@@ -89,12 +91,22 @@ class Bz2BitReader {
     count_ = 8 - skip;
     ++byte_;
   }
+  // 32 more bits (count_ < 32 before): four loads issued together, not one after another.
   TIEPOINT_HOST_DEVICE void Refill() {
-    while (count_ <= 56) {
-      buffer_ = (buffer_ << 8) | (byte_ < size_ ? data_[byte_] : 0u);
-      ++byte_;
-      count_ += 8;
+    uint32_t word;
+    if (byte_ + 4 <= size_) {
+      const uint32_t b0 = data_[byte_], b1 = data_[byte_ + 1], b2 = data_[byte_ + 2],
+                     b3 = data_[byte_ + 3];
+      word = b0 << 24 | b1 << 16 | b2 << 8 | b3;
+    } else {
+      word = 0;
+      for (int k = 0; k < 4; ++k) {
+        word = word << 8 | (byte_ + k < size_ ? data_[byte_ + k] : 0u);
+      }
     }
+    buffer_ = buffer_ << 32 | word;
+    byte_ += 4;
+    count_ += 32;
   }
   // The next n <= 32 bits, not consumed.
   TIEPOINT_HOST_DEVICE uint32_t Peek(int n) {
@@ -185,6 +197,35 @@ TIEPOINT_HOST_DEVICE inline void MakeFastTable(Bz2Tables* t, int g) {
   }
 }
 
+// Moves entry nn of the move-to-front list (Bz2Tables::mtf) to the front; returns it.
+TIEPOINT_HOST_DEVICE inline uint8_t MoveToFront(uint32_t* list, int nn) {
+  const int w = nn >> 2;
+  const int r = nn & 3;
+  const uint32_t word = list[w];
+  const uint32_t v = (word >> (8 * r)) & 0xffu;
+  // Bytes 0..r of word w move up one; into byte 0 comes the last byte of the word below.
+  const uint32_t carry = w > 0 ? list[w - 1] >> 24 : v;
+  const uint32_t keep = r == 3 ? 0u : 0xffffffffu << (8 * (r + 1));
+  list[w] = (word & keep) | ((word << 8 | carry) & ~keep);
+  for (int k = w - 1; k > 0; --k) list[k] = list[k] << 8 | list[k - 1] >> 24;
+  if (w > 0) list[0] = list[0] << 8 | v;
+  return static_cast<uint8_t>(v);
+}
+
+// Writes `count` copies of `byte` from `out`: words where aligned (GPU global stores of
+// one byte each are the slow part of long runs).
+TIEPOINT_HOST_DEVICE inline void FillRun(uint8_t* out, int32_t count, uint8_t byte) {
+#ifdef __CUDA_ARCH__
+  int32_t k = 0;
+  for (; k < count && (reinterpret_cast<uintptr_t>(out + k) & 3) != 0; ++k) out[k] = byte;
+  const uint32_t quad = 0x01010101u * byte;
+  for (; k + 4 <= count; k += 4) *reinterpret_cast<uint32_t*>(out + k) = quad;
+  for (; k < count; ++k) out[k] = byte;
+#else
+  for (int32_t k = 0; k < count; ++k) out[k] = byte;
+#endif
+}
+
 // Stage 1. `selectors` holds kMaxSelectors bytes of scratch; `ll` room for level x
 // 100,000 bytes. On kOk, info is filled.
 TIEPOINT_HOST_DEVICE inline int32_t DecodeBlockSymbols(const uint8_t* data, uint64_t size,
@@ -257,7 +298,11 @@ TIEPOINT_HOST_DEVICE inline int32_t DecodeBlockSymbols(const uint8_t* data, uint
   // The symbols.
   const int eob = in_use + 1;
   const int32_t max_n = 100000 * level;
-  for (int i = 0; i < 256; ++i) t->mtf[i] = t->seq_to_unseq[i < in_use ? i : 0];
+  for (int i = 0; i < 64; ++i) {
+    uint32_t word = 0;
+    for (int k = 3; k >= 0; --k) word = word << 8 | t->seq_to_unseq[4 * i + k < in_use ? 4 * i + k : 0];
+    t->mtf[i] = word;
+  }
   int32_t n = 0;
   int group_no = -1, group_pos = 0, sel = 0;
   // The next Huffman symbol.
@@ -298,19 +343,19 @@ TIEPOINT_HOST_DEVICE inline int32_t DecodeBlockSymbols(const uint8_t* data, uint
         if ((err = next_symbol(&sym)) != kOk) return err;
       } while (sym <= 1);
       ++es;
-      const uint8_t uc = t->mtf[0];
+      const uint8_t uc = static_cast<uint8_t>(t->mtf[0] & 0xffu);
       if (es > max_n - n) return kTooLong;
-      for (int32_t k = 0; k < es; ++k) ll[n + k] = uc;
+      FillRun(ll + n, es, uc);
       n += es;
       continue;
     }
     if (n >= max_n) return kTooLong;
     const int nn = sym - 1;
-    const uint8_t v = t->mtf[nn];
-    for (int k = nn; k > 0; --k) t->mtf[k] = t->mtf[k - 1];
-    t->mtf[0] = v;
-    ll[n++] = v;
-    if ((err = next_symbol(&sym)) != kOk) return err;
+    // The next symbol's decode first: it does not depend on the list, so its loads and
+    // the list's overlap (the GPU issues in order and waits only where a value is used).
+    err = next_symbol(&sym);
+    ll[n++] = MoveToFront(t->mtf, nn);
+    if (err != kOk) return err;
   }
   if (in.position() != end) return kNotAtEnd;
   if (orig_ptr >= n) return kBadCounts;
