@@ -164,11 +164,12 @@ int main(int argc, char** argv) {
   // 12 streams in 3.6-3.8 s against 4.0-4.5 s with 32 on a 16-core H200 host
   // (bench/results/extract-throughput-h200-20261126.json). Set before the CUDA runtime starts.
   // Nor for the solver commands, which run one stream: the 32 queues cost `ba` 0.3-0.6 s
-  // of context creation and teardown at exit. On H100 hosts, a Final-13682-size .bz2 took
-  // 3.59 and 4.02 s with 32 against 3.13-3.44 s with 8 in the same calls
+  // of context creation and teardown at exit. On two H100 hosts, a Final-13682-size .bz2
+  // took 3.38-3.78 s with 32 against 3.02-3.20 s with 8 in the same calls
   // (bench/results/ba-bz2-wall-h100-20261126.json).
   const std::string command = argc > 1 ? argv[1] : "";
-  if (command != "extract" && command != "ba" && command != "bench" && command != "bench-worker") {
+  if (command != "extract" && command != "ba" && command != "bench" &&
+      command != "bench-worker") {
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
   }
   CLI::App app{

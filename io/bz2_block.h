@@ -300,7 +300,9 @@ TIEPOINT_HOST_DEVICE inline int32_t DecodeBlockSymbols(const uint8_t* data, uint
   const int32_t max_n = 100000 * level;
   for (int i = 0; i < 64; ++i) {
     uint32_t word = 0;
-    for (int k = 3; k >= 0; --k) word = word << 8 | t->seq_to_unseq[4 * i + k < in_use ? 4 * i + k : 0];
+    for (int k = 3; k >= 0; --k) {
+      word = word << 8 | t->seq_to_unseq[4 * i + k < in_use ? 4 * i + k : 0];
+    }
     t->mtf[i] = word;
   }
   int32_t n = 0;
