@@ -11,7 +11,7 @@
 #include "io/base/cuda_buffer.h"
 #include "io/base/cuda_check.h"
 #include "solver/geometry/cubic.h"
-#include "solver/geometry/ransac_utils.h"
+#include "solver/geometry/hartley.h"
 #include "solver/geometry/sample_draw.h"
 
 namespace tiepoint {
@@ -225,20 +225,27 @@ Status SearchFundamentalCuda(const std::vector<FundamentalSearchPair>& pairs,
     const auto& x2 = *pairs[p].x2;
     const int n = static_cast<int>(x1.size());
     if (n < min_count) continue;
-    const Eigen::Matrix3d T1 = two_view::NormalizingTransform(x1), T2 = two_view::NormalizingTransform(x2);
-    if (!T1.allFinite() || !T2.allFinite()) continue;  // EstimateTwoViewGeometry names the bad coordinate
+    // The CPU's normalization (two_view::NormalizingTransform), entry by entry.
+    const two_view::HartleySimilarity h1 = two_view::ComputeHartleySimilarity(x1);
+    const two_view::HartleySimilarity h2 = two_view::ComputeHartleySimilarity(x2);
+    const double s1 = h1.scale, t1x = -h1.scale * h1.cx, t1y = -h1.scale * h1.cy;
+    const double s2 = h2.scale, t2x = -h2.scale * h2.cx, t2y = -h2.scale * h2.cy;
+    if (!std::isfinite(s1) || !std::isfinite(t1x) || !std::isfinite(t1y) || !std::isfinite(s2) ||
+        !std::isfinite(t2x) || !std::isfinite(t2y)) {
+      continue;  // EstimateTwoViewGeometry names the bad coordinate
+    }
     PairInfo pi;
     pi.offset = static_cast<int>(pts.size());
     pi.count = n;
     pi.index = static_cast<int>(p);
     pi.stream = options.first_stream + p;
-    pi.s1sq = static_cast<float>(T1(0, 0) * T1(0, 0));
-    pi.s2sq = static_cast<float>(T2(0, 0) * T2(0, 0));
+    pi.s1sq = static_cast<float>(s1 * s1);
+    pi.s2sq = static_cast<float>(s2 * s2);
     for (int i = 0; i < n; ++i) {
-      pts.push_back(make_float4(static_cast<float>(T1(0, 0) * x1[i][0] + T1(0, 2)),
-                                static_cast<float>(T1(1, 1) * x1[i][1] + T1(1, 2)),
-                                static_cast<float>(T2(0, 0) * x2[i][0] + T2(0, 2)),
-                                static_cast<float>(T2(1, 1) * x2[i][1] + T2(1, 2))));
+      pts.push_back(make_float4(static_cast<float>(s1 * x1[i][0] + t1x),
+                                static_cast<float>(s1 * x1[i][1] + t1y),
+                                static_cast<float>(s2 * x2[i][0] + t2x),
+                                static_cast<float>(s2 * x2[i][1] + t2y)));
     }
     blocks += blocks_per_pair;
     if (blocks > std::numeric_limits<int>::max()) {

@@ -10,27 +10,19 @@
 #include <cmath>
 #include <vector>
 
+#include "solver/geometry/hartley.h"
+
 namespace tiepoint {
 namespace two_view {
 
 // Similarity T that moves the centroid of `points` to the origin and scales them so that
-// their mean distance from it is sqrt(2) (Hartley, "In defense of the eight-point
-// algorithm", PAMI 1997). Identity scale when all points coincide. Point: anything with
-// p[0] and p[1] (Eigen::Vector2d, std::array<double, 2>).
+// their mean distance from it is sqrt(2): ComputeHartleySimilarity (hartley.h) as a matrix.
 template <class Point>
 Eigen::Matrix3d NormalizingTransform(const std::vector<Point>& points) {
-  double cx = 0.0, cy = 0.0;
-  for (const auto& p : points) cx += p[0], cy += p[1];
-  if (!points.empty()) cx /= static_cast<double>(points.size()), cy /= static_cast<double>(points.size());
-  double mean_distance = 0.0;
-  for (const auto& p : points) {
-    const double dx = p[0] - cx, dy = p[1] - cy;
-    mean_distance += std::sqrt(dx * dx + dy * dy);
-  }
-  if (!points.empty()) mean_distance /= static_cast<double>(points.size());
-  const double s = mean_distance > 0.0 ? std::sqrt(2.0) / mean_distance : 1.0;
+  const HartleySimilarity h = ComputeHartleySimilarity(points);
+  const double s = h.scale;
   Eigen::Matrix3d T;
-  T << s, 0, -s * cx, 0, s, -s * cy, 0, 0, 1;
+  T << s, 0, -s * h.cx, 0, s, -s * h.cy, 0, 0, 1;
   return T;
 }
 
