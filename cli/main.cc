@@ -60,20 +60,41 @@ int RunVersion() {
   return 0;
 }
 
-// OpenBLAS's pthread build (Debian's default BLAS, under CHOLMOD and Ceres) starts its
-// threads when it loads, and each spins on sched_yield for 2^28 cycles (~0.1 s) after
-// start and after every threaded call before it sleeps. On a 2-core machine that spinner
-// takes a core from the solvers' OpenMP threads: 14 of 20 `ba --solver cholmod --threads 2`
-// runs of data/sample-20-2000.bal stalled ~90 ms (2 of 20 with pcg-schur), none with
-// OPENBLAS_THREAD_TIMEOUT=4 (its minimum: sleep at once), which keeps BLAS threaded for
-// large factorizations. OpenBLAS reads it only when it loads, so when it is unset this
-// process runs itself again with it set (about 5 ms); where that fails, it goes on.
-void CalmOpenBlasThreads(char** argv) {
-  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return;
-  using GetThreads = int (*)();
-  const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  if (get == nullptr || get() <= 1) return;  // another BLAS, or no OpenBLAS threads
-  if (::setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/1) != 0) return;
+// Settings that libraries read only when the process starts. Where one is missing, this
+// process sets it and runs itself again (about 5 ms); where that fails, it goes on.
+// - OpenBLAS's pthread build (Debian's default BLAS, under CHOLMOD and Ceres) starts its
+//   threads when it loads, and each spins on sched_yield for 2^28 cycles (~0.1 s) after
+//   start and after every threaded call before it sleeps. On a 2-core machine that spinner
+//   takes a core from the solvers' OpenMP threads: 14 of 20 `ba --solver cholmod
+//   --threads 2` runs of data/sample-20-2000.bal stalled ~90 ms (2 of 20 with pcg-schur),
+//   none with OPENBLAS_THREAD_TIMEOUT=4 (its minimum: sleep at once), which keeps BLAS
+//   threaded for large factorizations.
+// - glibc's malloc asks for transparent huge pages for its large chunks only with
+//   glibc.malloc.hugetlb=1 (madvise, for kernels whose THP mode is "madvise", as on the
+//   device machine; glibc 2.35 and later, older ones ignore it). `ba` first-touches
+//   gigabytes (the file, the decoded text, the scene): on an H100 host a Final-13682-size
+//   problem read in 0.48 s instead of 1.06 s as text and 1.23-1.43 s instead of 1.46 s as
+//   .bz2, and `ba --device cuda` took 2.84-3.01 s instead of 3.07-3.19 s on the .bz2, at
+//   the same peak memory (bench/results/ba-bz2-wall-h100-20261126.json, call 3).
+void SetStartupEnvironment(int argc, char** argv) {
+  bool changed = false;
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
+    using GetThreads = int (*)();
+    const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    if (get != nullptr && get() > 1 && ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0) {
+      changed = true;
+    }
+  }
+  if (argc > 1 && std::strcmp(argv[1], "ba") == 0) {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (tunables == nullptr || std::strstr(tunables, "glibc.malloc.hugetlb") == nullptr) {
+      const std::string value = tunables == nullptr || *tunables == '\0'
+                                    ? std::string("glibc.malloc.hugetlb=1")
+                                    : std::string(tunables) + ":glibc.malloc.hugetlb=1";
+      if (::setenv("GLIBC_TUNABLES", value.c_str(), 1) == 0) changed = true;
+    }
+  }
+  if (!changed) return;
   const WideAffinity wide;  // restored if the exec fails and this process goes on
   ::execv("/proc/self/exe", argv);
 }
@@ -154,7 +175,7 @@ void InstallFaultHandling(const char* command) {
 
 int main(int argc, char** argv) {
   using namespace tiepoint::cli;
-  CalmOpenBlasThreads(argv);
+  SetStartupEnvironment(argc, argv);
   InstallFaultHandling(argc > 1 ? argv[1] : "");
   // More hardware work queues than CUDA's default 8, unless the caller chose: streams
   // beyond 8 otherwise share queues and wait on each other. Measured on an H100 with
