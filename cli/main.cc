@@ -76,7 +76,7 @@ int RunVersion() {
 //   problem read in 0.48 s instead of 1.06 s as text and 1.23-1.43 s instead of 1.46 s as
 //   .bz2, and `ba --device cuda` took 2.84-3.01 s instead of 3.07-3.19 s on the .bz2, at
 //   the same peak memory (bench/results/ba-bz2-wall-h100-20261126.json, call 3).
-void SetStartupEnvironment(int argc, char** argv) {
+void SetStartupEnvironment(const std::string& command, char** argv) {
   bool changed = false;
   if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
     using GetThreads = int (*)();
@@ -85,7 +85,7 @@ void SetStartupEnvironment(int argc, char** argv) {
       changed = true;
     }
   }
-  if (argc > 1 && std::strcmp(argv[1], "ba") == 0) {
+  if (command == "ba") {
     const char* tunables = std::getenv("GLIBC_TUNABLES");
     if (tunables == nullptr || std::strstr(tunables, "glibc.malloc.hugetlb") == nullptr) {
       const std::string value = tunables == nullptr || *tunables == '\0'
@@ -175,8 +175,9 @@ void InstallFaultHandling(const char* command) {
 
 int main(int argc, char** argv) {
   using namespace tiepoint::cli;
-  SetStartupEnvironment(argc, argv);
-  InstallFaultHandling(argc > 1 ? argv[1] : "");
+  const std::string command = argc > 1 ? argv[1] : "";
+  SetStartupEnvironment(command, argv);
+  InstallFaultHandling(argc > 1 ? argv[1] : "");  // argv outlives main: the stop thread keeps it
   // More hardware work queues than CUDA's default 8, unless the caller chose: streams
   // beyond 8 otherwise share queues and wait on each other. Measured on an H100 with
   // bench/sift_bench: 24 streams, median 2,251 -> 2,410 images/s
@@ -188,7 +189,6 @@ int main(int argc, char** argv) {
   // of context creation and teardown at exit. On two H100 hosts, a Final-13682-size .bz2
   // took 3.38-3.78 s with 32 against 3.02-3.20 s with 8 in the same calls
   // (bench/results/ba-bz2-wall-h100-20261126.json).
-  const std::string command = argc > 1 ? argv[1] : "";
   if (command != "extract" && command != "ba" && command != "bench" &&
       command != "bench-worker") {
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);

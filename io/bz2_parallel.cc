@@ -411,8 +411,8 @@ bool PlanBz2Blocks(const unsigned char* d, size_t size, const std::vector<Bz2Mag
       if (magics[k].end_of_stream) {
         if (crc != combined) {
           return PlanFail("combined CRC of stream " + std::to_string(plan->streams + 1) +
-                          " does not match its blocks",
-                      why);
+                              " does not match its blocks",
+                          why);
         }
         pos = static_cast<size_t>((bit + kMagicBits + kCrcBits + 7) / 8);
         ++plan->streams;

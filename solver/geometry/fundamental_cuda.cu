@@ -225,27 +225,22 @@ Status SearchFundamentalCuda(const std::vector<FundamentalSearchPair>& pairs,
     const auto& x2 = *pairs[p].x2;
     const int n = static_cast<int>(x1.size());
     if (n < min_count) continue;
-    // The CPU's normalization (two_view::NormalizingTransform), entry by entry.
+    // The CPU's normalization (two_view::NormalizingTransform's matrix entries).
     const two_view::HartleySimilarity h1 = two_view::ComputeHartleySimilarity(x1);
     const two_view::HartleySimilarity h2 = two_view::ComputeHartleySimilarity(x2);
-    const double s1 = h1.scale, t1x = -h1.scale * h1.cx, t1y = -h1.scale * h1.cy;
-    const double s2 = h2.scale, t2x = -h2.scale * h2.cx, t2y = -h2.scale * h2.cy;
-    if (!std::isfinite(s1) || !std::isfinite(t1x) || !std::isfinite(t1y) || !std::isfinite(s2) ||
-        !std::isfinite(t2x) || !std::isfinite(t2y)) {
-      continue;  // EstimateTwoViewGeometry names the bad coordinate
-    }
+    if (!h1.finite() || !h2.finite()) continue;  // EstimateTwoViewGeometry names the bad coordinate
     PairInfo pi;
     pi.offset = static_cast<int>(pts.size());
     pi.count = n;
     pi.index = static_cast<int>(p);
     pi.stream = options.first_stream + p;
-    pi.s1sq = static_cast<float>(s1 * s1);
-    pi.s2sq = static_cast<float>(s2 * s2);
+    pi.s1sq = static_cast<float>(h1.scale * h1.scale);
+    pi.s2sq = static_cast<float>(h2.scale * h2.scale);
     for (int i = 0; i < n; ++i) {
-      pts.push_back(make_float4(static_cast<float>(s1 * x1[i][0] + t1x),
-                                static_cast<float>(s1 * x1[i][1] + t1y),
-                                static_cast<float>(s2 * x2[i][0] + t2x),
-                                static_cast<float>(s2 * x2[i][1] + t2y)));
+      pts.push_back(make_float4(static_cast<float>(h1.scale * x1[i][0] + h1.tx),
+                                static_cast<float>(h1.scale * x1[i][1] + h1.ty),
+                                static_cast<float>(h2.scale * x2[i][0] + h2.tx),
+                                static_cast<float>(h2.scale * x2[i][1] + h2.ty)));
     }
     blocks += blocks_per_pair;
     if (blocks > std::numeric_limits<int>::max()) {

@@ -10,13 +10,15 @@
 namespace tiepoint {
 namespace two_view {
 
-// x -> scale * (x - centre): the centroid of the points to the origin, and their mean
-// distance from it to sqrt(2) (Hartley, "In defense of the eight-point algorithm", PAMI
-// 1997). Scale 1 when all points coincide.
+// (x, y) -> (scale * x + tx, scale * y + ty), with tx = -scale * cx, ty = -scale * cy for
+// the centroid (cx, cy): the centroid of the points to the origin, and their mean distance
+// from it to sqrt(2) (Hartley, "In defense of the eight-point algorithm", PAMI 1997).
+// Scale 1 when all points coincide.
 struct HartleySimilarity {
   double scale = 1.0;
-  double cx = 0.0;
-  double cy = 0.0;
+  double tx = 0.0;
+  double ty = 0.0;
+  bool finite() const { return std::isfinite(scale) && std::isfinite(tx) && std::isfinite(ty); }
 };
 
 // Point: anything with p[0] and p[1] (Eigen::Vector2d, std::array<double, 2>).
@@ -33,8 +35,8 @@ HartleySimilarity ComputeHartleySimilarity(const std::vector<Point>& points) {
   if (!points.empty()) mean_distance /= static_cast<double>(points.size());
   HartleySimilarity h;
   h.scale = mean_distance > 0.0 ? std::sqrt(2.0) / mean_distance : 1.0;
-  h.cx = cx;
-  h.cy = cy;
+  h.tx = -h.scale * cx;
+  h.ty = -h.scale * cy;
   return h;
 }
 

@@ -20,9 +20,8 @@ namespace two_view {
 template <class Point>
 Eigen::Matrix3d NormalizingTransform(const std::vector<Point>& points) {
   const HartleySimilarity h = ComputeHartleySimilarity(points);
-  const double s = h.scale;
   Eigen::Matrix3d T;
-  T << s, 0, -s * h.cx, 0, s, -s * h.cy, 0, 0, 1;
+  T << h.scale, 0, h.tx, 0, h.scale, h.ty, 0, 0, 1;
   return T;
 }
 
