@@ -100,7 +100,8 @@ void SetStartupEnvironment(const std::string& command, char** argv) {
 }
 
 // Faults (issue 19). SIGINT/SIGTERM stop the process cleanly: every unfinished output
-// (AtomicFile temporaries) is removed and the exit code is 128 + signal (130, 143).
+// (AtomicFile temporaries) is removed and the exit code is 128 + signal (130, 143);
+// a signal after a command has put all its outputs in place (ReplaceOutputs) lets it finish.
 // The handler only writes the signal number into a pipe; a thread waiting on the pipe
 // does the work outside signal context. The pipe's descriptor is the one mutable global
 // here: a signal handler can reach nothing else.
@@ -151,10 +152,18 @@ void InstallFaultHandling(const char* command) {
     unsigned char sig = 0;
     while (::read(g_stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
-    const int removed = tiepoint::RemoveLiveTemporaries();
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    int removed = 0;
+    if (!tiepoint::StopForSignal(&removed)) {
+      // The outputs were already in place (`reconstruct` puts its files there in one step):
+      // the work is done, and stopping now would only make the exit code disagree with them.
+      std::fprintf(stderr, "tiepoint %s: %s came after the outputs were complete; finishing\n",
+                   g_command, name);
+      std::fflush(stderr);
+      return;
+    }
     std::fprintf(stderr, "tiepoint %s: stopped by %s; %d unfinished output%s removed\n",
-                 g_command, sig == SIGINT ? "SIGINT" : "SIGTERM", removed,
-                 removed == 1 ? "" : "s");
+                 g_command, name, removed, removed == 1 ? "" : "s");
     std::fflush(stderr);
     ::_exit(128 + sig);
   }).detach();

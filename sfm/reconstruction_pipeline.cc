@@ -263,21 +263,6 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
 }
 
 // Moves `from` onto `to`, replacing what was there (a directory or a file).
-Status ReplacePath(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::path old;
-  if (fs::exists(to, ec)) {
-    old = to;
-    old += ".old-" + std::to_string(getpid());
-    fs::rename(to, old, ec);
-    if (ec) return Status::IoError(to.string() + ": cannot replace: " + ec.message());
-  }
-  fs::rename(from, to, ec);
-  if (ec) return Status::IoError(to.string() + ": cannot move the new output into place: " + ec.message());
-  if (!old.empty()) fs::remove_all(old, ec);
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status ReconstructionPipelineOptions::Check() const {
@@ -795,9 +780,11 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   report["threads"] = threads;
   report["device"] = ToString(o.device);
   TIEPOINT_RETURN_IF_ERROR(WriteJson((tmp / "report.json").string(), report));
+  // One step: a signal or a failed rename leaves the old outputs or the new ones, not a mix.
+  std::vector<std::pair<std::string, std::string>> moves;
   for (const char* name : {"sparse", "points.ply", "overview.svg", "report.json"})
-    TIEPOINT_RETURN_IF_ERROR(ReplacePath(tmp / name, out / name));
-  return Status::Ok();
+    moves.emplace_back((tmp / name).string(), (out / name).string());
+  return ReplaceOutputs(moves);
 }
 
 }  // namespace tiepoint

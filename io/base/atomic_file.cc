@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,8 @@ struct Registry {
   std::mutex mutex;
   std::set<std::string> paths;
   std::set<std::string> dirs;  // temporary directories (LiveTemporaryDirectory)
+  std::atomic<bool> replacing{false};  // a ReplaceOutputs holds the lock
+  std::atomic<bool> complete{false};   // a ReplaceOutputs has succeeded
 };
 
 Registry& Live() {
@@ -128,23 +131,102 @@ LiveTemporaryDirectory::~LiveTemporaryDirectory() {
   Live().dirs.erase(path_);
 }
 
-int RemoveLiveTemporaries() {
-  // The lock may be held by a thread that died in the middle of an insert (out of
-  // memory): try for a moment, then remove what can be read anyway.
-  Registry& live = Live();
-  bool locked = false;
-  for (int i = 0; i < 200 && !(locked = live.mutex.try_lock()); ++i) {
+namespace {
+
+// Takes the registry's lock for a process about to exit. The lock may be held by a thread
+// that died in the middle of an insert (out of memory): try for a moment, then go on
+// anyway. A ReplaceOutputs in progress is waited for, however long it takes.
+bool LockForExit(Registry& live) {
+  for (int i = 0; i < 200 || live.replacing.load(); ++i) {
+    if (live.mutex.try_lock()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  return false;
+}
+
+int RemoveAllLocked(Registry& live) {
   int removed = 0;
   for (const std::string& path : live.paths) removed += ::unlink(path.c_str()) == 0;
   for (const std::string& dir : live.dirs) {
     std::error_code ec;
     removed += std::filesystem::remove_all(dir, ec) > 0;
   }
-  // The mutex stays locked: no Commit() may rename a temporary into place from now on.
-  (void)locked;
   return removed;
+}
+
+}  // namespace
+
+int RemoveLiveTemporaries() {
+  Registry& live = Live();
+  LockForExit(live);
+  // The mutex stays locked: no Commit() may rename a temporary into place from now on.
+  return RemoveAllLocked(live);
+}
+
+bool StopForSignal(int* removed) {
+  Registry& live = Live();
+  const bool locked = LockForExit(live);
+  if (live.complete.load()) {
+    if (locked) live.mutex.unlock();
+    *removed = 0;
+    return false;
+  }
+  *removed = RemoveAllLocked(live);  // and the mutex stays locked, as above
+  return true;
+}
+
+bool OutputsComplete() { return Live().complete.load(); }
+
+Status ReplaceOutputs(const std::vector<std::pair<std::string, std::string>>& moves) {
+  namespace fs = std::filesystem;
+  const std::string suffix = ".old-" + std::to_string(static_cast<long>(::getpid()));
+  std::vector<std::string> aside;  // per move: where the old `to` was set aside, or ""
+  Registry& live = Live();
+  {
+    live.replacing.store(true);
+    std::lock_guard<std::mutex> lock(live.mutex);
+    Status status = Status::Ok();
+    size_t done = 0;
+    for (; done < moves.size(); ++done) {
+      const auto& [from, to] = moves[done];
+      std::error_code ec;
+      std::string old;
+      if (fs::symlink_status(to, ec).type() != fs::file_type::not_found) {
+        old = to + suffix;
+        fs::rename(to, old, ec);
+        if (ec) {
+          status = Status::IoError(to + ": cannot replace: " + ec.message());
+          break;
+        }
+      }
+      aside.push_back(old);
+      fs::rename(from, to, ec);
+      if (ec) {
+        status = Status::IoError(to + ": cannot move the new output into place: " + ec.message());
+        if (!old.empty()) fs::rename(old, to, ec);
+        aside.pop_back();
+        break;
+      }
+    }
+    if (!status.ok()) {
+      // Undo in reverse order: the new outputs go back to their temporaries, the old come back.
+      for (size_t i = aside.size(); i-- > 0;) {
+        std::error_code ec;
+        fs::rename(moves[i].second, moves[i].first, ec);
+        if (!aside[i].empty()) fs::rename(aside[i], moves[i].second, ec);
+      }
+      live.replacing.store(false);
+      return status;
+    }
+    live.complete.store(true);
+    live.replacing.store(false);
+  }
+  for (const std::string& old : aside) {
+    if (old.empty()) continue;
+    std::error_code ec;
+    fs::remove_all(old, ec);
+  }
+  return Status::Ok();
 }
 
 }  // namespace tiepoint

@@ -18,6 +18,8 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "io/base/status.h"
 
@@ -72,5 +74,22 @@ class LiveTemporaryDirectory {
 // error. Safe to call from any thread, not from a signal handler. Returns the number of
 // temporaries removed.
 int RemoveLiveTemporaries();
+
+// Puts several finished outputs in place as one step, for a command whose result is more
+// than one file (`tiepoint reconstruct`: sparse/, points.ply, overview.svg, report.json).
+// Each `to` that exists is set aside, each `from` renamed onto its `to`, and the set-aside
+// ones removed at the end; if a rename fails, the ones done are undone, so the old outputs
+// come back whole and the message names the path. The renames run under the registry's
+// lock: SIGINT/SIGTERM handling (StopForSignal) waits for them, so a signal never leaves a
+// mix of old and new outputs. Once this has succeeded, OutputsComplete() is true.
+Status ReplaceOutputs(const std::vector<std::pair<std::string, std::string>>& moves);
+bool OutputsComplete();
+
+// What the SIGINT/SIGTERM handling calls (from a thread, not a signal handler). Waits for a
+// ReplaceOutputs in progress. If the outputs are complete, returns false and changes
+// nothing: the signal came after the work was done, and the process should finish normally.
+// Otherwise removes every live temporary, as RemoveLiveTemporaries does, sets *removed to
+// their number and returns true: the process should exit.
+bool StopForSignal(int* removed);
 
 }  // namespace tiepoint

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -240,6 +242,85 @@ TEST(AtomicFileFaults, LiveTemporariesAreListedUntilCommitted) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     EXPECT_EQ(WEXITSTATUS(status), 2);
     EXPECT_EQ(dir.List(), std::vector<std::string>{"done.txt"});
+  }
+}
+
+
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// `reconstruct` puts four outputs in place in one step: a failed rename undoes the ones
+// done, and a signal after success finds the work complete (StopForSignal lets it finish).
+TEST(AtomicFileFaults, ReplaceOutputsIsAllOrNothing) {
+  ScratchDir dir("atomic_replace");
+  ::mkdir(dir.File("out").c_str(), 0755);
+  ::mkdir(dir.File("tmp").c_str(), 0755);
+  ::mkdir(dir.File("out/sparse").c_str(), 0755);
+  ::mkdir(dir.File("tmp/sparse").c_str(), 0755);
+  std::ofstream(dir.File("out/a.txt")) << "old";
+  std::ofstream(dir.File("out/sparse/m.txt")) << "old";
+  std::ofstream(dir.File("tmp/a.txt")) << "new";
+  std::ofstream(dir.File("tmp/sparse/m.txt")) << "new";
+  // The third move has nothing to move: the first two are undone, the old outputs stay.
+  const Status s = ReplaceOutputs({{dir.File("tmp/a.txt"), dir.File("out/a.txt")},
+                                   {dir.File("tmp/sparse"), dir.File("out/sparse")},
+                                   {dir.File("tmp/gone.txt"), dir.File("out/gone.txt")}});
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_TRUE(Contains(s, "out/gone.txt: cannot move the new output into place")) << s.message();
+  EXPECT_FALSE(OutputsComplete());
+  EXPECT_EQ(Slurp(dir.File("out/a.txt")), "old");
+  EXPECT_EQ(Slurp(dir.File("out/sparse/m.txt")), "old");
+  EXPECT_EQ(Slurp(dir.File("tmp/a.txt")), "new");
+  EXPECT_EQ(Slurp(dir.File("tmp/sparse/m.txt")), "new");
+  EXPECT_EQ(Sorted(dir.List()), (std::vector<std::string>{"out", "tmp"}));
+  const ScratchDir* d = &dir;
+  auto out_list = [d] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(d->File("out")))
+      names.push_back(e.path().filename().string());
+    return Sorted(names);
+  };
+  EXPECT_EQ(out_list(), (std::vector<std::string>{"a.txt", "sparse"}));  // nothing set aside
+
+  // In children (the completion is process-wide). Before the outputs are in place a signal
+  // removes the temporary directory (exit 10 + removed); after, it changes nothing (exit 20).
+  const LiveTemporaryDirectory live(dir.File("tmp"));
+  for (const bool replace_first : {false, true}) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (replace_first &&
+          !ReplaceOutputs({{dir.File("tmp/a.txt"), dir.File("out/a.txt")},
+                           {dir.File("tmp/sparse"), dir.File("out/sparse")}}).ok()) {
+        _exit(1);
+      }
+      int removed = -1;
+      const bool stop = StopForSignal(&removed);
+      _exit(stop ? 10 + removed : OutputsComplete() && removed == 0 ? 20 : 2);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    if (!replace_first) {
+      EXPECT_EQ(WEXITSTATUS(status), 11);
+      EXPECT_EQ(dir.List(), std::vector<std::string>{"out"});  // tmp/ removed
+      EXPECT_EQ(Slurp(dir.File("out/a.txt")), "old");
+      ::mkdir(dir.File("tmp").c_str(), 0755);
+      ::mkdir(dir.File("tmp/sparse").c_str(), 0755);
+      std::ofstream(dir.File("tmp/a.txt")) << "new";
+      std::ofstream(dir.File("tmp/sparse/m.txt")) << "new";
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), 20);
+      EXPECT_EQ(Slurp(dir.File("out/a.txt")), "new");
+      EXPECT_EQ(Slurp(dir.File("out/sparse/m.txt")), "new");
+      EXPECT_EQ(Sorted(dir.List()), (std::vector<std::string>{"out", "tmp"}));
+      EXPECT_EQ(out_list(), (std::vector<std::string>{"a.txt", "sparse"}));  // set-aside ones gone
+    }
   }
 }
 
