@@ -81,7 +81,8 @@ int RemoveLiveTemporaries();
 // ones removed at the end; if a rename fails, the ones done are undone, so the old outputs
 // come back whole and the message names the path. The renames run under the registry's
 // lock: SIGINT/SIGTERM handling (StopForSignal) waits for them, so a signal never leaves a
-// mix of old and new outputs. Once this has succeeded, OutputsComplete() is true.
+// mix of old and new outputs. Once this has succeeded, OutputsComplete() is true for the
+// rest of the process: it is a command's last step (batch runs each job in its own process).
 Status ReplaceOutputs(const std::vector<std::pair<std::string, std::string>>& moves);
 bool OutputsComplete();
 
