@@ -17,7 +17,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-600}
 shift || true
 all=(bal_text bal_bz2 image_png image_jpeg image_pnm features matches intrinsics middlebury
-     colmap_text colmap_binary track_file batch_jobs exif)
+     colmap_text colmap_binary track_file batch_jobs exif bz2_staged)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 build=${FUZZ_BUILD:-$root/build-fuzz}
