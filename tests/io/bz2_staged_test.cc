@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -272,6 +274,44 @@ TEST(Bz2Cuda, MatchesLibbz2) {
     EXPECT_EQ(o.Concatenate(), ref);
   }
   EXPECT_GT(declined, 30);
+}
+
+
+// The fuzz corpora (tests/fuzz/corpus/bz2_staged and bal_bz2: damaged streams that reached
+// new code in the CPU run of the same stages) through the GPU kernels: each declines or
+// gives libbz2's bytes. Run under compute-sanitizer on the device machine, this is the
+// kernels' bounds check on malformed input.
+TEST(Bz2Cuda, FuzzCorporaDeclineOrMatch) {
+  std::vector<CudaDeviceInfo> devices;
+  if (!QueryCudaDevices(&devices).ok()) GTEST_SKIP() << "no CUDA device";
+  int declined = 0, matched = 0;
+  for (const char* name : {"bz2_staged", "bal_bz2"}) {
+    const fs::path dir = fs::path(TIEPOINT_TEST_DATA_DIR) / ".." / "fuzz" / "corpus" / name;
+    ASSERT_TRUE(fs::is_directory(dir)) << dir;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      std::ifstream in(entry.path(), std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (int segments : {3, 1024}) {
+        Bz2CudaOptions options;
+        options.segments = segments;
+        Bz2Decoded out;
+        std::string why;
+        if (!TryDecompressBz2Cuda(bytes.data(), bytes.size(), options, &out, &why)) {
+          EXPECT_FALSE(why.empty()) << entry.path();
+          ++declined;
+          continue;
+        }
+        bool ok = false;
+        const std::string ref = SerialText(bytes, &ok);
+        ASSERT_TRUE(ok) << entry.path() << ": the GPU decoder accepted a file libbz2 rejects";
+        EXPECT_EQ(out.Concatenate(), ref) << entry.path();
+        ++matched;
+      }
+    }
+  }
+  std::printf("fuzz corpora on the GPU: %d runs matched libbz2, %d declined\n", matched, declined);
+  EXPECT_GT(matched, 0);
+  EXPECT_GT(declined, 300);
 }
 
 }  // namespace
