@@ -262,7 +262,6 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
   }
 }
 
-// Moves `from` onto `to`, replacing what was there (a directory or a file).
 }  // namespace
 
 Status ReconstructionPipelineOptions::Check() const {

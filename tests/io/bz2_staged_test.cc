@@ -276,7 +276,6 @@ TEST(Bz2Cuda, MatchesLibbz2) {
   EXPECT_GT(declined, 30);
 }
 
-
 // The fuzz corpora (tests/fuzz/corpus/bz2_staged and bal_bz2: damaged streams that reached
 // new code in the CPU run of the same stages) through the GPU kernels: each declines or
 // gives libbz2's bytes. Run under compute-sanitizer on the device machine, this is the
@@ -290,7 +289,8 @@ TEST(Bz2Cuda, FuzzCorporaDeclineOrMatch) {
     ASSERT_TRUE(fs::is_directory(dir)) << dir;
     for (const auto& entry : fs::directory_iterator(dir)) {
       std::ifstream in(entry.path(), std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
       for (int segments : {3, 1024}) {
         Bz2CudaOptions options;
         options.segments = segments;

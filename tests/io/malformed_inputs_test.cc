@@ -245,7 +245,6 @@ TEST(AtomicFileFaults, LiveTemporariesAreListedUntilCommitted) {
   }
 }
 
-
 std::vector<std::string> Sorted(std::vector<std::string> v) {
   std::sort(v.begin(), v.end());
   return v;
@@ -280,10 +279,9 @@ TEST(AtomicFileFaults, ReplaceOutputsIsAllOrNothing) {
   EXPECT_EQ(Slurp(dir.File("tmp/a.txt")), "new");
   EXPECT_EQ(Slurp(dir.File("tmp/sparse/m.txt")), "new");
   EXPECT_EQ(Sorted(dir.List()), (std::vector<std::string>{"out", "tmp"}));
-  const ScratchDir* d = &dir;
-  auto out_list = [d] {
+  auto out_list = [&dir] {
     std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(d->File("out")))
+    for (const auto& e : std::filesystem::directory_iterator(dir.File("out")))
       names.push_back(e.path().filename().string());
     return Sorted(names);
   };
