@@ -155,13 +155,17 @@ void PriorFromTags(ExifData* ed, int width, int height, std::optional<ExifFocalP
     return;
   }
   if (has_f && has_xres) {
+    // Compared as a double: the tag may come as a rational (0/0 is NaN) or a LONG beyond
+    // int, which a cast to int would make undefined behaviour.
     double unit_mm = 0;
-    switch (static_cast<int>(unit)) {
-      case 2: unit_mm = 25.4; break;
-      case 3: unit_mm = 10.0; break;
-      case 4: unit_mm = 1.0; break;
-      case 5: unit_mm = 0.001; break;
-      default: break;
+    if (unit == 2) {
+      unit_mm = 25.4;
+    } else if (unit == 3) {
+      unit_mm = 10.0;
+    } else if (unit == 4) {
+      unit_mm = 1.0;
+    } else if (unit == 5) {
+      unit_mm = 0.001;
     }
     const std::string how = "FocalLength " + Number(f) + " mm with FocalPlaneXResolution " +
                             Number(xres) + " per " + (unit_mm > 0 ? Number(unit_mm) + " mm" : "?");

@@ -162,6 +162,17 @@ TEST(ExifFocalPrior, AbsurdValuesAreRejectedWithAReason) {
                                     {kFocalPlaneResolutionUnit, kShort, 1}})), 64, 48);
   EXPECT_FALSE(r.prior.has_value());
   EXPECT_NE(r.why.find("FocalPlaneResolutionUnit"), std::string::npos) << r.why;
+  // The unit as a rational 0/0 (NaN) or a LONG beyond int (found by the exif fuzz target:
+  // the unit was cast to int, undefined behaviour for both): not a length unit either.
+  for (const Tag unit : {Tag{kFocalPlaneResolutionUnit, kRational, 0, 0},
+                         Tag{kFocalPlaneResolutionUnit, kLong, 4294967295u}}) {
+    const std::vector<Tag> tags = {{kFocalLength, kRational, 5, 1},
+                                   {kFocalPlaneXResolution, kRational, 5080, 1}, unit};
+    r = Decode(Jpeg(64, 48, ExifApp1(tags)), 64, 48);
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_FALSE(r.prior.has_value());
+    EXPECT_NE(r.why.find("is not a length unit"), std::string::npos) << r.why;
+  }
 }
 
 TEST(ExifFocalPrior, CorruptBlocksGiveNoneOrAClearErrorNeverACrash) {
