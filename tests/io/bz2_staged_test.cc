@@ -11,7 +11,6 @@
 #include <fstream>
 #include <iterator>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +28,11 @@ namespace fs = std::filesystem;
 
 std::string Compress(const std::string& text, int level) {
   return testing::Bz2Compress(text, level);
+}
+
+std::string FileBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 std::string SerialText(const std::string& bz2, bool* ok) {
@@ -214,10 +218,7 @@ TEST(Bz2Staged, SharedFilesMatchLibbz2) {
   int files = 0;
   for (const auto& e : fs::recursive_directory_iterator(root)) {
     if (e.path().extension() != ".bz2" || e.file_size() > (size_t{8} << 20)) continue;
-    std::ifstream f(e.path(), std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string bytes = ss.str();
+    const std::string bytes = FileBytes(e.path());
     bool ok = false;
     const std::string ref = SerialText(bytes, &ok);
     ASSERT_TRUE(ok) << e.path();
@@ -288,9 +289,7 @@ TEST(Bz2Cuda, FuzzCorporaDeclineOrMatch) {
     const fs::path dir = fs::path(TIEPOINT_TEST_DATA_DIR) / ".." / "fuzz" / "corpus" / name;
     ASSERT_TRUE(fs::is_directory(dir)) << dir;
     for (const auto& entry : fs::directory_iterator(dir)) {
-      std::ifstream in(entry.path(), std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
+      const std::string bytes = FileBytes(entry.path());
       for (int segments : {3, 1024}) {
         Bz2CudaOptions options;
         options.segments = segments;

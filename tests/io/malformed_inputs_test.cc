@@ -250,9 +250,9 @@ std::vector<std::string> Sorted(std::vector<std::string> v) {
   return v;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+std::string Text(const std::string& path) {
+  const std::vector<unsigned char> b = Bytes(path);
+  return std::string(b.begin(), b.end());
 }
 
 // `reconstruct` puts four outputs in place in one step: a failed rename undoes the ones
@@ -274,10 +274,10 @@ TEST(AtomicFileFaults, ReplaceOutputsIsAllOrNothing) {
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_TRUE(Contains(s, "out/gone.txt: cannot move the new output into place")) << s.message();
   EXPECT_FALSE(OutputsComplete());
-  EXPECT_EQ(Slurp(dir.File("out/a.txt")), "old");
-  EXPECT_EQ(Slurp(dir.File("out/sparse/m.txt")), "old");
-  EXPECT_EQ(Slurp(dir.File("tmp/a.txt")), "new");
-  EXPECT_EQ(Slurp(dir.File("tmp/sparse/m.txt")), "new");
+  EXPECT_EQ(Text(dir.File("out/a.txt")), "old");
+  EXPECT_EQ(Text(dir.File("out/sparse/m.txt")), "old");
+  EXPECT_EQ(Text(dir.File("tmp/a.txt")), "new");
+  EXPECT_EQ(Text(dir.File("tmp/sparse/m.txt")), "new");
   EXPECT_EQ(Sorted(dir.List()), (std::vector<std::string>{"out", "tmp"}));
   auto out_list = [&dir] {
     std::vector<std::string> names;
@@ -307,15 +307,15 @@ TEST(AtomicFileFaults, ReplaceOutputsIsAllOrNothing) {
     if (!replace_first) {
       EXPECT_EQ(WEXITSTATUS(status), 11);
       EXPECT_EQ(dir.List(), std::vector<std::string>{"out"});  // tmp/ removed
-      EXPECT_EQ(Slurp(dir.File("out/a.txt")), "old");
+      EXPECT_EQ(Text(dir.File("out/a.txt")), "old");
       ::mkdir(dir.File("tmp").c_str(), 0755);
       ::mkdir(dir.File("tmp/sparse").c_str(), 0755);
       std::ofstream(dir.File("tmp/a.txt")) << "new";
       std::ofstream(dir.File("tmp/sparse/m.txt")) << "new";
     } else {
       EXPECT_EQ(WEXITSTATUS(status), 20);
-      EXPECT_EQ(Slurp(dir.File("out/a.txt")), "new");
-      EXPECT_EQ(Slurp(dir.File("out/sparse/m.txt")), "new");
+      EXPECT_EQ(Text(dir.File("out/a.txt")), "new");
+      EXPECT_EQ(Text(dir.File("out/sparse/m.txt")), "new");
       EXPECT_EQ(Sorted(dir.List()), (std::vector<std::string>{"out", "tmp"}));
       EXPECT_EQ(out_list(), (std::vector<std::string>{"a.txt", "sparse"}));  // set-aside ones gone
     }
