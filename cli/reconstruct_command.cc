@@ -56,6 +56,8 @@ struct ReconstructArgs {
   std::string ba_solver = "auto";
   int max_features = 8192;
   bool no_upsample = false;
+  int min_features = 500;
+  double min_contrast_threshold = 0.01;
   int cuda_streams = 8;
   uint64_t seed = 0;
   bool quiet = false;
@@ -82,6 +84,8 @@ int RunReconstruct(const ReconstructArgs& a) {
   }
   o.sift.max_features = a.max_features;
   o.sift.upsample = !a.no_upsample;
+  o.min_features_per_image = a.min_features;
+  o.min_contrast_threshold = a.min_contrast_threshold;
   o.sift.cuda_streams = a.cuda_streams;
   o.seed = a.seed;
   if (a.pairs == "exhaustive") {
@@ -161,6 +165,16 @@ Runner RegisterReconstruct(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
   app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");
+  app.add_option("--min-features", a->min_features,
+                 "An image with fewer SIFT features is extracted again at half the contrast threshold, "
+                 "down to --min-contrast-threshold (0 = never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--min-contrast-threshold", a->min_contrast_threshold,
+                 "Lowest SIFT contrast threshold for --min-features (images in [0, 1]); the dark, "
+                 "untextured Middlebury dino ring closes with --min-features 2000 --min-contrast-threshold 0.0025")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: images in flight")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the RANSAC samplers")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress lines");

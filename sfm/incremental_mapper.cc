@@ -81,24 +81,7 @@ class Mapper {
       }
       rec_ = Reconstruction();
     }
-    // Models that share tracks are merged (a similarity from their common points), and the
-    // merged model grows further.
-    for (bool merged = true; merged;) {
-      merged = false;
-      for (size_t i = 0; i < done_.size() && !merged; ++i)
-        for (size_t j = 0; j < done_.size() && !merged; ++j) {
-          if (i == j || done_[i].rec.images.size() < done_[j].rec.images.size()) continue;
-          bool ok = false;
-          TIEPOINT_RETURN_IF_ERROR(TryMerge(i, j, &ok));
-          if (!ok) continue;
-          merged = true;
-          ++summary_->merges;
-          done_.erase(done_.begin() + j);
-          std::fill(image_model_.begin(), image_model_.end(), -1);
-          for (size_t m = 0; m < done_.size(); ++m)
-            for (const auto& [id, im] : done_[m].rec.images) image_model_[id - 1] = static_cast<int>(m);
-        }
-    }
+    TIEPOINT_RETURN_IF_ERROR(MergeModels());
     // The largest model may take the images of the others: they are released, the largest
     // grows (an image there can register with the pose-supported rule that needs images
     // registered on both sides), and what it leaves builds new models.
@@ -138,6 +121,8 @@ class Mapper {
         }
       }
     }
+    // The models the largest one left may now merge with it.
+    if (done_.size() > 1) TIEPOINT_RETURN_IF_ERROR(MergeModels());
     // Images in no model: say so (their reason was set where they failed).
     for (size_t i = 0; i < images_.size(); ++i)
       if (image_model_[i] < 0) summary_->images[i].registered = false;
@@ -387,15 +372,43 @@ class Mapper {
     // Gauge: the first image of the model keeps its pose; in a global BA the second
     // image's distance to it is free (LM's damping holds the scale).
     if (variable.count(first_image_)) config.fixed_pose_images.insert(first_image_);
+    config.fixed_cameras = diverged_cameras_;
     ReconstructionBASummary s;
-    TIEPOINT_RETURN_IF_ERROR(BundleAdjustReconstruction(bo, config, &rec_, &s));
+    // A camera whose refined focal length leaves (0.1, 10) times its prior, or stops being
+    // finite, was not determined by its images (one image of a narrow field of view, its
+    // own camera): the adjustment runs again from where it started with that camera's
+    // intrinsics held at their values there, for the rest of the run (COLMAP drops such
+    // images as having bogus parameters).
+    auto run = [&]() -> Status {
+      Reconstruction start;
+      if (!bo.fix_intrinsics) start = rec_;
+      // Each new run holds one camera more: at most one run per camera.
+      while (true) {
+        TIEPOINT_RETURN_IF_ERROR(BundleAdjustReconstruction(bo, config, &rec_, &s));
+        if (bo.fix_intrinsics) return Status::Ok();
+        bool diverged = false;
+        for (const auto& [id, c] : rec_.cameras) {
+          if (config.fixed_cameras.count(id)) continue;
+          const double f0 = cameras_.at(id).fx();
+          bool finite = true;
+          for (double v : c.params) finite &= std::isfinite(v);
+          if (finite && c.fx() > 0.1 * f0 && c.fx() < 10 * f0 && c.fy() > 0.1 * f0 && c.fy() < 10 * f0) continue;
+          diverged_cameras_.insert(id);
+          config.fixed_cameras.insert(id);
+          diverged = true;
+        }
+        if (!diverged) return Status::Ok();
+        rec_ = start;
+      }
+    };
+    TIEPOINT_RETURN_IF_ERROR(run());
     if (bo.refine_principal_point && !o_.refine_principal_point && !PrincipalPointsPlausible()) {
       // The principal point left the middle of the image: not determined by this model
       // (forward motion, few views). Back to the image centre and held there.
       rec_.cameras = before;
       principal_point_free_ = false;
       bo.refine_principal_point = false;
-      TIEPOINT_RETURN_IF_ERROR(BundleAdjustReconstruction(bo, config, &rec_, &s));
+      TIEPOINT_RETURN_IF_ERROR(run());
     }
     last_cost_ = s.final_cost;
     summary_->seconds_ba += Seconds(t0);
@@ -586,6 +599,86 @@ class Mapper {
     principal_point_free_ = true;
   }
 
+  // Models that share tracks are merged (a similarity from their common points), and the
+  // merged model grows further; models that share none are bridged first (TryBridge).
+  Status MergeModels() {
+    for (bool merged = true; merged;) {
+      merged = false;
+      for (size_t i = 0; i < done_.size() && !merged; ++i)
+        for (size_t j = 0; j < done_.size() && !merged; ++j) {
+          if (i == j || done_[i].rec.images.size() < done_[j].rec.images.size()) continue;
+          bool ok = false;
+          TIEPOINT_RETURN_IF_ERROR(TryMerge(i, j, &ok));
+          if (!ok) TIEPOINT_RETURN_IF_ERROR(TryBridge(i, j, &ok));
+          if (!ok) continue;
+          merged = true;
+          ++summary_->merges;
+          done_.erase(done_.begin() + j);
+          std::fill(image_model_.begin(), image_model_.end(), -1);
+          for (size_t m = 0; m < done_.size(); ++m)
+            for (const auto& [id, im] : done_[m].rec.images) image_model_[id - 1] = static_cast<int>(m);
+        }
+    }
+    return Status::Ok();
+  }
+
+  // Registers into model `target` the images of model `source` that have a verified pair
+  // with one of its images (the usual absolute-pose rules), triangulating and adjusting
+  // after each. Returns how many registered.
+  Status ExtendWithImagesOf(size_t target, size_t source, int* added) {
+    *added = 0;
+    std::set<int> in_target, candidates;
+    for (const auto& [id, im] : done_[target].rec.images) in_target.insert(static_cast<int>(id) - 1);
+    for (const MapperPair& pr : pairs_) {
+      const bool a_src = done_[source].rec.images.count(ImageId(pr.image1)) > 0;
+      const bool b_src = done_[source].rec.images.count(ImageId(pr.image2)) > 0;
+      if (a_src && in_target.count(pr.image2)) candidates.insert(pr.image1);
+      if (b_src && in_target.count(pr.image1)) candidates.insert(pr.image2);
+    }
+    if (candidates.empty()) return Status::Ok();
+    Load(std::move(done_[target]));
+    for (bool any = true; any;) {
+      any = false;
+      std::vector<std::pair<double, int>> ranked;
+      for (int i : candidates) {
+        if (Registered(i)) continue;
+        int vis = 0;
+        const double score = PyramidScore(i, &vis);
+        if (vis >= kMinPairScaleInliers) ranked.push_back({-score, i});
+      }
+      std::sort(ranked.begin(), ranked.end());
+      for (const auto& [score, i] : ranked) {
+        if (!TryRegister(i)) continue;
+        TriangulateImage(i);
+        TIEPOINT_RETURN_IF_ERROR(LocalAdjust(i));
+        ++*added;
+        any = true;
+        break;
+      }
+    }
+    done_[target] = Save();
+    return Status::Ok();
+  }
+
+  // Two models that share no track (a ring broken by one weak pair on each side, as the
+  // Middlebury dino's) are bridged: each takes the other's images that it can register
+  // (TryRegister's rules), so that those images belong to both and their tracks get a point
+  // in each; TryMerge then fits the similarity on those points. When it fails, both models
+  // go back to what they were.
+  Status TryBridge(size_t i, size_t j, bool* merged) {
+    *merged = false;
+    ModelState a = done_[i], b = done_[j];
+    int added_i = 0, added_j = 0;
+    TIEPOINT_RETURN_IF_ERROR(ExtendWithImagesOf(i, j, &added_i));
+    TIEPOINT_RETURN_IF_ERROR(ExtendWithImagesOf(j, i, &added_j));
+    if (added_i + added_j > 0) TIEPOINT_RETURN_IF_ERROR(TryMerge(i, j, merged));
+    if (!*merged) {
+      done_[i] = std::move(a);
+      done_[j] = std::move(b);
+    }
+    return Status::Ok();
+  }
+
   // Merges model j into model i when enough of their common tracks agree on a similarity
   // (RANSAC over 3-point Umeyama fits; inliers within 1% of model i's median point
   // distance from its centroid); then adjusts and grows the merged model.
@@ -603,7 +696,7 @@ class Mapper {
       xb.emplace_back(pbx[0], pbx[1], pbx[2]);
     }
     const int n = static_cast<int>(xa.size());
-    if (n < 6) return Status::Ok();
+    if (n < 2 || a.rec.points3D.empty()) return Status::Ok();
     Eigen::Vector3d centroid = Eigen::Vector3d::Zero();
     std::vector<double> radii;
     for (const auto& [pid, p] : a.rec.points3D) centroid += Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]);
@@ -612,52 +705,97 @@ class Mapper {
       radii.push_back((Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]) - centroid).norm());
     std::nth_element(radii.begin(), radii.begin() + radii.size() / 2, radii.end());
     const double thr = 0.01 * radii[radii.size() / 2];
-    uint64_t state = o_.seed * 6364136223846793005ULL + 1442695040888963407ULL + n;
-    auto next = [&]() {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      return static_cast<int>((state >> 33) % static_cast<uint64_t>(n));
+    double scale = 1;
+    Eigen::Matrix3d Q = Eigen::Matrix3d::Identity();
+    Eigen::Vector3d tr = Eigen::Vector3d::Zero();
+    // From the common points alone: needs 6 that agree.
+    auto from_points = [&]() -> bool {
+      if (n < 6) return false;
+      uint64_t state = o_.seed * 6364136223846793005ULL + 1442695040888963407ULL + n;
+      auto next = [&]() {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return static_cast<int>((state >> 33) % static_cast<uint64_t>(n));
+      };
+      auto count = [&](const Eigen::Matrix4d& T, std::vector<uint8_t>* mask) {
+        int c = 0;
+        if (mask) mask->assign(n, 0);
+        for (int k = 0; k < n; ++k) {
+          const Eigen::Vector3d y = T.block<3, 3>(0, 0) * xb[k] + T.block<3, 1>(0, 3);
+          if ((y - xa[k]).norm() <= thr) {
+            ++c;
+            if (mask) (*mask)[k] = 1;
+          }
+        }
+        return c;
+      };
+      Eigen::Matrix4d best = Eigen::Matrix4d::Identity();
+      int best_count = -1;
+      for (int it = 0; it < 500; ++it) {
+        const int s0 = next(), s1 = next(), s2 = next();
+        if (s0 == s1 || s1 == s2 || s0 == s2) continue;
+        Eigen::Matrix3d A, B;
+        A << xb[s0], xb[s1], xb[s2];
+        B << xa[s0], xa[s1], xa[s2];
+        const Eigen::Matrix4d T = Eigen::umeyama(A, B, true);
+        if (!T.allFinite()) continue;
+        const int c = count(T, nullptr);
+        if (c > best_count) { best_count = c; best = T; }
+      }
+      if (best_count < std::max(6, n / 3)) return false;
+      std::vector<uint8_t> mask;
+      count(best, &mask);
+      Eigen::Matrix3Xd A(3, best_count), B(3, best_count);
+      for (int k = 0, c = 0; k < n; ++k)
+        if (mask[k]) { A.col(c) = xb[k]; B.col(c) = xa[k]; ++c; }
+      const Eigen::Matrix4d T = Eigen::umeyama(A, B, true);
+      if (count(T, nullptr) < std::max(6, n / 3)) return false;
+      scale = T.block<3, 3>(0, 0).col(0).norm();
+      Q = T.block<3, 3>(0, 0) / scale;
+      tr = T.block<3, 1>(0, 3);
+      return true;
     };
-    auto count = [&](const Eigen::Matrix4d& T, std::vector<uint8_t>* mask) {
-      int c = 0;
-      if (mask) mask->assign(n, 0);
-      for (int k = 0; k < n; ++k) {
-        const Eigen::Vector3d y = T.block<3, 3>(0, 0) * xb[k] + T.block<3, 1>(0, 3);
-        if ((y - xa[k]).norm() <= thr) {
-          ++c;
-          if (mask) (*mask)[k] = 1;
+    // From an image in both models (TryBridge) and common points: the image's two poses fix
+    // the rotation and one point (its centre); the common points' distances from that
+    // centre fix the scale (their median ratio), and at least two must agree with it.
+    auto from_shared_image = [&]() -> bool {
+      if (n < 2) return false;
+      int best_support = 0;
+      for (const auto& [id, imb] : b.rec.images) {
+        auto ita = a.rec.images.find(id);
+        if (ita == a.rec.images.end()) continue;
+        const Eigen::Matrix3d Qc = RotationOf(ita->second).transpose() * RotationOf(imb);
+        const Eigen::Vector3d ca = CentreOf(ita->second), cb = CentreOf(imb);
+        std::vector<double> ratios;
+        for (int k = 0; k < n; ++k) {
+          const double db = (xb[k] - cb).norm();
+          if (db > 0) ratios.push_back((xa[k] - ca).norm() / db);
+        }
+        if (ratios.size() < 2) continue;
+        std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+        const double sc = ratios[ratios.size() / 2];
+        if (!(sc > 0) || !std::isfinite(sc)) continue;
+        const Eigen::Vector3d tc = ca - sc * Qc * cb;
+        int support = 0;
+        // Along the rays from the shared camera a two-view point's depth is the uncertain
+        // part: points agree within 1% of their distance from it.
+        for (int k = 0; k < n; ++k)
+          support += (sc * Qc * xb[k] + tc - xa[k]).norm() <= std::max(thr, 0.01 * (xa[k] - ca).norm());
+        if (support > best_support) {
+          best_support = support;
+          scale = sc;
+          Q = Qc;
+          tr = tc;
         }
       }
-      return c;
+      return best_support >= 2;
     };
-    Eigen::Matrix4d best = Eigen::Matrix4d::Identity();
-    int best_count = -1;
-    for (int it = 0; it < 500; ++it) {
-      const int s0 = next(), s1 = next(), s2 = next();
-      if (s0 == s1 || s1 == s2 || s0 == s2) continue;
-      Eigen::Matrix3d A, B;
-      A << xb[s0], xb[s1], xb[s2];
-      B << xa[s0], xa[s1], xa[s2];
-      const Eigen::Matrix4d T = Eigen::umeyama(A, B, true);
-      if (!T.allFinite()) continue;
-      const int c = count(T, nullptr);
-      if (c > best_count) { best_count = c; best = T; }
-    }
-    if (best_count < std::max(6, n / 3)) return Status::Ok();
-    std::vector<uint8_t> mask;
-    count(best, &mask);
-    Eigen::Matrix3Xd A(3, best_count), B(3, best_count);
-    for (int k = 0, c = 0; k < n; ++k)
-      if (mask[k]) { A.col(c) = xb[k]; B.col(c) = xa[k]; ++c; }
-    const Eigen::Matrix4d T = Eigen::umeyama(A, B, true);
-    if (count(T, nullptr) < std::max(6, n / 3)) return Status::Ok();
-    const double scale = T.block<3, 3>(0, 0).col(0).norm();
-    const Eigen::Matrix3d Q = T.block<3, 3>(0, 0) / scale;
-    const Eigen::Vector3d tr = T.block<3, 1>(0, 3);
+    if (!from_points() && !from_shared_image()) return Status::Ok();
 
     // Move b's images and points into a's frame, into the current model.
     ModelState bs = std::move(done_[j]);
     Load(std::move(done_[i]));
     for (const auto& [id, im] : bs.rec.images) {
+      if (rec_.images.count(id)) continue;  // in both models (TryBridge): a's pose stays
       double R[9];
       QuaternionToRotation(im.qvec, R);
       const Eigen::Matrix3d Rb = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(R);
@@ -670,7 +808,10 @@ class Mapper {
       std::vector<TrackElementRef> obs;
       for (const TrackElement& e : p.track) obs.push_back({static_cast<int>(e.image_id) - 1, e.point2D_idx});
       if (HasPoint(track)) {
-        for (const TrackElementRef& e : obs) AddObservation(track_point_.at(track), e.image, e.feature);
+        const uint64_t pid = track_point_.at(track);
+        for (const TrackElementRef& e : obs)
+          if (rec_.images.at(ImageId(e.image)).points2D[e.feature].point3D_id != pid)
+            AddObservation(pid, e.image, e.feature);
       } else {
         const Eigen::Vector3d X = scale * Q * Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]) + tr;
         AddPoint(X, track, obs);
@@ -1025,6 +1166,7 @@ class Mapper {
   double last_cost_ = 0;       // final cost of the last adjustment
   bool final_ba_ = false;             // the final adjustment of a model is running
   bool principal_point_free_ = true;  // cleared when the principal point proved undetermined
+  std::set<uint32_t> diverged_cameras_;  // intrinsics held fixed: refined, they diverged
 };
 
 }  // namespace

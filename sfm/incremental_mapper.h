@@ -22,8 +22,11 @@
 //     filter, retriangulate.
 //  5. When nothing more registers: a final global BA; images left over may start another
 //     model. Models whose common tracks agree on a similarity (RANSAC over 3-point fits of
-//     the tracks' two points) are merged, adjusted together and grown further; what stays
-//     apart comes out as separate models, largest first.
+//     the tracks' two points) are merged, adjusted together and grown further. Models that
+//     share too few tracks are bridged: each registers the other's images that it can
+//     (those with a verified pair into it), so that an image belongs to both; its two poses
+//     then fix the rotation and its centre, and the common points' distances from that
+//     centre the scale. What stays apart comes out as separate models, largest first.
 // Coordinates are COLMAP's (io/reconstruction.h): a keypoint (x, y) of tiepoint's features
 // enters as (x + 0.5, y + 0.5).
 #pragma once

@@ -270,6 +270,9 @@ Status ReconstructionPipelineOptions::Check() const {
   if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
+  if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
+  if (!(min_contrast_threshold > 0) || !std::isfinite(min_contrast_threshold))
+    return Status::InvalidOptions("reconstruct: --min-contrast-threshold must be > 0");
   TIEPOINT_RETURN_IF_ERROR(sift.Check());
   TIEPOINT_RETURN_IF_ERROR(matcher.Check());
   TIEPOINT_RETURN_IF_ERROR(mapper.Check());

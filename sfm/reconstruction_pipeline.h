@@ -57,8 +57,9 @@ struct ReconstructionPipelineOptions {
   int num_threads = 0;
   SiftOptions sift;             // max_features 8192, upsample on (set by the constructor)
   // Images of little contrast (the dark Middlebury dino: ~170 features at the default
-  // threshold) are extracted again with sift.contrast_threshold halved, up to twice and not
-  // below min_contrast_threshold, while they give fewer than min_features_per_image.
+  // threshold) are extracted again with sift.contrast_threshold halved, not below
+  // min_contrast_threshold, while they give fewer than min_features_per_image (`reconstruct
+  // --min-features`, `--min-contrast-threshold`; 0 features: never).
   int min_features_per_image = 500;
   double min_contrast_threshold = 0.01;
   MatcherOptions matcher;
