@@ -9,7 +9,9 @@
 # model by bench/sfm_eval (similarity alignment of camera centres to the ground truth);
 # and whether the real `colmap` reads tiepoint's models (text and binary) and reports the
 # same counts (model_analyzer). Without colmap installed the COLMAP columns are null.
-# Environment: THREADS (default 2), TIEPOINT_SHARED_DATA, BUILD (default build), DEVICE (cpu).
+# Environment: THREADS (default 2), TIEPOINT_SHARED_DATA, BUILD (default build), DEVICE (cpu),
+# TP_ARGS (more `tiepoint reconstruct` options, e.g. "--min-features 2000
+# --min-contrast-threshold 0.0025" for the dino).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out_json=${1:-$root/bench/results/reconstruct-compare-$(date +%Y%m%d).json}
@@ -92,8 +94,9 @@ for s in $sets; do
         --device "$device" -q "${extra[@]}" > "$work/log" 2>&1 || true
     else
       t0=$(now)
+      # shellcheck disable=SC2086
       "$tp" reconstruct "${imgs[@]}" -o "$o" --threads "$threads" --device "$device" -q "${extra[@]}" \
-        > "$work/log" 2>&1 || true
+        ${TP_ARGS:-} > "$work/log" 2>&1 || true
     fi
     t1=$(now)
     secs=$(python3 -c "print($t1-$t0)")
@@ -148,7 +151,7 @@ records, out, tp, threads, device = sys.argv[1:]
 rows = [json.loads(l) for l in open(records)]
 ver = subprocess.run([tp, "version"], capture_output=True, text=True).stdout
 doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpus": os.cpu_count(),
-       "threads": int(threads), "device": device, "tiepoint_version": ver, "runs": rows}
+       "threads": int(threads), "device": device, "tiepoint_version": ver, "tiepoint_extra_args": os.environ.get("TP_ARGS", ""), "runs": rows}
 try:
     doc["colmap_version"] = subprocess.run(["colmap", "help"], capture_output=True, text=True).stdout.splitlines()[0]
 except Exception:
