@@ -1,7 +1,12 @@
 // The CPU reference matcher (definition in matcher.h) and the backend factory.
 #include "features/matcher.h"
 
+#include <cstdlib>
 #include <omp.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -33,43 +38,127 @@ void Norms(const uint8_t* d, uint64_t n, std::vector<int32_t>* norms) {
   for (uint64_t i = 0; i < n; ++i) (*norms)[i] = Dot(d + i * kDim, d + i * kDim);
 }
 
-// For every query row: the nearest target (lowest index among equal distances), its
-// distance and the second-smallest distance over the other targets (kNoSecond when there
-// is a single target). Targets are visited in increasing index, so the strict '<' keeps
-// the lowest index.
+// Rows i0 .. i0 + rows - 1 of the query against every target: the nearest (lowest index
+// among equal distances), its distance and the second-smallest distance over the other
+// targets (kNoSecond when there is a single target). Targets are visited in increasing
+// index, so the strict '<' keeps the lowest index.
+void ScanBlock(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
+               uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
+               uint32_t* second_d) {
+  uint32_t b[kRowBlock], bi[kRowBlock], s[kRowBlock];
+  for (int r = 0; r < kRowBlock; ++r) {
+    b[r] = kNoSecond;
+    bi[r] = 0;
+    s[r] = kNoSecond;
+  }
+  for (uint64_t j = 0; j < nt; ++j) {
+    const uint8_t* tj = t + j * kDim;
+    for (int r = 0; r < rows; ++r) {
+      const int32_t dot = Dot(q + (i0 + r) * kDim, tj);
+      const uint32_t d = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dot);
+      if (d < b[r]) {
+        s[r] = b[r];
+        b[r] = d;
+        bi[r] = static_cast<uint32_t>(j);
+      } else if (d < s[r]) {
+        s[r] = d;
+      }
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    best_index[i0 + r] = bi[r];
+    best_d[i0 + r] = b[r];
+    second_d[i0 + r] = s[r];
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TIEPOINT_MATCH_AVX2 1
+// ScanBlock with AVX2, chosen at run time where the CPU has it: the block's query rows
+// widened to 16 bits once, each target widened as it is loaded, 16 products a
+// multiply-add (vpmaddwd) and the eight rows' sums reduced together. Integer arithmetic:
+// the same distances as ScanBlock, bit for bit (each product is at most 255^2, a pair
+// 130,050, a sum 8.3 million).
+__attribute__((target("avx2")))
+void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
+                   uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
+                   uint32_t* second_d) {
+  static_assert(kDim == 128 && kRowBlock == 8, "the AVX2 scan is written for 8 rows of 128");
+  alignas(32) int16_t qw[kRowBlock][kDim];
+  for (int r = 0; r < kRowBlock; ++r)
+    for (int k = 0; k < kDim; ++k) qw[r][k] = r < rows ? q[(i0 + r) * kDim + k] : 0;
+  uint32_t b[kRowBlock], bi[kRowBlock], s[kRowBlock];
+  for (int r = 0; r < kRowBlock; ++r) {
+    b[r] = kNoSecond;
+    bi[r] = 0;
+    s[r] = kNoSecond;
+  }
+  alignas(32) int32_t dots[kRowBlock];
+  for (uint64_t j = 0; j < nt; ++j) {
+    const uint8_t* tj = t + j * kDim;
+    __m256i tw[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tj + 32 * c));
+      tw[2 * c] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(raw));
+      tw[2 * c + 1] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(raw, 1));
+    }
+    __m256i acc[kRowBlock];
+    for (int r = 0; r < kRowBlock; ++r) {
+      const __m256i* qr = reinterpret_cast<const __m256i*>(qw[r]);
+      __m256i a = _mm256_madd_epi16(_mm256_load_si256(qr), tw[0]);
+      for (int c = 1; c < 8; ++c) a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_load_si256(qr + c), tw[c]));
+      acc[r] = a;
+    }
+    // Eight vectors of eight partial sums -> one vector of the eight rows' sums.
+    const __m256i h01 = _mm256_hadd_epi32(acc[0], acc[1]);
+    const __m256i h23 = _mm256_hadd_epi32(acc[2], acc[3]);
+    const __m256i h45 = _mm256_hadd_epi32(acc[4], acc[5]);
+    const __m256i h67 = _mm256_hadd_epi32(acc[6], acc[7]);
+    const __m256i h0123 = _mm256_hadd_epi32(h01, h23);  // rows 0-3: low half | high half
+    const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dots), sums);
+    for (int r = 0; r < rows; ++r) {
+      const uint32_t d = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]);
+      if (d < b[r]) {
+        s[r] = b[r];
+        b[r] = d;
+        bi[r] = static_cast<uint32_t>(j);
+      } else if (d < s[r]) {
+        s[r] = d;
+      }
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    best_index[i0 + r] = bi[r];
+    best_d[i0 + r] = b[r];
+    second_d[i0 + r] = s[r];
+  }
+}
+#endif
+
+// For every query row: the block scan over blocks of kRowBlock rows, spread over the
+// threads.
 void NearestTwo(const uint8_t* q, uint64_t nq, const std::vector<int32_t>& qn, const uint8_t* t,
                 uint64_t nt, const std::vector<int32_t>& tn, int threads, uint32_t* best_index,
                 uint32_t* best_d, uint32_t* second_d) {
   const int64_t blocks = static_cast<int64_t>((nq + kRowBlock - 1) / kRowBlock);
+#ifdef TIEPOINT_MATCH_AVX2
+  // TIEPOINT_MATCHER_SCALAR=1 keeps the portable scan (tests compare the two).
+  static const bool use_avx2 = __builtin_cpu_supports("avx2") && !std::getenv("TIEPOINT_MATCHER_SCALAR");
+#endif
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const uint64_t i0 = static_cast<uint64_t>(blk) * kRowBlock;
     const int rows = static_cast<int>(std::min<uint64_t>(kRowBlock, nq - i0));
-    uint32_t b[kRowBlock], bi[kRowBlock], s[kRowBlock];
-    for (int r = 0; r < kRowBlock; ++r) {
-      b[r] = kNoSecond;
-      bi[r] = 0;
-      s[r] = kNoSecond;
+#ifdef TIEPOINT_MATCH_AVX2
+    if (use_avx2) {
+      ScanBlockAvx2(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d);
+      continue;
     }
-    for (uint64_t j = 0; j < nt; ++j) {
-      const uint8_t* tj = t + j * kDim;
-      for (int r = 0; r < rows; ++r) {
-        const int32_t dot = Dot(q + (i0 + r) * kDim, tj);
-        const uint32_t d = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dot);
-        if (d < b[r]) {
-          s[r] = b[r];
-          b[r] = d;
-          bi[r] = static_cast<uint32_t>(j);
-        } else if (d < s[r]) {
-          s[r] = d;
-        }
-      }
-    }
-    for (int r = 0; r < rows; ++r) {
-      best_index[i0 + r] = bi[r];
-      best_d[i0 + r] = b[r];
-      second_d[i0 + r] = s[r];
-    }
+#endif
+    ScanBlock(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d);
   }
 }
 
