@@ -58,6 +58,7 @@ struct ReconstructArgs {
   bool no_upsample = false;
   int min_features = 500;
   double min_contrast_threshold = 0.01;
+  bool no_second_attempt = false;
   int cuda_streams = 8;
   uint64_t seed = 0;
   bool quiet = false;
@@ -86,6 +87,7 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.sift.upsample = !a.no_upsample;
   o.min_features_per_image = a.min_features;
   o.min_contrast_threshold = a.min_contrast_threshold;
+  if (a.no_second_attempt) o.retry_min_features = 0;
   o.sift.cuda_streams = a.cuda_streams;
   o.seed = a.seed;
   if (a.pairs == "exhaustive") {
@@ -175,6 +177,9 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "untextured Middlebury dino ring closes with --min-features 2000 --min-contrast-threshold 0.0025")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--no-second-attempt", a->no_second_attempt,
+               "When images of little contrast leave the model incomplete, do not extract again with up to "
+               "2000 features per image (contrast threshold down to 0.0025) and map again");
   app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: images in flight")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the RANSAC samplers")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress lines");

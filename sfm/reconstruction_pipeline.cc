@@ -273,6 +273,8 @@ Status ReconstructionPipelineOptions::Check() const {
   if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
   if (!(min_contrast_threshold > 0) || !std::isfinite(min_contrast_threshold))
     return Status::InvalidOptions("reconstruct: --min-contrast-threshold must be > 0");
+  if (retry_min_features < 0 || !(retry_min_contrast_threshold > 0) || !std::isfinite(retry_min_contrast_threshold))
+    return Status::InvalidOptions("reconstruct: the second attempt needs retry_min_features >= 0 and retry_min_contrast_threshold > 0");
   TIEPOINT_RETURN_IF_ERROR(sift.Check());
   TIEPOINT_RETURN_IF_ERROR(matcher.Check());
   TIEPOINT_RETURN_IF_ERROR(mapper.Check());
@@ -469,283 +471,350 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   report["cameras"] = camera_report;
   if (!exif_notes.empty()) report["exif_notes"] = exif_notes;
 
-  std::vector<MapperImage> mimages(n);
-  std::vector<PairCorrespondences> correspondences;
-  std::vector<MapperPair> mpairs;
-  json pair_report = json::array();
-  // The verified pairs: candidates (vpairs) and their results, turned into the tracks'
-  // correspondences and the mapper's pairs.
-  std::vector<std::pair<int, int>> vpairs;
-  std::vector<PairResult> vresults;
-  auto CollectPairs = [&]() {
-    correspondences.clear();
-    mpairs.clear();
-    pair_report = json::array();
-    int verified = 0;
-    for (size_t p = 0; p < vpairs.size(); ++p) {
-      const PairResult& r = vresults[p];
-      if (!r.verified) continue;
-      ++verified;
-      const auto [a, b] = vpairs[p];
-      correspondences.push_back({a, b, r.inliers});
-      MapperPair mp;
-      mp.image1 = a;
-      mp.image2 = b;
-      mp.inliers = r.inliers;
-      mp.has_pose = r.has_pose;
-      std::copy(r.R, r.R + 9, mp.rotation);
-      std::copy(r.t, r.t + 3, mp.translation);
-      mp.num_h_inliers = r.num_h_inliers;
-      mpairs.push_back(std::move(mp));
-      pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
-                             {"inliers", r.inliers.size()}, {"e_inliers", r.num_e_inliers},
-                             {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
-    }
-    return verified;
-  };
-  if (o.tracks_file.empty()) {
-    // 3. Features.
-    t0 = std::chrono::steady_clock::now();
-    std::vector<const GrayImage*> ptrs;
-    for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
-    std::vector<Features> features;
-    std::vector<Status> fstatus;
-    extractor->ExtractBatch(ptrs, &features, &fstatus);
-    for (int k = 0; k < n; ++k)
-      if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
-    std::vector<char> lowered_image(n, 0);
-    for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < sift.contrast_threshold;
-    for (SiftOptions low = sift; !lower_in_extractor && low.contrast_threshold * 0.5 >= o.min_contrast_threshold * (1 - 1e-9);) {
-      low.contrast_threshold *= 0.5;
-      std::vector<int> few;
-      std::vector<const GrayImage*> few_ptrs;
-      for (int k = 0; k < n; ++k)
-        if (static_cast<int>(features[k].size()) < o.min_features_per_image) {
-          few.push_back(k);
-          few_ptrs.push_back(ptrs[k]);
-        }
-      if (few.empty()) break;
-      std::unique_ptr<FeatureExtractor> low_extractor;
-      TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(low, o.device, &low_extractor));
-      std::vector<Features> more;
-      std::vector<Status> more_status;
-      low_extractor->ExtractBatch(few_ptrs, &more, &more_status);
-      for (size_t j = 0; j < few.size(); ++j)
-        if (more_status[j].ok() && more[j].size() > features[few[j]].size()) {
-          features[few[j]] = std::move(more[j]);
-          lowered_image[few[j]] = 1;
-        }
-    }
-    int64_t total_features = 0;
-    for (int k = 0; k < n; ++k) {
-      const GrayImage& g = gray[usable[k]];
-      mimages[k].name = names[k];
-      mimages[k].camera_id = image_camera[k];
-      for (const Keypoint& kp : features[k].keypoints) {
-        Point2D p;
-        p.x = kp.x + 0.5;
-        p.y = kp.y + 0.5;
-        mimages[k].keypoints.push_back(p);
-        mimages[k].gray.push_back(GrayAt(g, kp.x, kp.y));
+  // Stages 3-7 (features, matching, verification, tracks, mapping), run once, and again
+  // when a second attempt is worth it (below).
+  size_t num_verified_pairs = 0;
+  auto attempt = [&](const SiftOptions& sift_x, bool lower_x, FeatureExtractor* ex, int min_features_x,
+                     double min_ct_x, bool free_gray, int* num_lowered) -> Status {
+    *num_lowered = 0;
+    std::vector<MapperImage> mimages(n);
+    std::vector<PairCorrespondences> correspondences;
+    std::vector<MapperPair> mpairs;
+    json pair_report = json::array();
+    // The verified pairs: candidates (vpairs) and their results, turned into the tracks'
+    // correspondences and the mapper's pairs.
+    std::vector<std::pair<int, int>> vpairs;
+    std::vector<PairResult> vresults;
+    auto CollectPairs = [&]() {
+      correspondences.clear();
+      mpairs.clear();
+      pair_report = json::array();
+      int verified = 0;
+      for (size_t p = 0; p < vpairs.size(); ++p) {
+        const PairResult& r = vresults[p];
+        if (!r.verified) continue;
+        ++verified;
+        const auto [a, b] = vpairs[p];
+        correspondences.push_back({a, b, r.inliers});
+        MapperPair mp;
+        mp.image1 = a;
+        mp.image2 = b;
+        mp.inliers = r.inliers;
+        mp.has_pose = r.has_pose;
+        std::copy(r.R, r.R + 9, mp.rotation);
+        std::copy(r.t, r.t + 3, mp.translation);
+        mp.num_h_inliers = r.num_h_inliers;
+        mpairs.push_back(std::move(mp));
+        pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
+                               {"inliers", r.inliers.size()}, {"e_inliers", r.num_e_inliers},
+                               {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
       }
-      total_features += static_cast<int64_t>(features[k].size());
-    }
-    report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features},
-                                   {"images_at_lower_contrast_threshold", std::count(lowered_image.begin(), lowered_image.end(), 1)}};
-    Progress(o, "extracted " + std::to_string(total_features) + " features");
-
-    // 4. Matching.
-    t0 = std::chrono::steady_clock::now();
-    std::vector<std::pair<int, int>> pairs;
-    TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names, &pairs));
-    std::vector<const Features*> fptrs;
-    for (const Features& f : features) fptrs.push_back(&f);
-    std::vector<std::vector<FeatureMatch>> matches;
-    TIEPOINT_RETURN_IF_ERROR(matcher->MatchPairs(fptrs, pairs, &matches));
-    report["stages"]["match"] = {{"seconds", Since(t0)}, {"pairs", pairs.size()}};
-    Progress(o, "matched " + std::to_string(pairs.size()) + " pairs");
-
-    // 5. Verification, pairs spread over the threads.
-    t0 = std::chrono::steady_clock::now();
-    std::vector<PairResult> results(pairs.size());
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (size_t p = 0; p < pairs.size(); ++p) {
-      std::vector<std::pair<uint32_t, uint32_t>> m;
-      for (const FeatureMatch& fm : matches[p]) m.push_back({fm.index1, fm.index2});
-      const auto [a, b] = pairs[p];
-      VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
-                 cameras.at(image_camera[b]), m, !known.empty(), o.seed + p, &results[p]);
-    }
-    vpairs = pairs;
-    vresults = std::move(results);
-    const int verified = CollectPairs();
-    report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
-    Progress(o, "verified " + std::to_string(verified) + " of " + std::to_string(pairs.size()) + " pairs");
-  } else {
-    // Sequence mode: observations of `tiepoint track`.
-    t0 = std::chrono::steady_clock::now();
-    std::vector<TrackObservation> obs;
-    TIEPOINT_RETURN_IF_ERROR(ReadTrackFile(o.tracks_file, &obs));
-    std::vector<int> frame_to_image(n_in, -1);
-    for (int k = 0; k < n; ++k) frame_to_image[usable[k]] = k;
-    // track id -> (image, feature)
-    std::map<int64_t, std::vector<std::pair<int, uint32_t>>> by_track;
-    for (const TrackObservation& t : obs) {
-      if (t.frame < 0 || t.frame >= n_in)
-        return Status::InvalidInput(o.tracks_file + ": frame " + std::to_string(t.frame) +
-                                    " is not among the " + std::to_string(n_in) + " images given");
-      const int k = frame_to_image[t.frame];
-      if (k < 0) continue;
-      Point2D p;
-      p.x = t.x + 0.5;
-      p.y = t.y + 0.5;
-      by_track[t.track_id].push_back({k, static_cast<uint32_t>(mimages[k].keypoints.size())});
-      mimages[k].keypoints.push_back(p);
-      const GrayImage& g = gray[usable[k]];
-      mimages[k].gray.push_back(GrayAt(g, t.x, t.y));
-    }
-    for (int k = 0; k < n; ++k) {
-      mimages[k].name = names[k];
-      mimages[k].camera_id = image_camera[k];
-    }
-    std::map<std::pair<int, int>, std::vector<std::pair<uint32_t, uint32_t>>> pm;
-    for (const auto& [id, elems] : by_track)
-      for (size_t a = 0; a < elems.size(); ++a)
-        for (size_t b = a + 1; b < elems.size(); ++b) {
-          auto x = elems[a], y = elems[b];
-          if (x.first == y.first) continue;
-          if (x.first > y.first) std::swap(x, y);
-          if (o.pairs == PairSelection::kSequential && y.first - x.first > o.sequential_overlap) continue;
-          pm[{x.first, y.first}].push_back({x.second, y.second});
+      return verified;
+    };
+    if (o.tracks_file.empty()) {
+      // 3. Features.
+      t0 = std::chrono::steady_clock::now();
+      std::vector<const GrayImage*> ptrs;
+      for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
+      std::vector<Features> features;
+      std::vector<Status> fstatus;
+      ex->ExtractBatch(ptrs, &features, &fstatus);
+      for (int k = 0; k < n; ++k)
+        if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
+      std::vector<char> lowered_image(n, 0);
+      for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < sift_x.contrast_threshold;
+      for (SiftOptions low = sift_x; !lower_x && low.contrast_threshold * 0.5 >= min_ct_x * (1 - 1e-9);) {
+        low.contrast_threshold *= 0.5;
+        std::vector<int> few;
+        std::vector<const GrayImage*> few_ptrs;
+        for (int k = 0; k < n; ++k)
+          if (static_cast<int>(features[k].size()) < min_features_x) {
+            few.push_back(k);
+            few_ptrs.push_back(ptrs[k]);
+          }
+        if (few.empty()) break;
+        std::unique_ptr<FeatureExtractor> low_extractor;
+        TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(low, o.device, &low_extractor));
+        std::vector<Features> more;
+        std::vector<Status> more_status;
+        low_extractor->ExtractBatch(few_ptrs, &more, &more_status);
+        for (size_t j = 0; j < few.size(); ++j)
+          if (more_status[j].ok() && more[j].size() > features[few[j]].size()) {
+            features[few[j]] = std::move(more[j]);
+            lowered_image[few[j]] = 1;
+          }
+      }
+      int64_t total_features = 0;
+      for (int k = 0; k < n; ++k) {
+        const GrayImage& g = gray[usable[k]];
+        mimages[k].name = names[k];
+        mimages[k].camera_id = image_camera[k];
+        for (const Keypoint& kp : features[k].keypoints) {
+          Point2D p;
+          p.x = kp.x + 0.5;
+          p.y = kp.y + 0.5;
+          mimages[k].keypoints.push_back(p);
+          mimages[k].gray.push_back(GrayAt(g, kp.x, kp.y));
         }
-    report["stages"]["tracks_file"] = {{"seconds", Since(t0)}, {"observations", obs.size()}};
-    t0 = std::chrono::steady_clock::now();
-    std::vector<std::pair<std::pair<int, int>, std::vector<std::pair<uint32_t, uint32_t>>>> plist(pm.begin(), pm.end());
-    std::vector<PairResult> results(plist.size());
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (size_t p = 0; p < plist.size(); ++p) {
-      const auto [a, b] = plist[p].first;
-      VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
-                 cameras.at(image_camera[b]), plist[p].second, !known.empty(), o.seed + p, &results[p]);
-    }
-    for (const auto& pl : plist) vpairs.push_back(pl.first);
-    vresults = std::move(results);
-    const int verified = CollectPairs();
-    report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
-  }
-  report["pairs"] = pair_report;
-  // The grey images are not needed after extraction: their memory (4 bytes a pixel) goes
-  // back before the mapping. Their sizes stay.
-  for (GrayImage& g : gray) std::vector<float>().swap(g.pixels);
+        total_features += static_cast<int64_t>(features[k].size());
+      }
+      *num_lowered = static_cast<int>(std::count(lowered_image.begin(), lowered_image.end(), 1));
+      report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features},
+                                     {"images_at_lower_contrast_threshold", std::count(lowered_image.begin(), lowered_image.end(), 1)}};
+      Progress(o, "extracted " + std::to_string(total_features) + " features");
 
-  // 6. Tracks.
-  t0 = std::chrono::steady_clock::now();
-  std::vector<int> num_features(n);
-  for (int k = 0; k < n; ++k) num_features[k] = static_cast<int>(mimages[k].keypoints.size());
-  std::vector<Track> tracks;
-  TrackSummary ts;
-  TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks, &ts));
-  report["stages"]["tracks"] = {{"seconds", Since(t0)},
-                                {"tracks", ts.num_tracks},
-                                {"observations", ts.num_observations},
-                                {"mean_length", ts.mean_track_length},
-                                {"conflicting_matches_split", ts.conflicting_matches},
-                                {"short_tracks_dropped", ts.dropped_short_tracks}};
-  Progress(o, "built " + std::to_string(ts.num_tracks) + " tracks (" +
-                  std::to_string(ts.conflicting_matches) + " matches not joined: they would put two features of one image in a track)");
+      // 4. Matching.
+      t0 = std::chrono::steady_clock::now();
+      std::vector<std::pair<int, int>> pairs;
+      TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names, &pairs));
+      std::vector<const Features*> fptrs;
+      for (const Features& f : features) fptrs.push_back(&f);
+      std::vector<std::vector<FeatureMatch>> matches;
+      TIEPOINT_RETURN_IF_ERROR(matcher->MatchPairs(fptrs, pairs, &matches));
+      report["stages"]["match"] = {{"seconds", Since(t0)}, {"pairs", pairs.size()}};
+      Progress(o, "matched " + std::to_string(pairs.size()) + " pairs");
 
-  // 7. Mapping.
-  t0 = std::chrono::steady_clock::now();
-  MapperOptions mo2 = o.mapper;
-  mo2.seed = o.seed;
-  mo2.num_threads = threads;
-  if (!known.empty()) mo2.refine_intrinsics = false;
-  MapperSummary ms;
-  auto progress = [&](int model, int image, int num_registered, int total) {
-    Progress(o, "model " + std::to_string(model) + ": registered " + names[image] + " (" +
-                    std::to_string(num_registered) + " of " + std::to_string(total) + ")");
-  };
-  TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
-  // Self-calibration, second pass: the prior focal length (1.2 max(w, h)) can be far off
-  // (the Middlebury rings: 2x and 4x), and the pairs' relative poses, the initial pair and
-  // the pose-from-pair registrations were all computed with it. The intrinsics the first
-  // model refined go back into the essential matrices of the verified pairs (their
-  // fundamental-matrix inliers are kept), and the mapper runs again from there; the second
-  // result is kept when it registers at least as many images.
-  if (known.empty() && !result->models.empty()) {
-    const auto t1 = std::chrono::steady_clock::now();
-    std::map<uint32_t, Camera> refined = cameras;
-    for (const auto& [id, c] : result->models[0].cameras) refined[id] = c;
-    std::vector<PairResult> second(vresults.size());
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (size_t p = 0; p < vresults.size(); ++p) {
-      if (!vresults[p].verified) continue;
-      const auto [a, b] = vpairs[p];
-      second[p].num_matches = vresults[p].num_matches;
-      VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, refined.at(image_camera[a]),
-                 refined.at(image_camera[b]), vresults[p].f_inliers, false, o.seed + p, &second[p], true);
-    }
-    std::swap(vresults, second);
-    CollectPairs();
-    std::vector<Track> tracks2;
-    TrackSummary ts2;
-    TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks2, &ts2));
-    std::vector<Reconstruction> models2;
-    MapperSummary ms2;
-    TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, refined, mpairs, tracks2, &models2, &ms2, progress));
-    auto registered = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
-    const bool keep = registered(models2) >= registered(result->models);
-    report["stages"]["self_calibration_pass"] = {{"seconds", Since(t1)}, {"kept", keep},
-                                                 {"registered_first_pass", registered(result->models)},
-                                                 {"registered_second_pass", registered(models2)}};
-    if (keep) {
-      result->models = std::move(models2);
-      ms = std::move(ms2);
-      ts = ts2;
-      tracks = std::move(tracks2);
+      // 5. Verification, pairs spread over the threads.
+      t0 = std::chrono::steady_clock::now();
+      std::vector<PairResult> results(pairs.size());
+  #pragma omp parallel for num_threads(threads) schedule(dynamic)
+      for (size_t p = 0; p < pairs.size(); ++p) {
+        std::vector<std::pair<uint32_t, uint32_t>> m;
+        for (const FeatureMatch& fm : matches[p]) m.push_back({fm.index1, fm.index2});
+        const auto [a, b] = pairs[p];
+        VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
+                   cameras.at(image_camera[b]), m, !known.empty(), o.seed + p, &results[p]);
+      }
+      vpairs = pairs;
+      vresults = std::move(results);
+      const int verified = CollectPairs();
+      report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
+      Progress(o, "verified " + std::to_string(verified) + " of " + std::to_string(pairs.size()) + " pairs");
     } else {
-      std::swap(vresults, second);
-      CollectPairs();
+      // Sequence mode: observations of `tiepoint track`.
+      t0 = std::chrono::steady_clock::now();
+      std::vector<TrackObservation> obs;
+      TIEPOINT_RETURN_IF_ERROR(ReadTrackFile(o.tracks_file, &obs));
+      std::vector<int> frame_to_image(n_in, -1);
+      for (int k = 0; k < n; ++k) frame_to_image[usable[k]] = k;
+      // track id -> (image, feature)
+      std::map<int64_t, std::vector<std::pair<int, uint32_t>>> by_track;
+      for (const TrackObservation& t : obs) {
+        if (t.frame < 0 || t.frame >= n_in)
+          return Status::InvalidInput(o.tracks_file + ": frame " + std::to_string(t.frame) +
+                                      " is not among the " + std::to_string(n_in) + " images given");
+        const int k = frame_to_image[t.frame];
+        if (k < 0) continue;
+        Point2D p;
+        p.x = t.x + 0.5;
+        p.y = t.y + 0.5;
+        by_track[t.track_id].push_back({k, static_cast<uint32_t>(mimages[k].keypoints.size())});
+        mimages[k].keypoints.push_back(p);
+        const GrayImage& g = gray[usable[k]];
+        mimages[k].gray.push_back(GrayAt(g, t.x, t.y));
+      }
+      for (int k = 0; k < n; ++k) {
+        mimages[k].name = names[k];
+        mimages[k].camera_id = image_camera[k];
+      }
+      std::map<std::pair<int, int>, std::vector<std::pair<uint32_t, uint32_t>>> pm;
+      for (const auto& [id, elems] : by_track)
+        for (size_t a = 0; a < elems.size(); ++a)
+          for (size_t b = a + 1; b < elems.size(); ++b) {
+            auto x = elems[a], y = elems[b];
+            if (x.first == y.first) continue;
+            if (x.first > y.first) std::swap(x, y);
+            if (o.pairs == PairSelection::kSequential && y.first - x.first > o.sequential_overlap) continue;
+            pm[{x.first, y.first}].push_back({x.second, y.second});
+          }
+      report["stages"]["tracks_file"] = {{"seconds", Since(t0)}, {"observations", obs.size()}};
+      t0 = std::chrono::steady_clock::now();
+      std::vector<std::pair<std::pair<int, int>, std::vector<std::pair<uint32_t, uint32_t>>>> plist(pm.begin(), pm.end());
+      std::vector<PairResult> results(plist.size());
+  #pragma omp parallel for num_threads(threads) schedule(dynamic)
+      for (size_t p = 0; p < plist.size(); ++p) {
+        const auto [a, b] = plist[p].first;
+        VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
+                   cameras.at(image_camera[b]), plist[p].second, !known.empty(), o.seed + p, &results[p]);
+      }
+      for (const auto& pl : plist) vpairs.push_back(pl.first);
+      vresults = std::move(results);
+      const int verified = CollectPairs();
+      report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
     }
     report["pairs"] = pair_report;
+    // The grey images are not needed after extraction: their memory (4 bytes a pixel) goes
+    // back before the mapping, unless a second attempt may need them. Their sizes stay.
+    if (free_gray)
+      for (GrayImage& g : gray) std::vector<float>().swap(g.pixels);
+
+    // 6. Tracks.
+    t0 = std::chrono::steady_clock::now();
+    std::vector<int> num_features(n);
+    for (int k = 0; k < n; ++k) num_features[k] = static_cast<int>(mimages[k].keypoints.size());
+    std::vector<Track> tracks;
+    TrackSummary ts;
+    TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks, &ts));
+    report["stages"]["tracks"] = {{"seconds", Since(t0)},
+                                  {"tracks", ts.num_tracks},
+                                  {"observations", ts.num_observations},
+                                  {"mean_length", ts.mean_track_length},
+                                  {"conflicting_matches_split", ts.conflicting_matches},
+                                  {"short_tracks_dropped", ts.dropped_short_tracks}};
+    Progress(o, "built " + std::to_string(ts.num_tracks) + " tracks (" +
+                    std::to_string(ts.conflicting_matches) + " matches not joined: they would put two features of one image in a track)");
+
+    // 7. Mapping.
+    t0 = std::chrono::steady_clock::now();
+    MapperOptions mo2 = o.mapper;
+    mo2.seed = o.seed;
+    mo2.num_threads = threads;
+    if (!known.empty()) mo2.refine_intrinsics = false;
+    MapperSummary ms;
+    auto progress = [&](int model, int image, int num_registered, int total) {
+      Progress(o, "model " + std::to_string(model) + ": registered " + names[image] + " (" +
+                      std::to_string(num_registered) + " of " + std::to_string(total) + ")");
+    };
+    TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
+    // Self-calibration, second pass: the prior focal length (1.2 max(w, h)) can be far off
+    // (the Middlebury rings: 2x and 4x), and the pairs' relative poses, the initial pair and
+    // the pose-from-pair registrations were all computed with it. The intrinsics the first
+    // model refined go back into the essential matrices of the verified pairs (their
+    // fundamental-matrix inliers are kept), and the mapper runs again from there; the second
+    // result is kept when it registers at least as many images.
+    if (known.empty() && !result->models.empty()) {
+      const auto t1 = std::chrono::steady_clock::now();
+      std::map<uint32_t, Camera> refined = cameras;
+      for (const auto& [id, c] : result->models[0].cameras) refined[id] = c;
+      std::vector<PairResult> second(vresults.size());
+  #pragma omp parallel for num_threads(threads) schedule(dynamic)
+      for (size_t p = 0; p < vresults.size(); ++p) {
+        if (!vresults[p].verified) continue;
+        const auto [a, b] = vpairs[p];
+        second[p].num_matches = vresults[p].num_matches;
+        VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, refined.at(image_camera[a]),
+                   refined.at(image_camera[b]), vresults[p].f_inliers, false, o.seed + p, &second[p], true);
+      }
+      std::swap(vresults, second);
+      CollectPairs();
+      std::vector<Track> tracks2;
+      TrackSummary ts2;
+      TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks2, &ts2));
+      std::vector<Reconstruction> models2;
+      MapperSummary ms2;
+      TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, refined, mpairs, tracks2, &models2, &ms2, progress));
+      auto registered = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
+      const bool keep = registered(models2) >= registered(result->models);
+      report["stages"]["self_calibration_pass"] = {{"seconds", Since(t1)}, {"kept", keep},
+                                                   {"registered_first_pass", registered(result->models)},
+                                                   {"registered_second_pass", registered(models2)}};
+      if (keep) {
+        result->models = std::move(models2);
+        ms = std::move(ms2);
+        ts = ts2;
+        tracks = std::move(tracks2);
+      } else {
+        std::swap(vresults, second);
+        CollectPairs();
+      }
+      report["pairs"] = pair_report;
+    }
+    report["stages"]["map"] = {{"seconds", Since(t0)},
+                               {"registration_seconds", ms.seconds_registration},
+                               {"triangulation_seconds", ms.seconds_triangulation},
+                               {"ba_seconds", ms.seconds_ba},
+                               {"local_ba", ms.local_ba_runs},
+                               {"global_ba", ms.global_ba_runs},
+                               {"sparse_ba", ms.sparse_ba_runs},
+                               {"filtered_observations", ms.filtered_observations}};
+    json unregistered = json::array();
+    for (int k = 0; k < n; ++k)
+      if (!ms.images[k].registered) unregistered.push_back({{"image", names[k]}, {"reason", ms.images[k].reason}});
+    for (const json& s : skipped) unregistered.push_back({{"image", s["image"]}, {"reason", "unreadable: " + s["reason"].get<std::string>()}});
+    report["unregistered_images"] = unregistered;
+    json models = json::array();
+    for (size_t m = 0; m < result->models.size(); ++m) {
+      const Reconstruction& r = result->models[m];
+      json cams = json::array();
+      for (const auto& [id, c] : r.cameras)
+        cams.push_back({{"camera_id", id}, {"model", CameraModelName(c.model)}, {"width", c.width},
+                        {"height", c.height}, {"params", c.params},
+                        {"focal_source", focal_source.count(id) ? focal_source[id] : "default"},
+                        {"initial_focal_px", cameras.count(id) ? cameras.at(id).fx() : 0.0}});
+      models.push_back({{"index", m},
+                        {"registered_images", r.images.size()},
+                        {"points", r.points3D.size()},
+                        {"observations", r.NumObservations()},
+                        {"mean_track_length", r.MeanTrackLength()},
+                        {"mean_reprojection_error_px", r.MeanReprojectionError()},
+                        // What `colmap model_analyzer` prints: the mean of the points' errors.
+                        {"mean_point_error_px", r.MeanPointError()},
+                        {"initial_pair", {names[ms.initial_pairs[m].first], names[ms.initial_pairs[m].second]}},
+                        {"cameras", cams}});
+    }
+    report["models"] = models;
+    report["images"] = n_in;
+    num_verified_pairs = mpairs.size();
+    return Status::Ok();
+  };
+  // The grey images stay for a second attempt when they are small enough.
+  size_t gray_bytes = 0;
+  for (const GrayImage& g : gray) gray_bytes += g.pixels.size() * sizeof(float);
+  const bool may_retry = o.tracks_file.empty() && o.retry_min_features > o.min_features_per_image &&
+                         o.retry_min_contrast_threshold < o.min_contrast_threshold &&
+                         gray_bytes <= o.retry_max_image_bytes;
+  int num_lowered = 0;
+  TIEPOINT_RETURN_IF_ERROR(attempt(sift, lower_in_extractor, extractor.get(), o.min_features_per_image,
+                                   o.min_contrast_threshold, !may_retry, &num_lowered));
+  // Second attempt: images of little contrast (some were already extracted at a lower
+  // threshold) and a model that is not whole (no model, several, or images left out): the
+  // features are extracted again with up to retry_min_features per image, down to
+  // retry_min_contrast_threshold, and everything after runs again. The result that
+  // registers more images in its largest model is kept (ties: the first). On the dark,
+  // untextured Middlebury dino this closes the ring (16 of 16 instead of 8 + 6).
+  auto largest = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
+  if (may_retry && num_lowered > 0 &&
+      (result->models.size() != 1 || largest(result->models) < static_cast<size_t>(n))) {
+    const auto t1 = std::chrono::steady_clock::now();
+    Progress(o, "the model is not whole and " + std::to_string(num_lowered) +
+                    " images have little contrast: a second attempt with up to " +
+                    std::to_string(o.retry_min_features) + " features per image");
+    std::vector<Reconstruction> first_models = std::move(result->models);
+    result->models.clear();
+    const json first_report = report;
+    const size_t first_pairs = num_verified_pairs;
+    SiftOptions sift2 = o.sift;
+    sift2.num_threads = threads;
+    const bool lower2 = o.device == Device::kCpu;
+    if (lower2) {
+      sift2.min_features = o.retry_min_features;
+      sift2.min_contrast_threshold = o.retry_min_contrast_threshold;
+    }
+    std::unique_ptr<FeatureExtractor> extractor2;
+    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(sift2, o.device, &extractor2));
+    int num_lowered2 = 0;
+    TIEPOINT_RETURN_IF_ERROR(attempt(sift2, lower2, extractor2.get(), o.retry_min_features,
+                                     o.retry_min_contrast_threshold, true, &num_lowered2));
+    const bool keep = largest(result->models) > largest(first_models);
+    json first_summary = json::array();
+    for (const Reconstruction& m : first_models) first_summary.push_back(m.images.size());
+    json second_summary = json::array();
+    for (const Reconstruction& m : result->models) second_summary.push_back(m.images.size());
+    if (!keep) {
+      result->models = std::move(first_models);
+      report = first_report;
+      num_verified_pairs = first_pairs;
+    }
+    report["second_attempt"] = {{"seconds", Since(t1)},
+                                {"min_features", o.retry_min_features},
+                                {"min_contrast_threshold", o.retry_min_contrast_threshold},
+                                {"first_attempt_model_sizes", first_summary},
+                                {"second_attempt_model_sizes", second_summary},
+                                {"kept", keep ? "second" : "first"}};
   }
-  report["stages"]["map"] = {{"seconds", Since(t0)},
-                             {"registration_seconds", ms.seconds_registration},
-                             {"triangulation_seconds", ms.seconds_triangulation},
-                             {"ba_seconds", ms.seconds_ba},
-                             {"local_ba", ms.local_ba_runs},
-                             {"global_ba", ms.global_ba_runs},
-                             {"sparse_ba", ms.sparse_ba_runs},
-                             {"filtered_observations", ms.filtered_observations}};
-  json unregistered = json::array();
-  for (int k = 0; k < n; ++k)
-    if (!ms.images[k].registered) unregistered.push_back({{"image", names[k]}, {"reason", ms.images[k].reason}});
-  for (const json& s : skipped) unregistered.push_back({{"image", s["image"]}, {"reason", "unreadable: " + s["reason"].get<std::string>()}});
-  report["unregistered_images"] = unregistered;
-  json models = json::array();
-  for (size_t m = 0; m < result->models.size(); ++m) {
-    const Reconstruction& r = result->models[m];
-    json cams = json::array();
-    for (const auto& [id, c] : r.cameras)
-      cams.push_back({{"camera_id", id}, {"model", CameraModelName(c.model)}, {"width", c.width},
-                      {"height", c.height}, {"params", c.params},
-                      {"focal_source", focal_source.count(id) ? focal_source[id] : "default"},
-                      {"initial_focal_px", cameras.count(id) ? cameras.at(id).fx() : 0.0}});
-    models.push_back({{"index", m},
-                      {"registered_images", r.images.size()},
-                      {"points", r.points3D.size()},
-                      {"observations", r.NumObservations()},
-                      {"mean_track_length", r.MeanTrackLength()},
-                      {"mean_reprojection_error_px", r.MeanReprojectionError()},
-                      // What `colmap model_analyzer` prints: the mean of the points' errors.
-                      {"mean_point_error_px", r.MeanPointError()},
-                      {"initial_pair", {names[ms.initial_pairs[m].first], names[ms.initial_pairs[m].second]}},
-                      {"cameras", cams}});
-  }
-  report["models"] = models;
-  report["images"] = n_in;
+  for (GrayImage& g : gray) std::vector<float>().swap(g.pixels);
   if (result->models.empty())
-    return Status::Numerical("no image pair initialises a model (" + std::to_string(mpairs.size()) +
+    return Status::Numerical("no image pair initialises a model (" + std::to_string(num_verified_pairs) +
                              " verified pairs; see the pairs' inlier counts): nothing written under sparse/");
 
   // Colours: every registered image read again in colour.

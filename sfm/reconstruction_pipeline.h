@@ -62,6 +62,14 @@ struct ReconstructionPipelineOptions {
   // --min-features`, `--min-contrast-threshold`; 0 features: never).
   int min_features_per_image = 500;
   double min_contrast_threshold = 0.01;
+  // A second attempt, when some images had little contrast (were extracted at a lower
+  // threshold) and the model is not whole: extraction again with up to retry_min_features
+  // per image, down to retry_min_contrast_threshold, then everything after it; the result
+  // with more images in its largest model is kept. Only when the grey images take at most
+  // retry_max_image_bytes (they are kept for it). retry_min_features 0: never.
+  int retry_min_features = 2000;
+  double retry_min_contrast_threshold = 0.0025;
+  size_t retry_max_image_bytes = size_t{1} << 30;
   MatcherOptions matcher;
   double verify_max_error_px = 4.0;
   int verify_min_inliers = 15;
