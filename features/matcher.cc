@@ -38,38 +38,51 @@ void Norms(const uint8_t* d, uint64_t n, std::vector<int32_t>* norms) {
   for (uint64_t i = 0; i < n; ++i) (*norms)[i] = Dot(d + i * kDim, d + i * kDim);
 }
 
-// Rows i0 .. i0 + rows - 1 of the query against every target: the nearest (lowest index
-// among equal distances), its distance and the second-smallest distance over the other
-// targets (kNoSecond when there is a single target). Targets are visited in increasing
-// index, so the strict '<' keeps the lowest index.
+// The nearest and second-nearest distances of up to kRowBlock query rows, updated target by
+// target (the lowest index wins among equal distances: targets come in increasing index and
+// only a strictly smaller distance replaces the best).
+struct NearestTwoRows {
+  uint32_t best[kRowBlock], index[kRowBlock], second[kRowBlock];
+  NearestTwoRows() {
+    for (int r = 0; r < kRowBlock; ++r) {
+      best[r] = kNoSecond;
+      index[r] = 0;
+      second[r] = kNoSecond;
+    }
+  }
+  void Update(int r, uint64_t j, uint32_t d) {
+    if (d < best[r]) {
+      second[r] = best[r];
+      best[r] = d;
+      index[r] = static_cast<uint32_t>(j);
+    } else if (d < second[r]) {
+      second[r] = d;
+    }
+  }
+  void Store(uint64_t i0, int rows, uint32_t* best_index, uint32_t* best_d, uint32_t* second_d) const {
+    for (int r = 0; r < rows; ++r) {
+      best_index[i0 + r] = index[r];
+      best_d[i0 + r] = best[r];
+      second_d[i0 + r] = second[r];
+    }
+  }
+};
+
+// Rows i0 .. i0 + rows - 1 of the query against every target: the nearest, its distance
+// and the second-smallest distance over the other targets (kNoSecond when there is a
+// single target).
 void ScanBlock(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
                uint32_t* second_d) {
-  uint32_t b[kRowBlock], bi[kRowBlock], s[kRowBlock];
-  for (int r = 0; r < kRowBlock; ++r) {
-    b[r] = kNoSecond;
-    bi[r] = 0;
-    s[r] = kNoSecond;
-  }
+  NearestTwoRows nearest;
   for (uint64_t j = 0; j < nt; ++j) {
     const uint8_t* tj = t + j * kDim;
     for (int r = 0; r < rows; ++r) {
       const int32_t dot = Dot(q + (i0 + r) * kDim, tj);
-      const uint32_t d = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dot);
-      if (d < b[r]) {
-        s[r] = b[r];
-        b[r] = d;
-        bi[r] = static_cast<uint32_t>(j);
-      } else if (d < s[r]) {
-        s[r] = d;
-      }
+      nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dot));
     }
   }
-  for (int r = 0; r < rows; ++r) {
-    best_index[i0 + r] = bi[r];
-    best_d[i0 + r] = b[r];
-    second_d[i0 + r] = s[r];
-  }
+  nearest.Store(i0, rows, best_index, best_d, second_d);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -87,12 +100,7 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
   alignas(32) int16_t qw[kRowBlock][kDim];
   for (int r = 0; r < kRowBlock; ++r)
     for (int k = 0; k < kDim; ++k) qw[r][k] = r < rows ? q[(i0 + r) * kDim + k] : 0;
-  uint32_t b[kRowBlock], bi[kRowBlock], s[kRowBlock];
-  for (int r = 0; r < kRowBlock; ++r) {
-    b[r] = kNoSecond;
-    bi[r] = 0;
-    s[r] = kNoSecond;
-  }
+  NearestTwoRows nearest;
   alignas(32) int32_t dots[kRowBlock];
   for (uint64_t j = 0; j < nt; ++j) {
     const uint8_t* tj = t + j * kDim;
@@ -119,22 +127,10 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
     const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
                                           _mm256_permute2x128_si256(h0123, h4567, 0x31));
     _mm256_store_si256(reinterpret_cast<__m256i*>(dots), sums);
-    for (int r = 0; r < rows; ++r) {
-      const uint32_t d = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]);
-      if (d < b[r]) {
-        s[r] = b[r];
-        b[r] = d;
-        bi[r] = static_cast<uint32_t>(j);
-      } else if (d < s[r]) {
-        s[r] = d;
-      }
-    }
+    for (int r = 0; r < rows; ++r)
+      nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]));
   }
-  for (int r = 0; r < rows; ++r) {
-    best_index[i0 + r] = bi[r];
-    best_d[i0 + r] = b[r];
-    second_d[i0 + r] = s[r];
-  }
+  nearest.Store(i0, rows, best_index, best_d, second_d);
 }
 #endif
 
