@@ -9,6 +9,8 @@
 //     height), as COLMAP) an essential matrix for the relative pose and a
 //     homography for the planar / pure-rotation test (COLMAP's classification);
 //  5. tracks (sfm/tracks.h) and the incremental mapper (sfm/incremental_mapper.h);
+//     when images of little contrast leave the result incomplete, steps 2-5 run a second
+//     time with more features (retry_min_features below) and the better result is kept;
 //  6. outputs into OUT/ (written under a temporary name and renamed at the end, so a
 //     crash or kill leaves no half-written model):
 //       OUT/sparse/N/{cameras,images,points3D}.{txt,bin}  COLMAP model, largest first
