@@ -86,49 +86,84 @@ void ScanBlock(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define TIEPOINT_MATCH_AVX2 1
-// ScanBlock with AVX2, chosen at run time where the CPU has it: the block's query rows
-// widened to 16 bits once, each target widened as it is loaded, 16 products a
-// multiply-add (vpmaddwd) and the eight rows' sums reduced together. Integer arithmetic:
-// the same distances as ScanBlock, bit for bit (each product is at most 255^2, a pair
-// 130,050, a sum 8.3 million).
+#define TIEPOINT_MATCH_SIMD 1
+// SIMD scans, chosen at run time by what the CPU has: the block's query rows widened to 16
+// bits once, each target widened as it is loaded, 16 products a multiply-add (AVX2's
+// vpmaddwd, then an add; with AVX-512 VNNI on 256-bit registers, vpdpwssd does both) and
+// the eight rows' sums reduced together. Integer arithmetic: the same distances as
+// ScanBlock, bit for bit (each product is at most 255^2, a pair 130,050, a sum 8.3 million).
+static_assert(kDim == 128 && kRowBlock == 8, "the SIMD scans are written for 8 rows of 128");
+
+// The block's query rows, widened (rows past `rows` are zero).
+struct alignas(32) WideRows {
+  int16_t v[kRowBlock][kDim];
+  WideRows(const uint8_t* q, uint64_t i0, int rows) {
+    for (int r = 0; r < kRowBlock; ++r)
+      for (int k = 0; k < kDim; ++k) v[r][k] = r < rows ? q[(i0 + r) * kDim + k] : 0;
+  }
+  __attribute__((target("avx2"), always_inline)) inline __m256i Part(int r, int c) const {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(v[r]) + c);
+  }
+};
+
+// One target descriptor widened to 16 bits: eight registers of 16.
+__attribute__((target("avx2"), always_inline)) inline void WidenTarget(const uint8_t* tj, __m256i tw[8]) {
+  for (int c = 0; c < 4; ++c) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tj + 32 * c));
+    tw[2 * c] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(raw));
+    tw[2 * c + 1] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(raw, 1));
+  }
+}
+
+// Eight vectors of eight partial sums (one per row) -> the eight rows' sums in dots[].
+__attribute__((target("avx2"), always_inline)) inline void SumRows(const __m256i acc[8], int32_t* dots) {
+  const __m256i h01 = _mm256_hadd_epi32(acc[0], acc[1]);
+  const __m256i h23 = _mm256_hadd_epi32(acc[2], acc[3]);
+  const __m256i h45 = _mm256_hadd_epi32(acc[4], acc[5]);
+  const __m256i h67 = _mm256_hadd_epi32(acc[6], acc[7]);
+  const __m256i h0123 = _mm256_hadd_epi32(h01, h23);  // rows 0-3: low half | high half
+  const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+  const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                        _mm256_permute2x128_si256(h0123, h4567, 0x31));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dots), sums);
+}
+
 __attribute__((target("avx2")))
 void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
                    uint32_t* second_d) {
-  static_assert(kDim == 128 && kRowBlock == 8, "the AVX2 scan is written for 8 rows of 128");
-  alignas(32) int16_t qw[kRowBlock][kDim];
-  for (int r = 0; r < kRowBlock; ++r)
-    for (int k = 0; k < kDim; ++k) qw[r][k] = r < rows ? q[(i0 + r) * kDim + k] : 0;
+  const WideRows qw(q, i0, rows);
   NearestTwoRows nearest;
-  alignas(32) int32_t dots[kRowBlock];
+  int32_t dots[kRowBlock];
   for (uint64_t j = 0; j < nt; ++j) {
-    const uint8_t* tj = t + j * kDim;
-    __m256i tw[8];
-    for (int c = 0; c < 4; ++c) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tj + 32 * c));
-      tw[2 * c] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(raw));
-      tw[2 * c + 1] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(raw, 1));
-    }
-    __m256i acc[kRowBlock];
+    __m256i tw[8], acc[kRowBlock];
+    WidenTarget(t + j * kDim, tw);
     for (int r = 0; r < kRowBlock; ++r) {
-      const __m256i* qr = reinterpret_cast<const __m256i*>(qw[r]);
-      __m256i a = _mm256_madd_epi16(_mm256_load_si256(qr), tw[0]);
-      for (int c = 1; c < 8; ++c) a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_load_si256(qr + c), tw[c]));
-      acc[r] = a;
+      acc[r] = _mm256_madd_epi16(qw.Part(r, 0), tw[0]);
+      for (int c = 1; c < 8; ++c) acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(qw.Part(r, c), tw[c]));
     }
-    // Eight vectors of eight partial sums -> one vector of the eight rows' sums.
-    const __m256i h01 = _mm256_hadd_epi32(acc[0], acc[1]);
-    const __m256i h23 = _mm256_hadd_epi32(acc[2], acc[3]);
-    const __m256i h45 = _mm256_hadd_epi32(acc[4], acc[5]);
-    const __m256i h67 = _mm256_hadd_epi32(acc[6], acc[7]);
-    const __m256i h0123 = _mm256_hadd_epi32(h01, h23);  // rows 0-3: low half | high half
-    const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
-    const __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
-                                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(dots), sums);
-    for (int r = 0; r < rows; ++r)
-      nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]));
+    SumRows(acc, dots);
+    for (int r = 0; r < rows; ++r) nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]));
+  }
+  nearest.Store(i0, rows, best_index, best_d, second_d);
+}
+
+__attribute__((target("avx2,avx512vl,avx512vnni")))
+void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
+                   uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
+                   uint32_t* second_d) {
+  const WideRows qw(q, i0, rows);
+  NearestTwoRows nearest;
+  int32_t dots[kRowBlock];
+  for (uint64_t j = 0; j < nt; ++j) {
+    __m256i tw[8], acc[kRowBlock];
+    WidenTarget(t + j * kDim, tw);
+    for (int r = 0; r < kRowBlock; ++r) {
+      acc[r] = _mm256_madd_epi16(qw.Part(r, 0), tw[0]);
+      for (int c = 1; c < 8; ++c) acc[r] = _mm256_dpwssd_epi32(acc[r], qw.Part(r, c), tw[c]);
+    }
+    SumRows(acc, dots);
+    for (int r = 0; r < rows; ++r) nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]));
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
@@ -140,16 +175,27 @@ void NearestTwo(const uint8_t* q, uint64_t nq, const std::vector<int32_t>& qn, c
                 uint64_t nt, const std::vector<int32_t>& tn, int threads, uint32_t* best_index,
                 uint32_t* best_d, uint32_t* second_d) {
   const int64_t blocks = static_cast<int64_t>((nq + kRowBlock - 1) / kRowBlock);
-#ifdef TIEPOINT_MATCH_AVX2
-  // TIEPOINT_MATCHER_SCALAR=1 keeps the portable scan (tests compare the two).
-  static const bool use_avx2 = __builtin_cpu_supports("avx2") && !std::getenv("TIEPOINT_MATCHER_SCALAR");
+#ifdef TIEPOINT_MATCH_SIMD
+  // TIEPOINT_MATCHER_SCAN=scalar|avx2 keeps a narrower scan than the CPU allows (the tests
+  // run each).
+  static const int scan = [] {
+    const char* e = std::getenv("TIEPOINT_MATCHER_SCAN");
+    const std::string want = e ? e : "";
+    if (want == "scalar" || !__builtin_cpu_supports("avx2")) return 0;
+    if (want == "avx2" || !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni")) return 1;
+    return 2;
+  }();
 #endif
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const uint64_t i0 = static_cast<uint64_t>(blk) * kRowBlock;
     const int rows = static_cast<int>(std::min<uint64_t>(kRowBlock, nq - i0));
-#ifdef TIEPOINT_MATCH_AVX2
-    if (use_avx2) {
+#ifdef TIEPOINT_MATCH_SIMD
+    if (scan == 2) {
+      ScanBlockVnni(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d);
+      continue;
+    }
+    if (scan == 1) {
       ScanBlockAvx2(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d);
       continue;
     }

@@ -1,9 +1,9 @@
 // The CPU matcher (features/matcher.h) against a naive double loop that computes every
 // distance as sum (a - b)^2 and applies the definition literally; on random descriptors,
 // on descriptors drawn from {0, 1} (many equal distances: the tie rules), and on small
-// hand-made cases for each of the ratio, mutual and distance tests. ctest runs them twice:
-// on the scan the CPU picks (AVX2 where it has it) and, as matcher_test.scalar_scan, on the
-// portable one (TIEPOINT_MATCHER_SCALAR=1).
+// hand-made cases for each of the ratio, mutual and distance tests. ctest runs them on the
+// scan the CPU picks (AVX-512 VNNI, else AVX2, else portable) and, as
+// matcher_test.{avx2,scalar}_scan, on the narrower ones (TIEPOINT_MATCHER_SCAN).
 #include <gtest/gtest.h>
 
 #include <cmath>
