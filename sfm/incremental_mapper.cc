@@ -7,6 +7,7 @@
 #include <Eigen/LU>
 #include <Eigen/SVD>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -342,6 +343,32 @@ class Mapper {
   }
 
   // --- bundle adjustment ------------------------------------------------------------------
+  // What an adjustment changes, to go back to (BundleAdjustReconstruction writes back only
+  // these): the cameras, the poses of the variable images and the points' positions.
+  struct AdjustedState {
+    std::map<uint32_t, Camera> cameras;
+    std::vector<std::pair<uint32_t, std::array<double, 7>>> poses;  // qvec, tvec
+    std::vector<std::pair<uint64_t, std::array<double, 3>>> points;
+    void Take(const Reconstruction& r, const std::set<uint32_t>& variable) {
+      cameras = r.cameras;
+      for (uint32_t id : variable) {
+        const Image& im = r.images.at(id);
+        poses.push_back({id, {im.qvec[0], im.qvec[1], im.qvec[2], im.qvec[3], im.tvec[0], im.tvec[1], im.tvec[2]}});
+      }
+      points.reserve(r.points3D.size());
+      for (const auto& [pid, p] : r.points3D) points.push_back({pid, {p.xyz[0], p.xyz[1], p.xyz[2]}});
+    }
+    void Restore(Reconstruction* r) const {
+      r->cameras = cameras;
+      for (const auto& [id, v] : poses) {
+        Image& im = r->images.at(id);
+        std::copy(v.begin(), v.begin() + 4, im.qvec);
+        std::copy(v.begin() + 4, v.end(), im.tvec);
+      }
+      for (const auto& [pid, x] : points) std::copy(x.begin(), x.end(), r->points3D.at(pid).xyz);
+    }
+  };
+
   Status Adjust(const std::set<uint32_t>& variable, bool global, int max_iterations) {
     const auto t0 = std::chrono::steady_clock::now();
     ReconstructionBAOptions bo;
@@ -380,8 +407,8 @@ class Mapper {
     // intrinsics held at their values there, for the rest of the run (COLMAP drops such
     // images as having bogus parameters).
     auto run = [&]() -> Status {
-      Reconstruction start;
-      if (!bo.fix_intrinsics) start = rec_;
+      AdjustedState start;
+      if (!bo.fix_intrinsics) start.Take(rec_, variable);
       // Each new run holds one camera more: at most one run per camera.
       while (true) {
         TIEPOINT_RETURN_IF_ERROR(BundleAdjustReconstruction(bo, config, &rec_, &s));
@@ -398,7 +425,7 @@ class Mapper {
           diverged = true;
         }
         if (!diverged) return Status::Ok();
-        rec_ = start;
+        start.Restore(&rec_);
       }
     };
     TIEPOINT_RETURN_IF_ERROR(run());
@@ -622,10 +649,10 @@ class Mapper {
     return Status::Ok();
   }
 
-  // Registers into model `target` the images of model `source` that have a verified pair
-  // with one of its images (the usual absolute-pose rules), triangulating and adjusting
-  // after each. Returns how many registered.
-  Status ExtendWithImagesOf(size_t target, size_t source, int* added) {
+  // A copy of model `target` that registers the images of model `source` that have a
+  // verified pair with one of its images (the usual absolute-pose rules), triangulating and
+  // adjusting after each, into *extended; *added says how many registered (0: no copy made).
+  Status ExtendWithImagesOf(size_t target, size_t source, ModelState* extended, int* added) {
     *added = 0;
     std::set<int> in_target, candidates;
     for (const auto& [id, im] : done_[target].rec.images) in_target.insert(static_cast<int>(id) - 1);
@@ -636,7 +663,7 @@ class Mapper {
       if (b_src && in_target.count(pr.image1)) candidates.insert(pr.image2);
     }
     if (candidates.empty()) return Status::Ok();
-    Load(std::move(done_[target]));
+    Load(ModelState(done_[target]));
     for (bool any = true; any;) {
       any = false;
       std::vector<std::pair<double, int>> ranked;
@@ -656,25 +683,28 @@ class Mapper {
         break;
       }
     }
-    done_[target] = Save();
+    *extended = Save();
     return Status::Ok();
   }
 
   // Two models that share no track (a ring broken by one weak pair on each side, as the
   // Middlebury dino's) are bridged: each takes the other's images that it can register
   // (TryRegister's rules), so that those images belong to both and their tracks get a point
-  // in each; TryMerge then fits the similarity on those points. When it fails, both models
-  // go back to what they were.
+  // in each; TryMerge then fits the similarity on those points. When it fails (it changes
+  // nothing then), both models go back to what they were.
   Status TryBridge(size_t i, size_t j, bool* merged) {
     *merged = false;
-    ModelState a = done_[i], b = done_[j];
+    ModelState ei, ej;
     int added_i = 0, added_j = 0;
-    TIEPOINT_RETURN_IF_ERROR(ExtendWithImagesOf(i, j, &added_i));
-    TIEPOINT_RETURN_IF_ERROR(ExtendWithImagesOf(j, i, &added_j));
-    if (added_i + added_j > 0) TIEPOINT_RETURN_IF_ERROR(TryMerge(i, j, merged));
+    TIEPOINT_RETURN_IF_ERROR(ExtendWithImagesOf(i, j, &ei, &added_i));
+    TIEPOINT_RETURN_IF_ERROR(ExtendWithImagesOf(j, i, &ej, &added_j));
+    if (added_i + added_j == 0) return Status::Ok();
+    if (added_i > 0) std::swap(done_[i], ei);
+    if (added_j > 0) std::swap(done_[j], ej);
+    TIEPOINT_RETURN_IF_ERROR(TryMerge(i, j, merged));
     if (!*merged) {
-      done_[i] = std::move(a);
-      done_[j] = std::move(b);
+      if (added_i > 0) std::swap(done_[i], ei);
+      if (added_j > 0) std::swap(done_[j], ej);
     }
     return Status::Ok();
   }
