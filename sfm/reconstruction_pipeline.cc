@@ -310,21 +310,30 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // Backends first, so a missing GPU fails at once.
   std::unique_ptr<FeatureExtractor> extractor;
   std::unique_ptr<DescriptorMatcher> matcher;
-  SiftOptions sift = o.sift;
-  sift.num_threads = threads;
-  // On the CPU the extractor lowers the contrast threshold itself, in the same pass, for an
-  // image with fewer than min_features_per_image keypoints; the CUDA extractor keeps one
-  // threshold, and those images are extracted again below.
-  const bool lower_in_extractor = o.device == Device::kCpu && o.min_features_per_image > 0 &&
-                                  o.min_contrast_threshold < sift.contrast_threshold;
-  if (lower_in_extractor) {
-    sift.min_features = o.min_features_per_image;
-    sift.min_contrast_threshold = o.min_contrast_threshold;
-  }
+  // The SIFT options of an attempt that wants min_features per image, lowering the contrast
+  // threshold down to min_ct for images with fewer. On the CPU the extractor lowers it
+  // itself, in the same pass (`lower` true); the CUDA extractor keeps one threshold, and
+  // those images are extracted again (in `attempt` below).
+  struct Extraction {
+    SiftOptions sift;
+    bool lower = false;
+  };
+  auto extraction = [&](int min_features, double min_ct) {
+    Extraction e;
+    e.sift = o.sift;
+    e.sift.num_threads = threads;
+    e.lower = o.device == Device::kCpu && min_features > 0 && min_ct < e.sift.contrast_threshold;
+    if (e.lower) {
+      e.sift.min_features = min_features;
+      e.sift.min_contrast_threshold = min_ct;
+    }
+    return e;
+  };
   MatcherOptions mo = o.matcher;
   mo.num_threads = threads;
   if (o.tracks_file.empty()) {
-    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(sift, o.device, &extractor));
+    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(extraction(o.min_features_per_image, o.min_contrast_threshold).sift,
+                                                      o.device, &extractor));
     TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
   }
   if (o.mapper.ba_linear_solver == ReconstructionLinearSolver::kIterativeSchurCuda) {
@@ -474,9 +483,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // Stages 3-7 (features, matching, verification, tracks, mapping), run once, and again
   // when a second attempt is worth it (below).
   size_t num_verified_pairs = 0;
-  auto attempt = [&](const SiftOptions& sift_x, bool lower_x, FeatureExtractor* ex, int min_features_x,
-                     double min_ct_x, bool free_gray, int* num_lowered) -> Status {
+  auto attempt = [&](FeatureExtractor* ex, int min_features_x, double min_ct_x, bool free_gray,
+                     int* num_lowered) -> Status {
     *num_lowered = 0;
+    const Extraction ext = extraction(min_features_x, min_ct_x);
     std::vector<MapperImage> mimages(n);
     std::vector<PairCorrespondences> correspondences;
     std::vector<MapperPair> mpairs;
@@ -522,8 +532,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       for (int k = 0; k < n; ++k)
         if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
       std::vector<char> lowered_image(n, 0);
-      for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < sift_x.contrast_threshold;
-      for (SiftOptions low = sift_x; !lower_x && low.contrast_threshold * 0.5 >= min_ct_x * (1 - 1e-9);) {
+      for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < ext.sift.contrast_threshold;
+      for (SiftOptions low = ext.sift; !ext.lower && low.contrast_threshold * 0.5 >= min_ct_x * (1 - 1e-9);) {
         low.contrast_threshold *= 0.5;
         std::vector<int> few;
         std::vector<const GrayImage*> few_ptrs;
@@ -560,7 +570,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       }
       *num_lowered = static_cast<int>(std::count(lowered_image.begin(), lowered_image.end(), 1));
       report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features},
-                                     {"images_at_lower_contrast_threshold", std::count(lowered_image.begin(), lowered_image.end(), 1)}};
+                                     {"images_at_lower_contrast_threshold", *num_lowered}};
       Progress(o, "extracted " + std::to_string(total_features) + " features");
 
       // 4. Matching.
@@ -764,8 +774,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                          o.retry_min_contrast_threshold < o.min_contrast_threshold &&
                          gray_bytes <= o.retry_max_image_bytes;
   int num_lowered = 0;
-  TIEPOINT_RETURN_IF_ERROR(attempt(sift, lower_in_extractor, extractor.get(), o.min_features_per_image,
-                                   o.min_contrast_threshold, !may_retry, &num_lowered));
+  TIEPOINT_RETURN_IF_ERROR(attempt(extractor.get(), o.min_features_per_image, o.min_contrast_threshold,
+                                   !may_retry, &num_lowered));
   // Second attempt: images of little contrast (some were already extracted at a lower
   // threshold) and a model that is not whole (no model, several, or images left out): the
   // features are extracted again with up to retry_min_features per image, down to
@@ -783,23 +793,19 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     result->models.clear();
     const json first_report = report;
     const size_t first_pairs = num_verified_pairs;
-    SiftOptions sift2 = o.sift;
-    sift2.num_threads = threads;
-    const bool lower2 = o.device == Device::kCpu;
-    if (lower2) {
-      sift2.min_features = o.retry_min_features;
-      sift2.min_contrast_threshold = o.retry_min_contrast_threshold;
-    }
     std::unique_ptr<FeatureExtractor> extractor2;
-    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(sift2, o.device, &extractor2));
+    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(
+        extraction(o.retry_min_features, o.retry_min_contrast_threshold).sift, o.device, &extractor2));
     int num_lowered2 = 0;
-    TIEPOINT_RETURN_IF_ERROR(attempt(sift2, lower2, extractor2.get(), o.retry_min_features,
-                                     o.retry_min_contrast_threshold, true, &num_lowered2));
+    TIEPOINT_RETURN_IF_ERROR(attempt(extractor2.get(), o.retry_min_features, o.retry_min_contrast_threshold,
+                                     true, &num_lowered2));
     const bool keep = largest(result->models) > largest(first_models);
-    json first_summary = json::array();
-    for (const Reconstruction& m : first_models) first_summary.push_back(m.images.size());
-    json second_summary = json::array();
-    for (const Reconstruction& m : result->models) second_summary.push_back(m.images.size());
+    auto sizes = [](const std::vector<Reconstruction>& models) {
+      json a = json::array();
+      for (const Reconstruction& m : models) a.push_back(m.images.size());
+      return a;
+    };
+    const json first_summary = sizes(first_models), second_summary = sizes(result->models);
     if (!keep) {
       result->models = std::move(first_models);
       report = first_report;
