@@ -59,6 +59,7 @@ struct ReconstructArgs {
   int min_features = 500;
   double min_contrast_threshold = 0.01;
   bool no_second_attempt = false;
+  double max_tri_angle = 120.0;
   int cuda_streams = 8;
   uint64_t seed = 0;
   bool quiet = false;
@@ -88,6 +89,7 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.min_features_per_image = a.min_features;
   o.min_contrast_threshold = a.min_contrast_threshold;
   if (a.no_second_attempt) o.retry_min_features = 0;
+  o.mapper.max_tri_angle_deg = a.max_tri_angle;
   o.sift.cuda_streams = a.cuda_streams;
   o.seed = a.seed;
   if (a.pairs == "exhaustive") {
@@ -180,6 +182,10 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_flag("--no-second-attempt", a->no_second_attempt,
                "When images of little contrast leave the model incomplete, do not extract again with up to "
                "2000 features per image (contrast threshold down to 0.0025) and map again");
+  app.add_option("--max-tri-angle", a->max_tri_angle,
+                 "Largest angle (degrees) between two views' rays to a point (180: no limit); wider ones "
+                 "come from false matches between opposite views")
+      ->capture_default_str();
   app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: images in flight")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the RANSAC samplers")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress lines");

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "sfm/geometry_adapters.h"
 #include "solver/reconstruction_ba.h"
@@ -224,6 +225,38 @@ class Mapper {
 
   bool HasPoint(int track) const { return track_point_.count(track) > 0; }
 
+  // The largest angle (radians) at X between the rays to the centres of two of `images`
+  // (registered image ids).
+  double LargestRayAngle(const Eigen::Vector3d& X, const std::vector<uint32_t>& images) const {
+    std::vector<Eigen::Vector3d> rays;
+    for (uint32_t id : images) rays.push_back((X - CentreOf(rec_.images.at(id))).normalized());
+    double best = 0;
+    for (size_t a = 0; a < rays.size(); ++a)
+      for (size_t b = a + 1; b < rays.size(); ++b)
+        best = std::max(best, std::acos(std::clamp(rays[a].dot(rays[b]), -1.0, 1.0)));
+    return best;
+  }
+  // Counts each track once that had a point refused or removed, or a view refused, for
+  // rays more than max_tri_angle_deg apart.
+  void NoteWideAngle(int track) {
+    if (wide_angle_tracks_.insert(track).second) ++summary_->wide_angle_tracks;
+  }
+  // Whether registered image i may observe point pid: its ray and those of the point's
+  // views are at most max_tri_angle_deg apart.
+  bool WithinMaxAngle(uint64_t pid, int i) {
+    if (o_.max_tri_angle_deg >= 180) return true;
+    const Point3D& p = rec_.points3D.at(pid);
+    const Eigen::Vector3d X(p.xyz[0], p.xyz[1], p.xyz[2]);
+    const Eigen::Vector3d r = (X - CentreOf(rec_.images.at(ImageId(i)))).normalized();
+    const double c = std::cos(o_.max_tri_angle_deg * kDeg);
+    for (const TrackElement& e : p.track)
+      if (r.dot((X - CentreOf(rec_.images.at(e.image_id))).normalized()) < c) {
+        NoteWideAngle(point_track_.at(pid));
+        return false;
+      }
+    return true;
+  }
+
   // Reprojection error (pixels) of point X in image i at feature f; infinity behind.
   double ReprojError(int i, uint32_t f, const double* X) const {
     const Image& im = rec_.images.at(ImageId(i));
@@ -247,7 +280,8 @@ class Mapper {
         if (!Registered(e.image)) continue;
         const Image& im = rec_.images.at(ImageId(e.image));
         if (im.points2D[e.feature].point3D_id == pid) continue;
-        if (ReprojError(e.image, e.feature, rec_.points3D.at(pid).xyz) <= o_.filter_max_reproj_error_px) {
+        if (ReprojError(e.image, e.feature, rec_.points3D.at(pid).xyz) <= o_.filter_max_reproj_error_px &&
+            WithinMaxAngle(pid, e.image)) {
           AddObservation(pid, e.image, e.feature);
           ++added;
         }
@@ -272,9 +306,17 @@ class Mapper {
                            o_.tri_min_angle_deg * kDeg, &X, &inlier))
       return 0;
     std::vector<TrackElementRef> obs;
+    std::vector<uint32_t> obs_ids;
     for (size_t k = 0; k < views.size(); ++k)
-      if (inlier[k]) obs.push_back(views[k]);
+      if (inlier[k]) {
+        obs.push_back(views[k]);
+        obs_ids.push_back(ImageId(views[k].image));
+      }
     if (obs.size() < 2) return 0;
+    if (o_.max_tri_angle_deg < 180 && LargestRayAngle(X, obs_ids) > o_.max_tri_angle_deg * kDeg) {
+      NoteWideAngle(track);
+      return 0;
+    }
     AddPoint(X, track, obs);
     return static_cast<int>(obs.size());
   }
@@ -322,15 +364,13 @@ class Mapper {
       }
       p.track = keep;
       bool remove = p.track.size() < 2;
-      if (!remove && check_angle) {
-        const Eigen::Vector3d X(p.xyz[0], p.xyz[1], p.xyz[2]);
-        double best = 0;
-        std::vector<Eigen::Vector3d> rays;
-        for (const TrackElement& e : p.track) rays.push_back((X - CentreOf(rec_.images.at(e.image_id))).normalized());
-        for (size_t a = 0; a < rays.size() && best < o_.filter_min_tri_angle_deg * kDeg; ++a)
-          for (size_t b = a + 1; b < rays.size(); ++b)
-            best = std::max(best, std::acos(std::clamp(rays[a].dot(rays[b]), -1.0, 1.0)));
-        remove = best < o_.filter_min_tri_angle_deg * kDeg;
+      if (!remove && (check_angle || o_.max_tri_angle_deg < 180)) {
+        std::vector<uint32_t> views;
+        for (const TrackElement& e : p.track) views.push_back(e.image_id);
+        const double best = LargestRayAngle(Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]), views);
+        remove = (check_angle && best < o_.filter_min_tri_angle_deg * kDeg) ||
+                 (o_.max_tri_angle_deg < 180 && best > o_.max_tri_angle_deg * kDeg);
+        if (remove && best > o_.max_tri_angle_deg * kDeg) NoteWideAngle(point_track_.at(pid));
       }
       if (remove) DeletePoint(pid);
     }
@@ -1046,7 +1086,7 @@ class Mapper {
     }
     AddImage(i, R, t);
     for (size_t k = 0; k < corr.size(); ++k)
-      if (inliers[k]) AddObservation(corr[k].second, i, corr[k].first);
+      if (inliers[k] && WithinMaxAngle(corr[k].second, i)) AddObservation(corr[k].second, i, corr[k].first);
     return true;
   }
 
@@ -1185,6 +1225,7 @@ class Mapper {
   Reconstruction rec_;
   std::unordered_map<int, uint64_t> track_point_;
   std::unordered_map<uint64_t, int> point_track_;
+  std::unordered_set<int> wide_angle_tracks_;  // counted in summary_->wide_angle_tracks
   uint64_t next_point_id_ = 1;
   uint32_t first_image_ = 0;
   std::vector<ModelState> done_;
@@ -1208,6 +1249,8 @@ Status MapperOptions::Check() const {
   if (!(filter_max_reproj_error_px > 0)) return Status::InvalidOptions("mapper: filter_max_reproj_error_px must be > 0");
   if (local_ba_num_images < 1) return Status::InvalidOptions("mapper: local_ba_num_images must be >= 1");
   if (!(global_ba_ratio >= 1)) return Status::InvalidOptions("mapper: global_ba_ratio must be >= 1");
+  if (!(max_tri_angle_deg > tri_min_angle_deg && max_tri_angle_deg <= 180))
+    return Status::InvalidOptions("mapper: --max-tri-angle must be above the minimum triangulation angle and at most 180");
   return Status::Ok();
 }
 

@@ -55,6 +55,14 @@ struct MapperOptions {
   double tri_min_angle_deg = 1.5;
   double filter_max_reproj_error_px = 4.0;
   double filter_min_tri_angle_deg = 1.5;
+  // No point is seen from two views whose rays to it are more than this apart (degrees;
+  // 180: no limit). For both views to see the front of a surface patch, each must see it
+  // at least half this angle from its normal, and SIFT does not match across views that
+  // oblique (its repeatability falls off beyond about 60 degrees of viewpoint change). Such
+  // points come from false matches between views from opposite sides of a ring, where the
+  // epipolar constraint is weak; they are not created, not continued, and removed by the
+  // filter.
+  double max_tri_angle_deg = 120.0;
   int local_ba_num_images = 6;
   double global_ba_ratio = 1.1;
   int max_models = 10;
@@ -122,6 +130,9 @@ struct MapperSummary {
   int sparse_ba_runs = 0;  // of those, run with kSparseSchur by ba_sparse_from_images
   double seconds_registration = 0, seconds_triangulation = 0, seconds_ba = 0;
   int64_t filtered_observations = 0;
+  // Tracks whose point was not created or was removed, or that had a view not added,
+  // because two of the views' rays would be more than max_tri_angle_deg apart.
+  int64_t wide_angle_tracks = 0;
   int merges = 0;  // models merged into larger ones through common tracks
   int pair_registrations = 0;  // images registered by a pair's pose and a fitted distance
 };

@@ -736,7 +736,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                {"local_ba", ms.local_ba_runs},
                                {"global_ba", ms.global_ba_runs},
                                {"sparse_ba", ms.sparse_ba_runs},
-                               {"filtered_observations", ms.filtered_observations}};
+                               {"filtered_observations", ms.filtered_observations},
+                               {"wide_angle_tracks", ms.wide_angle_tracks}};
     json unregistered = json::array();
     for (int k = 0; k < n; ++k)
       if (!ms.images[k].registered) unregistered.push_back({{"image", names[k]}, {"reason", ms.images[k].reason}});

@@ -186,7 +186,11 @@ TEST(ReconstructionPipeline, InitialFocalLengthComesFromExif) {
 // so a second attempt extracts more features (down to 0.0025). Then every image
 // registers, in two arcs (the pairs 6-7 and 12-13 hold 28 and 42 matches, and no track is
 // triangulated on both sides) that join only through the bridge (sfm/incremental_mapper.h,
-// step 5): one model of 16 whose cameras agree with the ground truth.
+// step 5): one model of 16 whose cameras agree with the ground truth, to the bounds
+// (centres within 1% of the ring's diameter, median rotation error 0.3 degrees). Image 14
+// met them only once false matches to the opposite side of the ring (pairs 6-14 and 7-14,
+// 15 inliers each) no longer made points (MapperOptions::max_tri_angle_deg): before, its
+// rotation was 1.1 to 1.3 degrees off, and its centre up to 1.004% of the diameter.
 TEST(ReconstructionPipeline, DinoRingClosesOnTheSecondAttempt) {
   TIEPOINT_REQUIRE_SHARED(par, "multiview/middlebury/dinoSparseRing/dinoSR_par.txt");
   std::vector<MiddleburyCamera> truth;
@@ -237,11 +241,11 @@ TEST(ReconstructionPipeline, DinoRingClosesOnTheSecondAttempt) {
     const Eigen::Matrix3d E = Rm[i] * Q.transpose() * Rt[i].transpose();
     rot.push_back(std::acos(std::clamp((E.trace() - 1) / 2, -1.0, 1.0)) * 180 / M_PI);
     const Eigen::Vector3d c = scale * Q * A.col(i) + T.block<3, 1>(0, 3);
-    EXPECT_LT((c - B.col(i)).norm(), 0.015 * diameter) << i;
+    EXPECT_LT((c - B.col(i)).norm(), 0.01 * diameter) << i;  // measured at most 0.41%
   }
   std::sort(rot.begin(), rot.end());
-  EXPECT_LT(rot[8], 0.4);   // median; measured 0.27 degrees
-  EXPECT_LT(rot[15], 1.5);  // measured 1.34
+  EXPECT_LT(rot[8], 0.3);   // median; measured 0.22 degrees
+  EXPECT_LT(rot[15], 1.0);  // measured 0.57
 }
 
 }  // namespace
