@@ -69,6 +69,12 @@ mkdir -p "$d/dup"; cp "${imgs[0]}" "$d/dup/"
 [ $rc = 2 ] || fail "duplicate names: exit $rc, expected 2"
 grep -q "${imgs[0]}" "$d/err4" && grep -q "$d/dup/" "$d/err4" || fail "duplicate message: $(cat "$d/err4")"
 
+# 4b. An option out of range: exit 2 naming it, before any work.
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4b" --max-tri-angle 200 -q > /dev/null 2> "$d/err4b"; rc=$?
+[ $rc = 2 ] || fail "--max-tri-angle 200: exit $rc, expected 2"
+grep -q -- "--max-tri-angle" "$d/err4b" || fail "message lacks --max-tri-angle: $(cat "$d/err4b")"
+[ -e "$d/rec4b/sparse" ] && fail "sparse/ written with a bad option"
+
 # 5. Images that share nothing: exit 1, no sparse/.
 # (Two views of one scene seen from opposite sides, 180 degrees apart, share no points.)
 "$tp" render-scene -o "$d/other" --views 2 --width 320 --height 240 > /dev/null
