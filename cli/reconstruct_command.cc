@@ -60,6 +60,7 @@ struct ReconstructArgs {
   double min_contrast_threshold = 0.01;
   bool no_second_attempt = false;
   double max_tri_angle = 120.0;
+  std::string guided_matching = "retry";
   int cuda_streams = 8;
   uint64_t seed = 0;
   bool quiet = false;
@@ -90,6 +91,16 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.min_contrast_threshold = a.min_contrast_threshold;
   if (a.no_second_attempt) o.retry_min_features = 0;
   o.mapper.max_tri_angle_deg = a.max_tri_angle;
+  if (a.guided_matching == "off") {
+    o.guided_matching = GuidedMatching::kOff;
+  } else if (a.guided_matching == "retry") {
+    o.guided_matching = GuidedMatching::kRetry;
+  } else if (a.guided_matching == "on") {
+    o.guided_matching = GuidedMatching::kOn;
+  } else {
+    return ReportError(cmd, Status::InvalidOptions("--guided-matching '" + a.guided_matching +
+                                                   "': expected off, retry or on"));
+  }
   o.sift.cuda_streams = a.cuda_streams;
   o.seed = a.seed;
   if (a.pairs == "exhaustive") {
@@ -182,6 +193,10 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_flag("--no-second-attempt", a->no_second_attempt,
                "When images of little contrast leave the model incomplete, do not extract again with up to "
                "2000 features per image (contrast threshold down to 0.0025) and map again");
+  app.add_option("--guided-matching", a->guided_matching,
+                 "Match each verified pair again among the feature pairs its epipolar geometry allows: "
+                 "off | retry (in the second attempt, for images of little contrast) | on")
+      ->capture_default_str();
   app.add_option("--max-tri-angle", a->max_tri_angle,
                  "Largest angle (degrees) between two views' rays to a point (180: no limit); wider ones "
                  "come from false matches between opposite views")

@@ -319,6 +319,65 @@ Status DescriptorMatcher::MatchPairs(const std::vector<const Features*>& images,
   return Status::Ok();
 }
 
+Status MatchRestricted(const Features& a, const Features& b, const std::vector<uint64_t>& ptr,
+                       const std::vector<uint32_t>& cols, const MatcherOptions& options,
+                       std::vector<FeatureMatch>* matches) {
+  TIEPOINT_RETURN_IF_ERROR(options.Check());
+  TIEPOINT_RETURN_IF_ERROR(a.CheckConsistent());
+  TIEPOINT_RETURN_IF_ERROR(b.CheckConsistent());
+  TIEPOINT_RETURN_IF_ERROR(CheckMatcherSizes(a.size(), b.size()));
+  matches->clear();
+  const uint64_t n1 = a.size(), n2 = b.size();
+  if (ptr.size() != n1 + 1 || ptr[0] != 0 || ptr[n1] != cols.size())
+    return Status::InvalidInput("restricted matching: the candidate lists do not fit " + std::to_string(n1) +
+                                " rows and " + std::to_string(cols.size()) + " candidates");
+  for (uint64_t i = 0; i < n1; ++i) {
+    if (ptr[i + 1] < ptr[i]) return Status::InvalidInput("restricted matching: row " + std::to_string(i) + "'s list ends before it starts");
+    for (uint64_t k = ptr[i]; k < ptr[i + 1]; ++k)
+      if (cols[k] >= n2 || (k > ptr[i] && cols[k] <= cols[k - 1]))
+        return Status::InvalidInput("restricted matching: row " + std::to_string(i) +
+                                    " lists a column out of range or out of order");
+  }
+  // Every allowed pair's distance, exact: |a|^2 + |b|^2 - 2 a.b as in Match.
+  std::vector<int32_t> na, nb;
+  Norms(a.descriptors.data(), n1, &na);
+  Norms(b.descriptors.data(), n2, &nb);
+  std::vector<uint32_t> dist(cols.size());
+  const int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 64)
+  for (int64_t i = 0; i < static_cast<int64_t>(n1); ++i)
+    for (uint64_t k = ptr[i]; k < ptr[i + 1]; ++k)
+      dist[k] = static_cast<uint32_t>(na[i] + nb[cols[k]] - 2 * Dot(a.descriptor(i), b.descriptor(cols[k])));
+  // Rows: nearest and second nearest over the allowed columns (lowest index among ties);
+  // columns: the nearest allowed row (lowest index among ties), in row order.
+  std::vector<uint32_t> col_best(n2, kNoSecond), col_index(n2, 0);
+  std::vector<uint32_t> row_best(n1, kNoSecond), row_second(n1, kNoSecond), row_index(n1, 0);
+  for (uint64_t i = 0; i < n1; ++i)
+    for (uint64_t k = ptr[i]; k < ptr[i + 1]; ++k) {
+      const uint32_t d = dist[k], j = cols[k];
+      if (d < row_best[i]) {
+        row_second[i] = row_best[i];
+        row_best[i] = d;
+        row_index[i] = j;
+      } else if (d < row_second[i]) {
+        row_second[i] = d;
+      }
+      if (d < col_best[j]) {
+        col_best[j] = d;
+        col_index[j] = static_cast<uint32_t>(i);
+      }
+    }
+  const double ratio_sq = options.ratio * options.ratio;
+  const double max_sq = options.max_distance < 0 ? -1.0 : options.max_distance * options.max_distance;
+  for (uint64_t i = 0; i < n1; ++i) {
+    if (ptr[i + 1] == ptr[i]) continue;
+    if (!PassesRatioAndDistance(ratio_sq, max_sq, row_best[i], row_second[i])) continue;
+    if (options.mutual && col_index[row_index[i]] != i) continue;
+    matches->push_back({static_cast<uint32_t>(i), row_index[i], row_best[i]});
+  }
+  return Status::Ok();
+}
+
 Status DescriptorMatcher::Create(const MatcherOptions& options, Device device,
                                  std::unique_ptr<DescriptorMatcher>* matcher) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());

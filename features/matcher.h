@@ -110,4 +110,16 @@ class DescriptorMatcher {
   MatcherSummary summary_;
 };
 
+// Guided matching's descriptor step (COLMAP's guided_matching; sfm/ chooses the pairs a
+// two-view geometry allows): the matches of a against b where row i may match only the
+// columns cols[ptr[i] .. ptr[i + 1]) (increasing, each < b.size()). best(i), second(i) and
+// col(j) are those of the header's definition taken over the allowed pairs only, and the
+// same tests apply (options' ratio, max_distance, mutual); a row with one allowed column
+// has no second (the ratio test passes). Matches come out in increasing index1. CPU only
+// (the allowed pairs are a few percent of n1 x n2); threads never change the output.
+// kInvalidInput when ptr or cols do not fit the two sets.
+Status MatchRestricted(const Features& a, const Features& b, const std::vector<uint64_t>& ptr,
+                       const std::vector<uint32_t>& cols, const MatcherOptions& options,
+                       std::vector<FeatureMatch>* matches);
+
 }  // namespace tiepoint

@@ -175,6 +175,10 @@ struct PairResult {
   double R[9], t[3];
   int num_matches = 0, num_e_inliers = 0, num_h_inliers = 0;
   std::string model;  // "calibrated", "uncalibrated", "planar", "none"
+  // The fundamental matrix (x2^T F x1 = 0, pixels undistorted with the prior, tiepoint's
+  // convention), when one verified.
+  double F[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  bool guided = false;  // the inliers come from guided matching
 };
 
 // Intrinsics of a camera as the two-view code wants them (tiepoint's pixel convention).
@@ -222,6 +226,7 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
              !F.verified) {
     return;
   }
+  std::copy(F.matrix, F.matrix + 9, out->F);
   std::vector<std::array<double, 2>> y1, y2;
   std::vector<std::pair<uint32_t, uint32_t>>& f_inliers = out->f_inliers;
   for (size_t k = 0; k < matches.size(); ++k)
@@ -260,6 +265,52 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
     if (H.num_inliers > o.mapper.max_h_inlier_ratio * std::max<int>(1, out->num_e_inliers))
       out->model = "planar or panoramic";
   }
+}
+
+// Keypoints undistorted with the camera's prior, in the verification's convention.
+std::vector<std::array<double, 2>> Undistorted(const std::vector<Point2D>& k, const Camera& c) {
+  std::vector<std::array<double, 2>> x(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    double u, v;
+    CameraPixelToNormalized(c.model, c.params.data(), k[i].x, k[i].y, &u, &v);
+    x[i] = {c.fx() * u + c.cx() - 0.5, c.fy() * v + c.cy() - 0.5};
+  }
+  return x;
+}
+
+// Guided matching of a verified pair (ReconstructionPipelineOptions::guided_matching):
+// the candidates of feature i of image 1 are the features of image 2 within max_error of
+// the epipolar line F x1_i, whose own line F^T x2_j passes within max_error of x1_i.
+void GuidedMatch(const ReconstructionPipelineOptions& o, const Features& f1, const Features& f2,
+                 const std::vector<std::array<double, 2>>& x1, const std::vector<std::array<double, 2>>& x2,
+                 const double* F, std::vector<std::pair<uint32_t, uint32_t>>* matches) {
+  matches->clear();
+  const double thr = o.verify_max_error_px;
+  // Lines normalised so that a dot product is a distance in pixels.
+  auto line = [](const double* M, bool transpose, double x, double y, double l[3]) {
+    for (int r = 0; r < 3; ++r)
+      l[r] = transpose ? M[r] * x + M[3 + r] * y + M[6 + r] : M[3 * r] * x + M[3 * r + 1] * y + M[3 * r + 2];
+    const double s = std::hypot(l[0], l[1]);
+    if (s > 0) for (int r = 0; r < 3; ++r) l[r] /= s;
+  };
+  std::vector<std::array<double, 3>> l2(x2.size());
+  for (size_t j = 0; j < x2.size(); ++j) line(F, true, x2[j][0], x2[j][1], l2[j].data());
+  std::vector<uint64_t> ptr(1, 0);
+  std::vector<uint32_t> cols;
+  for (size_t i = 0; i < x1.size(); ++i) {
+    double l[3];
+    line(F, false, x1[i][0], x1[i][1], l);
+    for (size_t j = 0; j < x2.size(); ++j)
+      if (std::abs(l[0] * x2[j][0] + l[1] * x2[j][1] + l[2]) <= thr &&
+          std::abs(l2[j][0] * x1[i][0] + l2[j][1] * x1[i][1] + l2[j][2]) <= thr)
+        cols.push_back(static_cast<uint32_t>(j));
+    ptr.push_back(cols.size());
+  }
+  MatcherOptions mo = o.matcher;
+  mo.num_threads = 1;  // the pairs are spread over the threads
+  std::vector<FeatureMatch> fm;
+  if (!MatchRestricted(f1, f2, ptr, cols, mo, &fm).ok()) return;
+  for (const FeatureMatch& m : fm) matches->push_back({m.index1, m.index2});
 }
 
 }  // namespace
@@ -483,7 +534,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // Stages 3-7 (features, matching, verification, tracks, mapping), run once, and again
   // when a second attempt is worth it (below).
   size_t num_verified_pairs = 0;
-  auto attempt = [&](FeatureExtractor* ex, int min_features_x, double min_ct_x, bool free_gray,
+  auto attempt = [&](FeatureExtractor* ex, int min_features_x, double min_ct_x, bool free_gray, bool guided,
                      int* num_lowered) -> Status {
     *num_lowered = 0;
     const Extraction ext = extraction(min_features_x, min_ct_x);
@@ -516,7 +567,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         mp.num_h_inliers = r.num_h_inliers;
         mpairs.push_back(std::move(mp));
         pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
-                               {"inliers", r.inliers.size()}, {"e_inliers", r.num_e_inliers},
+                               {"inliers", r.inliers.size()}, {"guided", r.guided}, {"e_inliers", r.num_e_inliers},
                                {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
       }
       return verified;
@@ -595,9 +646,40 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
                    cameras.at(image_camera[b]), m, !known.empty(), o.seed + p, &results[p]);
       }
+      json guided_report;
+      if (guided) {
+        // Guided matching of the verified pairs (see the option).
+        const auto tg = std::chrono::steady_clock::now();
+        std::vector<std::vector<std::array<double, 2>>> und(n);
+        for (int k = 0; k < n; ++k) und[k] = Undistorted(mimages[k].keypoints, cameras.at(image_camera[k]));
+        int64_t before = 0, after = 0;
+        int replaced = 0;
+  #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(+ : before, after, replaced)
+        for (size_t p = 0; p < pairs.size(); ++p) {
+          if (!results[p].verified) continue;
+          const auto [a, b] = pairs[p];
+          std::vector<std::pair<uint32_t, uint32_t>> gm;
+          GuidedMatch(o, features[a], features[b], und[a], und[b], results[p].F, &gm);
+          PairResult g;
+          g.num_matches = static_cast<int>(gm.size());
+          VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
+                     cameras.at(image_camera[b]), gm, !known.empty(), o.seed + p, &g, true);
+          before += static_cast<int64_t>(results[p].inliers.size());
+          if (g.verified && g.inliers.size() > results[p].inliers.size()) {
+            std::copy(results[p].F, results[p].F + 9, g.F);
+            g.guided = true;
+            results[p] = std::move(g);
+            ++replaced;
+          }
+          after += static_cast<int64_t>(results[p].inliers.size());
+        }
+        guided_report = {{"seconds", Since(tg)}, {"pairs_replaced", replaced}, {"inliers_before", before},
+                         {"inliers_after", after}};
+      }
       vpairs = pairs;
       vresults = std::move(results);
       const int verified = CollectPairs();
+      if (guided) report["stages"]["guided_matching"] = guided_report;
       report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
       Progress(o, "verified " + std::to_string(verified) + " of " + std::to_string(pairs.size()) + " pairs");
     } else {
@@ -776,7 +858,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                          gray_bytes <= o.retry_max_image_bytes;
   int num_lowered = 0;
   TIEPOINT_RETURN_IF_ERROR(attempt(extractor.get(), o.min_features_per_image, o.min_contrast_threshold,
-                                   !may_retry, &num_lowered));
+                                   !may_retry, o.guided_matching == GuidedMatching::kOn, &num_lowered));
   // Second attempt: images of little contrast (some were already extracted at a lower
   // threshold) and a model that is not whole (no model, several, or images left out): the
   // features are extracted again with up to retry_min_features per image, down to
@@ -799,7 +881,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         extraction(o.retry_min_features, o.retry_min_contrast_threshold).sift, o.device, &extractor2));
     int num_lowered2 = 0;
     TIEPOINT_RETURN_IF_ERROR(attempt(extractor2.get(), o.retry_min_features, o.retry_min_contrast_threshold,
-                                     true, &num_lowered2));
+                                     true, o.guided_matching != GuidedMatching::kOff, &num_lowered2));
     const bool keep = largest(result->models) > largest(first_models);
     auto sizes = [](const std::vector<Reconstruction>& models) {
       json a = json::array();

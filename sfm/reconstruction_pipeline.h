@@ -41,6 +41,8 @@ namespace tiepoint {
 
 enum class PairSelection { kExhaustive, kSequential, kFile };
 
+enum class GuidedMatching { kOff, kRetry, kOn };
+
 struct ReconstructionPipelineOptions {
   std::vector<std::string> image_paths;
   std::string output_dir;
@@ -75,6 +77,16 @@ struct ReconstructionPipelineOptions {
   MatcherOptions matcher;
   double verify_max_error_px = 4.0;
   int verify_min_inliers = 15;
+  // Guided matching (COLMAP's guided_matching): each verified pair is matched again among
+  // the feature pairs its fundamental matrix allows (each point within verify_max_error_px
+  // of the other's epipolar line), the ratio test taken among those candidates only, and
+  // verified again; the result replaces the pair's when it verifies with more inliers.
+  // Weakly textured pairs, whose true matches lose the ratio test to look-alikes elsewhere
+  // in the image, gain the most; structure repeated along the epipolar lines (the temple's
+  // columns) gains false matches. kRetry (the default): in the second attempt only, which
+  // runs on images of little contrast (the dino: 4,377 inliers become 10,029, and the
+  // fold between its two arcs holds).
+  GuidedMatching guided_matching = GuidedMatching::kRetry;
   uint64_t seed = 0;
   MapperOptions mapper;
   bool write_text = true, write_binary = true;

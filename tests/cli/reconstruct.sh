@@ -74,6 +74,9 @@ grep -q "${imgs[0]}" "$d/err4" && grep -q "$d/dup/" "$d/err4" || fail "duplicate
 [ $rc = 2 ] || fail "--max-tri-angle 200: exit $rc, expected 2"
 grep -q -- "--max-tri-angle" "$d/err4b" || fail "message lacks --max-tri-angle: $(cat "$d/err4b")"
 [ -e "$d/rec4b/sparse" ] && fail "sparse/ written with a bad option"
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4c" --guided-matching sometimes -q > /dev/null 2> "$d/err4c"; rc=$?
+[ $rc = 2 ] || fail "--guided-matching sometimes: exit $rc, expected 2"
+grep -q -- "--guided-matching 'sometimes'" "$d/err4c" || fail "message lacks --guided-matching: $(cat "$d/err4c")"
 
 # 5. Images that share nothing: exit 1, no sparse/.
 # (Two views of one scene seen from opposite sides, 180 degrees apart, share no points.)

@@ -209,6 +209,121 @@ TEST(Matcher, MismatchedFeaturesAreRejected) {
   EXPECT_EQ(m->Match(a, b, &out).code(), StatusCode::kInvalidInput);
 }
 
+// MatchRestricted (guided matching's descriptor step) against the definition applied
+// literally to the allowed pairs only.
+std::vector<FeatureMatch> NaiveRestricted(const MatcherOptions& o, const std::vector<uint8_t>& a,
+                                          const std::vector<uint8_t>& b, const std::vector<uint64_t>& ptr,
+                                          const std::vector<uint32_t>& cols) {
+  const size_t n1 = a.size() / 128, n2 = b.size() / 128;
+  auto dist = [&](size_t i, size_t j) {
+    uint32_t d = 0;
+    for (int k = 0; k < 128; ++k) {
+      const int e = int(a[i * 128 + k]) - int(b[j * 128 + k]);
+      d += static_cast<uint32_t>(e * e);
+    }
+    return d;
+  };
+  constexpr uint32_t kInf = std::numeric_limits<uint32_t>::max();
+  std::vector<uint32_t> col_best(n2, kInf), col_row(n2, 0);
+  for (size_t i = 0; i < n1; ++i)
+    for (uint64_t k = ptr[i]; k < ptr[i + 1]; ++k)
+      if (dist(i, cols[k]) < col_best[cols[k]]) {
+        col_best[cols[k]] = dist(i, cols[k]);
+        col_row[cols[k]] = static_cast<uint32_t>(i);
+      }
+  std::vector<FeatureMatch> out;
+  for (size_t i = 0; i < n1; ++i) {
+    if (ptr[i] == ptr[i + 1]) continue;
+    uint32_t d1 = kInf, d2 = kInf, j1 = 0;
+    for (uint64_t k = ptr[i]; k < ptr[i + 1]; ++k) {
+      const uint32_t d = dist(i, cols[k]);
+      if (d < d1) {
+        d2 = d1;
+        d1 = d;
+        j1 = cols[k];
+      } else if (d < d2) {
+        d2 = d;
+      }
+    }
+    if (o.max_distance >= 0 && !(double(d1) <= o.max_distance * o.max_distance)) continue;
+    if (d2 != kInf && !(double(d1) < o.ratio * o.ratio * double(d2))) continue;
+    if (o.mutual && col_row[j1] != i) continue;
+    out.push_back({static_cast<uint32_t>(i), j1, d1});
+  }
+  return out;
+}
+
+Features AsFeatures(const std::vector<uint8_t>& d) {
+  Features f;
+  f.descriptors = d;
+  f.keypoints.resize(d.size() / 128);
+  return f;
+}
+
+TEST(MatchRestricted, EveryColumnAllowedIsMatch) {
+  for (const Case& c : {Case{57, 43, 256, 0.97, false, -1}, Case{120, 90, 2, 1.0, true, -1},
+                        Case{90, 120, 2, 0.9, true, 7.0}, Case{64, 1, 256, 0.8, false, -1}}) {
+    const auto a = RandomDescriptors(c.n1, c.levels, 31);
+    const auto b = RandomDescriptors(c.n2, c.levels, 32);
+    MatcherOptions o;
+    o.ratio = c.ratio;
+    o.mutual = c.mutual;
+    o.max_distance = c.max_distance;
+    std::vector<uint64_t> ptr(1, 0);
+    std::vector<uint32_t> cols;
+    for (int i = 0; i < c.n1; ++i) {
+      for (int j = 0; j < c.n2; ++j) cols.push_back(j);
+      ptr.push_back(cols.size());
+    }
+    std::vector<FeatureMatch> got;
+    ASSERT_TRUE(MatchRestricted(AsFeatures(a), AsFeatures(b), ptr, cols, o, &got).ok());
+    EXPECT_EQ(got, NaiveMatch(o, a, b)) << c.n1 << " x " << c.n2;
+  }
+}
+
+TEST(MatchRestricted, AllowedPairsOnly) {
+  std::mt19937 rng(5);
+  for (int levels : {256, 2}) {
+    const auto a = RandomDescriptors(150, levels, 41);
+    const auto b = RandomDescriptors(170, levels, 42);
+    std::vector<uint64_t> ptr(1, 0);
+    std::vector<uint32_t> cols;
+    for (int i = 0; i < 150; ++i) {
+      const int stride = 1 + static_cast<int>(rng() % 12);  // some rows keep one column or none
+      for (int j = static_cast<int>(rng() % 20); j < 170; j += stride + static_cast<int>(rng() % 30)) cols.push_back(j);
+      ptr.push_back(cols.size());
+    }
+    for (bool mutual : {false, true}) {
+      MatcherOptions o;
+      o.ratio = 1.0;
+      o.mutual = mutual;
+      o.num_threads = 3;
+      std::vector<FeatureMatch> got;
+      ASSERT_TRUE(MatchRestricted(AsFeatures(a), AsFeatures(b), ptr, cols, o, &got).ok());
+      const auto want = NaiveRestricted(o, a, b, ptr, cols);
+      EXPECT_EQ(got, want) << "levels " << levels << " mutual " << mutual;
+      EXPECT_GT(want.size(), 10u);
+      // Restricting the candidates changes the answer: the unrestricted matches differ.
+      EXPECT_NE(want, NaiveMatch(o, a, b));
+    }
+  }
+}
+
+TEST(MatchRestricted, BadCandidateListsAreRejected) {
+  const Features a = AsFeatures(RandomDescriptors(3, 256, 1)), b = AsFeatures(RandomDescriptors(4, 256, 2));
+  std::vector<FeatureMatch> out;
+  const MatcherOptions o;
+  auto code = [&](std::vector<uint64_t> ptr, std::vector<uint32_t> cols) {
+    return MatchRestricted(a, b, ptr, cols, o, &out).code();
+  };
+  EXPECT_EQ(code({0, 1, 2, 3}, {0, 1, 3}), StatusCode::kOk);
+  EXPECT_EQ(code({0, 1, 2}, {0, 1}), StatusCode::kInvalidInput);          // one row short
+  EXPECT_EQ(code({0, 1, 2, 3}, {0, 1, 4}), StatusCode::kInvalidInput);    // column 4 of 4
+  EXPECT_EQ(code({0, 2, 2, 3}, {1, 0, 3}), StatusCode::kInvalidInput);    // out of order
+  EXPECT_EQ(code({0, 2, 1, 3}, {0, 1, 3}), StatusCode::kInvalidInput);    // a list ends early
+  EXPECT_EQ(code({0, 1, 2, 5}, {0, 1, 3}), StatusCode::kInvalidInput);    // past the end
+}
+
 TEST(Matcher, MatchPairsEqualsMatch) {
   std::vector<Features> images(4);
   for (int i = 0; i < 4; ++i) {

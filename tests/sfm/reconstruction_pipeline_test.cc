@@ -181,39 +181,15 @@ TEST(ReconstructionPipeline, InitialFocalLengthComesFromExif) {
   EXPECT_NEAR(r["cameras"][0]["initial_focal_px"].get<double>(), 500.0, 1e-9);
 }
 
-// The Middlebury dino ring (untextured, 11 degree field of view): at the default contrast
-// thresholds the first attempt gives two models (8 + 6), with images of little contrast,
-// so a second attempt extracts more features (down to 0.0025). Then every image
-// registers, in two arcs (the pairs 6-7 and 12-13 hold 28 and 42 matches, and no track is
-// triangulated on both sides) that join only through the bridge (sfm/incremental_mapper.h,
-// step 5): one model of 16 whose cameras agree with the ground truth, to the bounds
-// (centres within 1% of the ring's diameter, median rotation error 0.3 degrees). Image 14
-// met them only once false matches to the opposite side of the ring (pairs 6-14 and 7-14,
-// 15 inliers each) no longer made points (MapperOptions::max_tri_angle_deg): before, its
-// rotation was 1.1 to 1.3 degrees off, and its centre up to 1.004% of the diameter.
-TEST(ReconstructionPipeline, DinoRingClosesOnTheSecondAttempt) {
-  TIEPOINT_REQUIRE_SHARED(par, "multiview/middlebury/dinoSparseRing/dinoSR_par.txt");
-  std::vector<MiddleburyCamera> truth;
-  ASSERT_TRUE(ReadMiddleburyCameras(par, &truth).ok());
-  ScratchDir dir("dino");
-  ReconstructionPipelineOptions o;
-  const std::string folder = par.substr(0, par.rfind('/') + 1);
-  for (const MiddleburyCamera& c : truth) o.image_paths.push_back(folder + c.name);
-  o.intrinsics_file = par;
-  o.output_dir = dir.File("out");
-  o.num_threads = 2;
-  o.show_progress = false;
-  ReconstructionPipelineResult result;
-  const Status s = RunReconstructionPipeline(o, &result);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_EQ(result.models.size(), 1u) << result.report["models"].dump();
-  ASSERT_TRUE(result.report.contains("second_attempt")) << result.report.dump();
-  EXPECT_EQ(result.report["second_attempt"]["kept"], "second");
-  EXPECT_GT(result.report["second_attempt"]["first_attempt_model_sizes"].size(), 1u);
-  const Reconstruction& r = result.models[0];
-  ASSERT_EQ(r.images.size(), 16u);
-  // Similarity from the centres; rotations compared after it.
-  Eigen::Matrix3Xd A(3, 16), B(3, 16);
+// A model's cameras against the Middlebury ground truth: a similarity from the centres,
+// rotations compared after it.
+struct RingErrors {
+  std::vector<double> rotation_deg;  // sorted
+  double max_centre_fraction = 0;    // of the true ring's diameter
+};
+RingErrors CompareWithTruth(const Reconstruction& r, const std::vector<MiddleburyCamera>& truth) {
+  const int n = static_cast<int>(r.images.size());
+  Eigen::Matrix3Xd A(3, n), B(3, n);
   std::vector<Eigen::Matrix3d> Rm, Rt;
   int k = 0;
   for (const auto& [id, im] : r.images) {
@@ -224,7 +200,8 @@ TEST(ReconstructionPipeline, DinoRingClosesOnTheSecondAttempt) {
     const MiddleburyCamera* t = nullptr;
     for (const MiddleburyCamera& c : truth)
       if (c.name == im.name) t = &c;
-    ASSERT_NE(t, nullptr) << im.name;
+    EXPECT_NE(t, nullptr) << im.name;
+    if (t == nullptr) return {};
     Rt.push_back(Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(t->R.data()));
     const auto c = t->Centre();
     B.col(k) = Eigen::Vector3d(c[0], c[1], c[2]);
@@ -234,18 +211,94 @@ TEST(ReconstructionPipeline, DinoRingClosesOnTheSecondAttempt) {
   const double scale = T.block<3, 3>(0, 0).col(0).norm();
   const Eigen::Matrix3d Q = T.block<3, 3>(0, 0) / scale;
   double diameter = 0;
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) diameter = std::max(diameter, (B.col(i) - B.col(j)).norm());
-  std::vector<double> rot;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) diameter = std::max(diameter, (B.col(i) - B.col(j)).norm());
+  RingErrors e;
+  for (int i = 0; i < n; ++i) {
     const Eigen::Matrix3d E = Rm[i] * Q.transpose() * Rt[i].transpose();
-    rot.push_back(std::acos(std::clamp((E.trace() - 1) / 2, -1.0, 1.0)) * 180 / M_PI);
+    e.rotation_deg.push_back(std::acos(std::clamp((E.trace() - 1) / 2, -1.0, 1.0)) * 180 / M_PI);
     const Eigen::Vector3d c = scale * Q * A.col(i) + T.block<3, 1>(0, 3);
-    EXPECT_LT((c - B.col(i)).norm(), 0.01 * diameter) << i;  // measured at most 0.41%
+    e.max_centre_fraction = std::max(e.max_centre_fraction, (c - B.col(i)).norm() / diameter);
   }
-  std::sort(rot.begin(), rot.end());
-  EXPECT_LT(rot[8], 0.3);   // median; measured 0.22 degrees
-  EXPECT_LT(rot[15], 1.0);  // measured 0.57
+  std::sort(e.rotation_deg.begin(), e.rotation_deg.end());
+  return e;
+}
+
+// The dino's images and options with its _par.txt intrinsics, output in `dir`.
+ReconstructionPipelineOptions DinoOptions(const std::string& par, const std::vector<MiddleburyCamera>& truth,
+                                          ScratchDir* dir) {
+  ReconstructionPipelineOptions o;
+  const std::string folder = par.substr(0, par.rfind('/') + 1);
+  for (const MiddleburyCamera& c : truth) o.image_paths.push_back(folder + c.name);
+  o.intrinsics_file = par;
+  o.output_dir = dir->File("out");
+  o.num_threads = 2;
+  o.show_progress = false;
+  return o;
+}
+
+// The Middlebury dino ring (untextured, 11 degree field of view): at the default contrast
+// thresholds the first attempt gives two models (8 + 7), with images of little contrast,
+// so a second attempt extracts more features (down to 0.0025), with guided matching. Then
+// every image registers, in two arcs (the pairs 6-7 and 12-13 hold few matches, and no
+// track is triangulated on both sides) that join only through the bridge
+// (sfm/incremental_mapper.h, step 5): one model of 16 whose cameras agree with the ground
+// truth, to the bounds (centres within 1% of the ring's diameter, median rotation
+// error 0.3 degrees). Image 14 met them only once false matches to the opposite side of the
+// ring (pairs 6-14 and 7-14, 15 inliers each) no longer made points
+// (MapperOptions::max_tri_angle_deg): before, its rotation was 1.1 to 1.3 degrees off, and
+// its centre up to 1.004% of the diameter.
+TEST(ReconstructionPipeline, DinoRingClosesOnTheSecondAttempt) {
+  TIEPOINT_REQUIRE_SHARED(par, "multiview/middlebury/dinoSparseRing/dinoSR_par.txt");
+  std::vector<MiddleburyCamera> truth;
+  ASSERT_TRUE(ReadMiddleburyCameras(par, &truth).ok());
+  ScratchDir dir("dino");
+  const ReconstructionPipelineOptions o = DinoOptions(par, truth, &dir);
+  ReconstructionPipelineResult result;
+  const Status s = RunReconstructionPipeline(o, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(result.models.size(), 1u) << result.report["models"].dump();
+  ASSERT_TRUE(result.report.contains("second_attempt")) << result.report.dump();
+  EXPECT_EQ(result.report["second_attempt"]["kept"], "second");
+  EXPECT_GT(result.report["second_attempt"]["first_attempt_model_sizes"].size(), 1u);
+  ASSERT_TRUE(result.report["stages"].contains("guided_matching"));
+  EXPECT_GT(result.report["stages"]["guided_matching"]["pairs_replaced"].get<int>(), 0);
+  ASSERT_EQ(result.models[0].images.size(), 16u);
+  const RingErrors e = CompareWithTruth(result.models[0], truth);
+  ASSERT_EQ(e.rotation_deg.size(), 16u);
+  EXPECT_LT(e.max_centre_fraction, 0.01);  // measured 0.34%
+  EXPECT_LT(e.rotation_deg[8], 0.3);        // median; measured 0.14 degrees
+  EXPECT_LT(e.rotation_deg[15], 1.0);       // measured 0.44
+}
+
+// Guided matching holds the dino's fold. With 1,000 features per image (down to contrast
+// 0.0025) in one attempt, the two arcs meet through so few matches that the fold between
+// them is weakly held: median rotation error 0.39 degrees without guided matching (0.63
+// with one camera for all images, `reconstruct --single-camera`), 0.19 with it.
+TEST(ReconstructionPipeline, GuidedMatchingHoldsTheDinoFold) {
+  TIEPOINT_REQUIRE_SHARED(par, "multiview/middlebury/dinoSparseRing/dinoSR_par.txt");
+  std::vector<MiddleburyCamera> truth;
+  ASSERT_TRUE(ReadMiddleburyCameras(par, &truth).ok());
+  ScratchDir dir("dino-guided");
+  ReconstructionPipelineOptions o = DinoOptions(par, truth, &dir);
+  o.min_features_per_image = 1000;
+  o.min_contrast_threshold = 0.0025;
+  o.retry_min_features = 0;
+  o.guided_matching = GuidedMatching::kOn;
+  ReconstructionPipelineResult result;
+  const Status s = RunReconstructionPipeline(o, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(result.models.size(), 1u) << result.report["models"].dump();
+  ASSERT_EQ(result.models[0].images.size(), 16u);
+  const RingErrors e = CompareWithTruth(result.models[0], truth);
+  ASSERT_EQ(e.rotation_deg.size(), 16u);
+  std::printf("median %.3f deg, max %.3f, centres within %.3f%%\n", e.rotation_deg[8], e.rotation_deg[15],
+              100 * e.max_centre_fraction);
+  EXPECT_LT(e.rotation_deg[8], 0.3);  // measured 0.19 degrees (0.39 without guided matching)
+  EXPECT_LT(e.max_centre_fraction, 0.01);
+  ASSERT_TRUE(result.report["stages"].contains("guided_matching"));
+  const nlohmann::json& g = result.report["stages"]["guided_matching"];
+  EXPECT_GT(g["inliers_after"].get<int64_t>(), g["inliers_before"].get<int64_t>()) << g.dump();
 }
 
 }  // namespace
