@@ -60,7 +60,7 @@ struct ReconstructArgs {
   double min_contrast_threshold = 0.01;
   bool no_second_attempt = false;
   double max_tri_angle = 120.0;
-  std::string guided_matching = "retry";
+  std::string guided_matching = "off";
   int cuda_streams = 8;
   uint64_t seed = 0;
   bool quiet = false;
@@ -195,7 +195,7 @@ Runner RegisterReconstruct(CLI::App& app) {
                "2000 features per image (contrast threshold down to 0.0025) and map again");
   app.add_option("--guided-matching", a->guided_matching,
                  "Match each verified pair again among the feature pairs its epipolar geometry allows: "
-                 "off | retry (in the second attempt, for images of little contrast) | on")
+                 "off | retry (in the second attempt, for images of little contrast) | on; adds chance matches too")
       ->capture_default_str();
   app.add_option("--max-tri-angle", a->max_tri_angle,
                  "Largest angle (degrees) between two views' rays to a point (180: no limit); wider ones "

@@ -238,8 +238,8 @@ ReconstructionPipelineOptions DinoOptions(const std::string& par, const std::vec
 }
 
 // The Middlebury dino ring (untextured, 11 degree field of view): at the default contrast
-// thresholds the first attempt gives two models (8 + 7), with images of little contrast,
-// so a second attempt extracts more features (down to 0.0025), with guided matching. Then
+// thresholds the first attempt gives two models (8 + 6), with images of little contrast,
+// so a second attempt extracts more features (down to 0.0025). Then
 // every image registers, in two arcs (the pairs 6-7 and 12-13 hold few matches, and no
 // track is triangulated on both sides) that join only through the bridge
 // (sfm/incremental_mapper.h, step 5): one model of 16 whose cameras agree with the ground
@@ -261,20 +261,19 @@ TEST(ReconstructionPipeline, DinoRingClosesOnTheSecondAttempt) {
   ASSERT_TRUE(result.report.contains("second_attempt")) << result.report.dump();
   EXPECT_EQ(result.report["second_attempt"]["kept"], "second");
   EXPECT_GT(result.report["second_attempt"]["first_attempt_model_sizes"].size(), 1u);
-  ASSERT_TRUE(result.report["stages"].contains("guided_matching"));
-  EXPECT_GT(result.report["stages"]["guided_matching"]["pairs_replaced"].get<int>(), 0);
   ASSERT_EQ(result.models[0].images.size(), 16u);
   const RingErrors e = CompareWithTruth(result.models[0], truth);
   ASSERT_EQ(e.rotation_deg.size(), 16u);
-  EXPECT_LT(e.max_centre_fraction, 0.01);  // measured 0.34%
-  EXPECT_LT(e.rotation_deg[8], 0.3);        // median; measured 0.14 degrees
-  EXPECT_LT(e.rotation_deg[15], 1.0);       // measured 0.44
+  EXPECT_LT(e.max_centre_fraction, 0.01);  // measured 0.41%
+  EXPECT_LT(e.rotation_deg[8], 0.3);        // median; measured 0.22 degrees
+  EXPECT_LT(e.rotation_deg[15], 1.0);       // measured 0.57
 }
 
-// Guided matching holds the dino's fold. With 1,000 features per image (down to contrast
-// 0.0025) in one attempt, the two arcs meet through so few matches that the fold between
-// them is weakly held: median rotation error 0.39 degrees without guided matching (0.63
-// with one camera for all images, `reconstruct --single-camera`), 0.19 with it.
+// Guided matching (off by default, see ReconstructionPipelineOptions) on the dino with
+// 1,000 features per image (down to contrast 0.0025) in one attempt: the two arcs meet
+// through so few matches that the fold between them is weakly held, median rotation error
+// 0.39 degrees without guided matching (0.63 with one camera for all images, `reconstruct
+// --single-camera`), 0.19 with it, on the CPU's features.
 TEST(ReconstructionPipeline, GuidedMatchingHoldsTheDinoFold) {
   TIEPOINT_REQUIRE_SHARED(par, "multiview/middlebury/dinoSparseRing/dinoSR_par.txt");
   std::vector<MiddleburyCamera> truth;
