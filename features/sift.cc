@@ -7,6 +7,7 @@
 #include "features/sift_cuda.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #ifdef __SSE2__
 #include <immintrin.h>
@@ -17,7 +18,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -98,19 +101,37 @@ struct Plane {
 // Float storage that only grows and is never initialised: from the second image of a size
 // on, nothing is allocated, zeroed or faulted in (that took a third of the time before),
 // and pages nobody writes (gradients away from keypoints) are never touched at all.
+// A float array that grows and keeps its memory between images. Arrays of 4 MiB and more
+// are 2 MiB aligned and asked for transparent huge pages (madvise; a no-op where the
+// kernel has them off): a worker's workspace is some 2 GB for a 12-megapixel photo with
+// the upsampled first octave, and touching it first in 4 KiB pages took 11 of 28 CPU
+// seconds (page faults) in `extract` of fountain-P11's 11 photos on this project's VM.
 class Buffer {
  public:
   // Grows to at least n floats; the contents are then undefined.
   void Grow(size_t n) {
-    if (n > size_) {
-      data_.reset(new float[n]);
-      size_ = n;
+    if (n <= size_) return;
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t bytes = n * sizeof(float);
+    void* p = nullptr;
+    if (bytes >= 2 * kHuge) {
+      const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+      if (posix_memalign(&p, kHuge, rounded) != 0) throw std::bad_alloc();
+      madvise(p, rounded, MADV_HUGEPAGE);
+    } else {
+      p = std::malloc(bytes);
+      if (p == nullptr) throw std::bad_alloc();
     }
+    data_.reset(static_cast<float*>(p));
+    size_ = n;
   }
   float* data() const { return data_.get(); }
 
  private:
-  std::unique_ptr<float[]> data_;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> data_;
   size_t size_ = 0;
 };
 
