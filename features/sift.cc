@@ -101,11 +101,11 @@ struct Plane {
 // Float storage that only grows and is never initialised: from the second image of a size
 // on, nothing is allocated, zeroed or faulted in (that took a third of the time before),
 // and pages nobody writes (gradients away from keypoints) are never touched at all.
-// A float array that grows and keeps its memory between images. Arrays of 4 MiB and more
-// are 2 MiB aligned and asked for transparent huge pages (madvise; a no-op where the
-// kernel has them off): a worker's workspace is some 2 GB for a 12-megapixel photo with
-// the upsampled first octave, and touching it first in 4 KiB pages took 11 of 28 CPU
-// seconds (page faults) in `extract` of fountain-P11's 11 photos on this project's VM.
+// Arrays of 4 MiB and more are 2 MiB aligned and asked for transparent huge pages
+// (madvise; a no-op where the kernel has them off): a worker's workspace is some 2 GB for
+// a 12-megapixel photo with the upsampled first octave, and its first touch in 4 KiB pages
+// took 11 of 28 CPU seconds (page faults) in `extract` of fountain-P11's 11 photos on this
+// project's VM.
 class Buffer {
  public:
   // Grows to at least n floats; the contents are then undefined.

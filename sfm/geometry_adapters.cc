@@ -34,7 +34,7 @@ bool RefineAbsolutePosePair(const std::vector<Eigen::Vector2d>& normalized,
 
 bool RobustTriangulate(const std::vector<Pose34>& poses, const std::vector<Eigen::Vector2d>& normalized,
                        double max_error, double min_angle_rad, Eigen::Vector3d* X,
-                       std::vector<uint8_t>* inliers) {
+                       std::vector<uint8_t>* inliers, double* max_angle_rad) {
   RobustTriangulationOptions options;
   options.max_error = max_error;
   options.min_angle_rad = min_angle_rad;
@@ -42,6 +42,7 @@ bool RobustTriangulate(const std::vector<Pose34>& poses, const std::vector<Eigen
   if (!TriangulateTrackRobust(poses, normalized, options, &result).ok() || !result.found) return false;
   *X = result.point;
   *inliers = result.inlier_mask;
+  if (max_angle_rad != nullptr) *max_angle_rad = result.max_angle_rad;
   return true;
 }
 

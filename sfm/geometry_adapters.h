@@ -27,9 +27,10 @@ bool RefineAbsolutePosePair(const std::vector<Eigen::Vector2d>& normalized,
 
 // A point from two or more views that agrees with as many of them as possible (within
 // max_error, in front, from a pair of views at least min_angle_rad apart), refined on
-// those. False when no pair of views gives such a point.
+// those. False when no pair of views gives such a point. *max_angle_rad, when given: the
+// largest triangulation angle between two inlier views at X.
 bool RobustTriangulate(const std::vector<Pose34>& poses, const std::vector<Eigen::Vector2d>& normalized,
                        double max_error, double min_angle_rad, Eigen::Vector3d* X,
-                       std::vector<uint8_t>* inliers);
+                       std::vector<uint8_t>* inliers, double* max_angle_rad = nullptr);
 
 }  // namespace tiepoint

@@ -302,18 +302,15 @@ class Mapper {
     if (views.size() < 2) return 0;
     Eigen::Vector3d X;
     std::vector<uint8_t> inlier;
+    double max_angle = 0;
     if (!RobustTriangulate(poses, xn, o_.filter_max_reproj_error_px / min_focal,
-                           o_.tri_min_angle_deg * kDeg, &X, &inlier))
+                           o_.tri_min_angle_deg * kDeg, &X, &inlier, &max_angle))
       return 0;
     std::vector<TrackElementRef> obs;
-    std::vector<uint32_t> obs_ids;
     for (size_t k = 0; k < views.size(); ++k)
-      if (inlier[k]) {
-        obs.push_back(views[k]);
-        obs_ids.push_back(ImageId(views[k].image));
-      }
+      if (inlier[k]) obs.push_back(views[k]);
     if (obs.size() < 2) return 0;
-    if (o_.max_tri_angle_deg < 180 && LargestRayAngle(X, obs_ids) > o_.max_tri_angle_deg * kDeg) {
+    if (o_.max_tri_angle_deg < 180 && max_angle > o_.max_tri_angle_deg * kDeg) {
       NoteWideAngle(track);
       return 0;
     }

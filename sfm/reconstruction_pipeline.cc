@@ -191,6 +191,14 @@ Intrinsics ToIntrinsics(const Camera& c) {
   return k;
 }
 
+// A keypoint undistorted with the camera's prior, in tiepoint's convention (the two-view
+// code's pixels).
+std::array<double, 2> UndistortedPoint(const Point2D& k, const Camera& c) {
+  double u, v;
+  CameraPixelToNormalized(c.model, c.params.data(), k.x, k.y, &u, &v);
+  return {c.fx() * u + c.cx() - 0.5, c.fy() * v + c.cy() - 0.5};
+}
+
 void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2D>& k1,
                 const std::vector<Point2D>& k2, const Camera& c1, const Camera& c2,
                 const std::vector<std::pair<uint32_t, uint32_t>>& matches, bool known_intrinsics,
@@ -202,12 +210,8 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
   if (static_cast<int>(matches.size()) < o.verify_min_inliers) return;
   std::vector<std::array<double, 2>> x1, x2;
   for (const auto& [a, b] : matches) {
-    // Undistorted with the prior, in tiepoint's convention.
-    double u, v;
-    CameraPixelToNormalized(c1.model, c1.params.data(), k1[a].x, k1[a].y, &u, &v);
-    x1.push_back({c1.fx() * u + c1.cx() - 0.5, c1.fy() * v + c1.cy() - 0.5});
-    CameraPixelToNormalized(c2.model, c2.params.data(), k2[b].x, k2[b].y, &u, &v);
-    x2.push_back({c2.fx() * u + c2.cx() - 0.5, c2.fy() * v + c2.cy() - 0.5});
+    x1.push_back(UndistortedPoint(k1[a], c1));
+    x2.push_back(UndistortedPoint(k2[b], c2));
   }
   RansacOptions ro;
   ro.max_error_px = o.verify_max_error_px;
@@ -270,11 +274,7 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
 // Keypoints undistorted with the camera's prior, in the verification's convention.
 std::vector<std::array<double, 2>> Undistorted(const std::vector<Point2D>& k, const Camera& c) {
   std::vector<std::array<double, 2>> x(k.size());
-  for (size_t i = 0; i < k.size(); ++i) {
-    double u, v;
-    CameraPixelToNormalized(c.model, c.params.data(), k[i].x, k[i].y, &u, &v);
-    x[i] = {c.fx() * u + c.cx() - 0.5, c.fy() * v + c.cy() - 0.5};
-  }
+  for (size_t i = 0; i < k.size(); ++i) x[i] = UndistortedPoint(k[i], c);
   return x;
 }
 
