@@ -186,16 +186,19 @@ Runner RegisterReconstruct(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--min-contrast-threshold", a->min_contrast_threshold,
-                 "Lowest SIFT contrast threshold for --min-features (images in [0, 1]); the dark, "
-                 "untextured Middlebury dino ring closes with --min-features 2000 --min-contrast-threshold 0.0025")
+                 "Lowest SIFT contrast threshold for --min-features (images in [0, 1]); an image that reaches "
+                 "--min-features only there, or not at all, gets up to 2000 features down to 0.0025 "
+                 "(see --no-second-attempt)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--no-second-attempt", a->no_second_attempt,
-               "When images of little contrast leave the model incomplete, do not extract again with up to "
-               "2000 features per image (contrast threshold down to 0.0025) and map again");
+               "Neither give the images of least contrast up to 2000 features (contrast threshold down to "
+               "0.0025) nor, when images of little contrast leave the model incomplete, extract every image "
+               "so again and map again");
   app.add_option("--guided-matching", a->guided_matching,
                  "Match each verified pair again among the feature pairs its epipolar geometry allows: "
-                 "off | retry (in the second attempt, for images of little contrast) | on; adds chance matches too")
+                 "off | retry (in the second attempt, or when every image got the second attempt's features) | on; "
+                 "adds chance matches too")
       ->capture_default_str();
   app.add_option("--max-tri-angle", a->max_tri_angle,
                  "Largest angle (degrees) between two views' rays to a point (180: no limit); wider ones "

@@ -465,11 +465,17 @@ class SiftCpu : public FeatureExtractor {
 
   // The lowest contrast threshold a candidate is refined against: contrast_threshold, or
   // with min_features, its last halving at or above min_contrast_threshold.
-  double DetectionThreshold() const {
+  // contrast_threshold halved while it stays at or above `floor` (the last value of the
+  // tier search below, reached by the same products).
+  double Lowest(double floor) const {
     double t = options_.contrast_threshold;
-    if (options_.min_features > 0)
-      while (t * 0.5 >= options_.min_contrast_threshold * (1 - 1e-9)) t *= 0.5;
+    while (t * 0.5 >= floor * (1 - 1e-9)) t *= 0.5;
     return t;
+  }
+  bool Fallback() const { return options_.min_features > 0 && options_.fallback_min_features > 0; }
+  double DetectionThreshold() const {
+    if (options_.min_features <= 0) return options_.contrast_threshold;
+    return Lowest(Fallback() ? options_.fallback_min_contrast_threshold : options_.min_contrast_threshold);
   }
 
   // Whether a plain run at contrast threshold t finds a refined sample: a candidate refined
@@ -1026,12 +1032,21 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
     }
     std::vector<std::vector<double>> all_angles;
     orient(all, &all_angles);
-    double t = options_.contrast_threshold;
-    for (; t > detect_threshold_; t *= 0.5) {
+    auto count_at = [&](double t) {
       size_t count = 0;
       for (size_t i = 0; i < all.size(); ++i)
         if (PassesThreshold(best_candidate[i], all[i].response, t)) count += all_angles[i].size();
-      if (count >= static_cast<size_t>(options_.min_features)) break;
+      return count;
+    };
+    const double floor = Lowest(options_.min_contrast_threshold);
+    double t = options_.contrast_threshold;
+    for (; t > floor; t *= 0.5)
+      if (count_at(t) >= static_cast<size_t>(options_.min_features)) break;
+    // Only the floor reaches (or approaches) min_features: the fallback's search goes on
+    // from there (above the floor every threshold gave fewer than min_features <=
+    // fallback_min_features, as it gives in a run with the fallback's bounds).
+    if (Fallback() && t <= floor) {
+      while (t > detect_threshold_ && count_at(t) < static_cast<size_t>(options_.fallback_min_features)) t *= 0.5;
     }
     detections.clear();
     for (size_t i = 0; i < all.size(); ++i)
@@ -1155,6 +1170,21 @@ Status SiftOptions::Check() const {
   if (min_features > 0 && !(min_contrast_threshold > 0.0 && min_contrast_threshold <= contrast_threshold)) {
     return Status::InvalidOptions("SIFT min_contrast_threshold " + std::to_string(min_contrast_threshold) +
                                   ": expected (0, contrast_threshold] when min_features > 0");
+  }
+  if (fallback_min_features < 0) {
+    return Status::InvalidOptions("SIFT fallback_min_features " + std::to_string(fallback_min_features) +
+                                  ": expected >= 0 (0: no fallback)");
+  }
+  if (fallback_min_features > 0 && min_features > 0) {
+    if (fallback_min_features < min_features) {
+      return Status::InvalidOptions("SIFT fallback_min_features " + std::to_string(fallback_min_features) +
+                                    ": expected >= min_features (" + std::to_string(min_features) + ")");
+    }
+    if (!(fallback_min_contrast_threshold > 0.0 && fallback_min_contrast_threshold <= min_contrast_threshold)) {
+      return Status::InvalidOptions("SIFT fallback_min_contrast_threshold " +
+                                    std::to_string(fallback_min_contrast_threshold) +
+                                    ": expected (0, min_contrast_threshold] when fallback_min_features > 0");
+    }
   }
   if (!(edge_threshold >= 1.0 && std::isfinite(edge_threshold))) {
     return Status::InvalidOptions("SIFT edge_threshold " + std::to_string(edge_threshold) +

@@ -103,6 +103,16 @@ struct SiftOptions {
   // lowest, and each threshold keeps exactly the keypoints a run at it finds.
   int min_features = 0;
   double min_contrast_threshold = 0.01;
+  // CPU only. With fallback_min_features > 0 (and min_features > 0), an image that gives
+  // fewer than min_features at every threshold above min_contrast_threshold (it would keep
+  // those of min_contrast_threshold, the lowest) keeps instead the keypoints of the first of
+  // min_contrast_threshold, / 2, / 4, ..., down to fallback_min_contrast_threshold, that
+  // gives fallback_min_features (or those of the lowest): what a run with min_features =
+  // fallback_min_features and min_contrast_threshold = fallback_min_contrast_threshold
+  // gives such an image, from the same pass (detection then runs down to
+  // fallback_min_contrast_threshold). Other images keep what they have without it.
+  int fallback_min_features = 0;
+  double fallback_min_contrast_threshold = 0.0025;
   // Maximum ratio r of the principal curvatures of D (edge rejection): keypoints with
   // tr(H)^2 / det(H) >= (r + 1)^2 / r are dropped.
   double edge_threshold = 10.0;

@@ -365,25 +365,40 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // threshold down to min_ct for images with fewer. On the CPU the extractor lowers it
   // itself, in the same pass (`lower` true); the CUDA extractor keeps one threshold, and
   // those images are extracted again (in `attempt` below).
+  // With `fallback` (the first attempt, when a second one may run), an image that reaches
+  // min_features only at min_ct, or not at all, gets the second attempt's features at once
+  // (up to retry_min_features, down to retry_min_contrast_threshold): the CPU extractor
+  // takes them from the same pass (SiftOptions::fallback_min_features), and for the CUDA
+  // extractor the halving goes on for those images.
   struct Extraction {
     SiftOptions sift;
     bool lower = false;
+    int fallback_min_features = 0;
+    double fallback_min_ct = 0;
   };
-  auto extraction = [&](int min_features, double min_ct) {
+  const bool fallback_allowed = o.tracks_file.empty() && o.retry_min_features > o.min_features_per_image &&
+                                o.retry_min_contrast_threshold < o.min_contrast_threshold;
+  auto extraction = [&](int min_features, double min_ct, bool fallback) {
     Extraction e;
     e.sift = o.sift;
     e.sift.num_threads = threads;
     e.lower = o.device == Device::kCpu && min_features > 0 && min_ct < e.sift.contrast_threshold;
+    if (fallback && fallback_allowed && min_features > 0 && min_ct < e.sift.contrast_threshold) {
+      e.fallback_min_features = o.retry_min_features;
+      e.fallback_min_ct = o.retry_min_contrast_threshold;
+    }
     if (e.lower) {
       e.sift.min_features = min_features;
       e.sift.min_contrast_threshold = min_ct;
+      e.sift.fallback_min_features = e.fallback_min_features;
+      e.sift.fallback_min_contrast_threshold = e.fallback_min_ct;
     }
     return e;
   };
   MatcherOptions mo = o.matcher;
   mo.num_threads = threads;
   if (o.tracks_file.empty()) {
-    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(extraction(o.min_features_per_image, o.min_contrast_threshold).sift,
+    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(extraction(o.min_features_per_image, o.min_contrast_threshold, true).sift,
                                                       o.device, &extractor));
     TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
   }
@@ -534,10 +549,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // Stages 3-7 (features, matching, verification, tracks, mapping), run once, and again
   // when a second attempt is worth it (below).
   size_t num_verified_pairs = 0;
-  auto attempt = [&](FeatureExtractor* ex, int min_features_x, double min_ct_x, bool free_gray, bool guided,
-                     int* num_lowered) -> Status {
-    *num_lowered = 0;
-    const Extraction ext = extraction(min_features_x, min_ct_x);
+  // guided: guided matching (retry_guided: also when every image got the fallback's
+  // features, which are then what a second attempt would give them).
+  auto attempt = [&](FeatureExtractor* ex, int min_features_x, double min_ct_x, bool fallback, bool free_gray,
+                     bool guided, bool retry_guided, int* num_lowered, int* num_fallback) -> Status {
+    *num_lowered = *num_fallback = 0;
+    const Extraction ext = extraction(min_features_x, min_ct_x, fallback);
     std::vector<MapperImage> mimages(n);
     std::vector<PairCorrespondences> correspondences;
     std::vector<MapperPair> mpairs;
@@ -584,15 +601,24 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
       std::vector<char> lowered_image(n, 0);
       for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < ext.sift.contrast_threshold;
-      for (SiftOptions low = ext.sift; !ext.lower && low.contrast_threshold * 0.5 >= min_ct_x * (1 - 1e-9);) {
+      // The CUDA extractor: images with too few features again at half the threshold, down
+      // to min_ct_x; then, with the fallback, those extracted at min_ct_x on down to its
+      // own floor while below its count.
+      const double lowest = ext.fallback_min_features > 0 ? ext.fallback_min_ct : min_ct_x;
+      std::vector<char> at_floor(n, 0);
+      for (SiftOptions low = ext.sift; !ext.lower && low.contrast_threshold * 0.5 >= lowest * (1 - 1e-9);) {
         low.contrast_threshold *= 0.5;
+        const bool below = low.contrast_threshold < min_ct_x * (1 - 1e-9);
         std::vector<int> few;
         std::vector<const GrayImage*> few_ptrs;
         for (int k = 0; k < n; ++k)
-          if (static_cast<int>(features[k].size()) < min_features_x) {
+          if (below ? at_floor[k] && static_cast<int>(features[k].size()) < ext.fallback_min_features
+                    : static_cast<int>(features[k].size()) < min_features_x) {
             few.push_back(k);
             few_ptrs.push_back(ptrs[k]);
           }
+        if (!below && low.contrast_threshold <= min_ct_x * (1 + 1e-9))
+          for (int k : few) at_floor[k] = 1;
         if (few.empty()) break;
         std::unique_ptr<FeatureExtractor> low_extractor;
         TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(low, o.device, &low_extractor));
@@ -620,8 +646,13 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         total_features += static_cast<int64_t>(features[k].size());
       }
       *num_lowered = static_cast<int>(std::count(lowered_image.begin(), lowered_image.end(), 1));
+      if (ext.fallback_min_features > 0)
+        for (int k = 0; k < n; ++k) *num_fallback += features[k].contrast_threshold <= min_ct_x * (1 + 1e-9);
       report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features},
                                      {"images_at_lower_contrast_threshold", *num_lowered}};
+      if (ext.fallback_min_features > 0)
+        report["stages"]["extract"]["images_given_more_features"] = *num_fallback;
+      if (retry_guided && *num_fallback == n) guided = true;
       Progress(o, "extracted " + std::to_string(total_features) + " features");
 
       // 4. Matching.
@@ -856,17 +887,20 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   const bool may_retry = o.tracks_file.empty() && o.retry_min_features > o.min_features_per_image &&
                          o.retry_min_contrast_threshold < o.min_contrast_threshold &&
                          gray_bytes <= o.retry_max_image_bytes;
-  int num_lowered = 0;
-  TIEPOINT_RETURN_IF_ERROR(attempt(extractor.get(), o.min_features_per_image, o.min_contrast_threshold,
-                                   !may_retry, o.guided_matching == GuidedMatching::kOn, &num_lowered));
+  int num_lowered = 0, num_fallback = 0;
+  TIEPOINT_RETURN_IF_ERROR(attempt(extractor.get(), o.min_features_per_image, o.min_contrast_threshold, true,
+                                   !may_retry, o.guided_matching == GuidedMatching::kOn,
+                                   o.guided_matching == GuidedMatching::kRetry, &num_lowered, &num_fallback));
   // Second attempt: images of little contrast (some were already extracted at a lower
   // threshold) and a model that is not whole (no model, several, or images left out): the
   // features are extracted again with up to retry_min_features per image, down to
   // retry_min_contrast_threshold, and everything after runs again. The result that
-  // registers more images in its largest model is kept (ties: the first). On the dark,
-  // untextured Middlebury dino this closes the ring (16 of 16 instead of 8 + 6).
+  // registers more images in its largest model is kept (ties: the first). Not when every
+  // image already had those features (all below min_features at min_contrast_threshold:
+  // the fallback above), as on the dark, untextured Middlebury dino, whose ring closes so
+  // in one attempt.
   auto largest = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
-  if (may_retry && num_lowered > 0 &&
+  if (may_retry && num_lowered > 0 && num_fallback < n &&
       (result->models.size() != 1 || largest(result->models) < static_cast<size_t>(n))) {
     const auto t1 = std::chrono::steady_clock::now();
     Progress(o, "the model is not whole and " + std::to_string(num_lowered) +
@@ -878,10 +912,11 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     const size_t first_pairs = num_verified_pairs;
     std::unique_ptr<FeatureExtractor> extractor2;
     TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(
-        extraction(o.retry_min_features, o.retry_min_contrast_threshold).sift, o.device, &extractor2));
-    int num_lowered2 = 0;
-    TIEPOINT_RETURN_IF_ERROR(attempt(extractor2.get(), o.retry_min_features, o.retry_min_contrast_threshold,
-                                     true, o.guided_matching != GuidedMatching::kOff, &num_lowered2));
+        extraction(o.retry_min_features, o.retry_min_contrast_threshold, false).sift, o.device, &extractor2));
+    int num_lowered2 = 0, num_fallback2 = 0;
+    TIEPOINT_RETURN_IF_ERROR(attempt(extractor2.get(), o.retry_min_features, o.retry_min_contrast_threshold, false,
+                                     true, o.guided_matching != GuidedMatching::kOff, false, &num_lowered2,
+                                     &num_fallback2));
     const bool keep = largest(result->models) > largest(first_models);
     auto sizes = [](const std::vector<Reconstruction>& models) {
       json a = json::array();

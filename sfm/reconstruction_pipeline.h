@@ -9,8 +9,9 @@
 //     height), as COLMAP) an essential matrix for the relative pose and a
 //     homography for the planar / pure-rotation test (COLMAP's classification);
 //  5. tracks (sfm/tracks.h) and the incremental mapper (sfm/incremental_mapper.h);
+//     images of the least contrast get more features at once (retry_min_features below);
 //     when images of little contrast leave the result incomplete, steps 2-5 run a second
-//     time with more features (retry_min_features below) and the better result is kept;
+//     time with more features for every image and the better result is kept;
 //  6. outputs into OUT/ (written under a temporary name and renamed at the end, so a
 //     crash or kill leaves no half-written model):
 //       OUT/sparse/N/{cameras,images,points3D}.{txt,bin}  COLMAP model, largest first
@@ -66,11 +67,16 @@ struct ReconstructionPipelineOptions {
   // --min-features`, `--min-contrast-threshold`; 0 features: never).
   int min_features_per_image = 500;
   double min_contrast_threshold = 0.01;
-  // A second attempt, when some images had little contrast (were extracted at a lower
-  // threshold) and the model is not whole: extraction again with up to retry_min_features
-  // per image, down to retry_min_contrast_threshold, then everything after it; the result
-  // with more images in its largest model is kept. Only when the grey images take at most
-  // retry_max_image_bytes (they are kept for it). retry_min_features 0: never.
+  // An image that reaches min_features_per_image only at min_contrast_threshold, or not
+  // at all, gets at once up to retry_min_features, down to retry_min_contrast_threshold
+  // (report: extract.images_given_more_features; on the CPU from the same pass, see
+  // SiftOptions::fallback_min_features). A second attempt, when some images had little
+  // contrast (were extracted at a lower threshold), not all of them got those features, and
+  // the model is not whole: extraction again with up to retry_min_features per image, down
+  // to retry_min_contrast_threshold, then everything after it; the result with more images
+  // in its largest model is kept. Only when the grey images take at most
+  // retry_max_image_bytes (they are kept for it). retry_min_features 0: neither
+  // (`reconstruct --no-second-attempt`).
   int retry_min_features = 2000;
   double retry_min_contrast_threshold = 0.0025;
   size_t retry_max_image_bytes = size_t{1} << 30;
@@ -89,7 +95,8 @@ struct ReconstructionPipelineOptions {
   // to 100-190, and with the GPU's features the second attempt then ends in 10 + 6 images
   // instead of one model of 16. The temple's columns, repeated along its epipolar lines,
   // gain false matches (median rotation error 0.27 -> 0.80 degrees). kRetry: in the second
-  // attempt only (images of little contrast); kOn: in every attempt. Cost: every feature
+  // attempt only (images of little contrast), or in the first when every image got its
+  // features there; kOn: in every attempt. Cost: every feature
   // pair of a verified pair is tested against the band (n1 n2 per pair, on the CPU).
   GuidedMatching guided_matching = GuidedMatching::kOff;
   uint64_t seed = 0;

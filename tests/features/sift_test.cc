@@ -315,7 +315,7 @@ TEST(SiftTest, DeterministicAcrossThreadCounts) {
 // contrast_threshold, /2, /4, ... that yields min_features.
 TEST(SiftTest, MinFeaturesEqualsAPlainRunAtTheThresholdItSettlesOn) {
   GrayImage img = TextureImage(420, 310, 5);
-  for (float& v : img.pixels) v = 0.5f + 0.25f * (v - 0.5f);  // low contrast
+  for (float& v : img.pixels) v = 0.5f + 0.5f * (v - 0.5f);  // low contrast
   auto same = [](const Features& a, const Features& b) {
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.keypoints.data(), b.keypoints.data(), a.size() * sizeof(Keypoint)), 0);
@@ -327,6 +327,7 @@ TEST(SiftTest, MinFeaturesEqualsAPlainRunAtTheThresholdItSettlesOn) {
     plain.contrast_threshold = 0.04 / (1 << k);
     at[k] = Extract(img, plain);
   }
+  ASSERT_GT(at[0].size(), 0u);
   ASSERT_LT(at[0].size(), at[1].size());
   ASSERT_LT(at[1].size(), at[2].size());
   SiftOptions low;
@@ -357,6 +358,68 @@ TEST(SiftTest, MinFeaturesEqualsAPlainRunAtTheThresholdItSettlesOn) {
   low.min_contrast_threshold = 0.01;
   low.min_features = -1;
   EXPECT_NE(low.Check().message().find("min_features"), std::string::npos);
+}
+
+// fallback_min_features: an image still below min_features at min_contrast_threshold gets,
+// from the same pass, exactly what a run with min_features = fallback_min_features down to
+// fallback_min_contrast_threshold gives it; an image that reaches min_features is as
+// without the fallback.
+TEST(SiftTest, FallbackEqualsARunWithTheFallbackBounds) {
+  GrayImage img = TextureImage(420, 310, 5);
+  for (float& v : img.pixels) v = 0.5f + 0.5f * (v - 0.5f);  // lower contrast
+  auto same = [](const Features& a, const Features& b) {
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_DOUBLE_EQ(a.contrast_threshold, b.contrast_threshold);
+    EXPECT_EQ(std::memcmp(a.keypoints.data(), b.keypoints.data(), a.size() * sizeof(Keypoint)), 0);
+    EXPECT_EQ(a.descriptors, b.descriptors);
+  };
+  SiftOptions plain;
+  std::vector<Features> at(5);
+  for (int k = 0; k < 5; ++k) {
+    plain.contrast_threshold = 0.04 / (1 << k);
+    at[k] = Extract(img, plain);
+  }
+  ASSERT_GT(at[0].size(), 0u);
+  for (int k = 1; k < 5; ++k) ASSERT_LT(at[k - 1].size(), at[k].size());
+  SiftOptions o;
+  o.min_contrast_threshold = 0.01;
+  o.fallback_min_contrast_threshold = 0.0025;
+  // Only 0.01 gives min_features: the fallback's search, from 0.01, settles on 0.005 when it
+  // gives enough...
+  o.min_features = static_cast<int>(at[1].size()) + 1;
+  o.fallback_min_features = static_cast<int>(at[3].size());
+  Features f = Extract(img, o);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.005);
+  same(f, at[3]);
+  SiftOptions direct = o;
+  direct.fallback_min_features = 0;
+  direct.min_features = o.fallback_min_features;
+  direct.min_contrast_threshold = 0.0025;
+  same(f, Extract(img, direct));
+  // ... and on the lowest, 0.0025, when nothing does.
+  o.fallback_min_features = static_cast<int>(at[4].size()) * 2;
+  f = Extract(img, o);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.0025);
+  same(f, at[4]);
+  // ... or on 0.01 itself when that gives enough (as does a run with the fallback's bounds).
+  o.fallback_min_features = static_cast<int>(at[2].size());
+  f = Extract(img, o);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.01);
+  same(f, at[2]);
+  // Reaching min_features above 0.01: what it has without the fallback.
+  o.fallback_min_features = static_cast<int>(at[4].size());
+  o.min_features = static_cast<int>(at[1].size());
+  f = Extract(img, o);
+  EXPECT_DOUBLE_EQ(f.contrast_threshold, 0.02);
+  same(f, at[1]);
+  o.min_features = static_cast<int>(at[0].size());
+  same(Extract(img, o), at[0]);
+  // Bad values are named.
+  o.fallback_min_features = o.min_features - 1;
+  EXPECT_NE(o.Check().message().find("fallback_min_features"), std::string::npos);
+  o.fallback_min_features = o.min_features + 1;
+  o.fallback_min_contrast_threshold = 0.02;
+  EXPECT_NE(o.Check().message().find("fallback_min_contrast_threshold"), std::string::npos) << o.Check().ToString();
 }
 
 // (d') The workspace an extractor keeps between images and ExtractBatch's parallel
