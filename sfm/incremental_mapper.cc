@@ -82,8 +82,9 @@ class Mapper {
         }
       }
       rec_ = Reconstruction();
+      if (o_.first_model_only && !done_.empty()) break;
     }
-    TIEPOINT_RETURN_IF_ERROR(MergeModels());
+    if (!o_.first_model_only) TIEPOINT_RETURN_IF_ERROR(MergeModels());
     // The largest model may take the images of the others: they are released, the largest
     // grows (an image there can register with the pose-supported rule that needs images
     // registered on both sides), and what it leaves builds new models.

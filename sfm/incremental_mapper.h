@@ -95,6 +95,9 @@ struct MapperOptions {
   // local bundles, CHOLMOD for the global bundles of large models; the two give the same
   // steps to rounding).
   int ba_sparse_from_images = 0;
+  // Build one model only (no others, no merging): the first pass of a self-calibration,
+  // which needs only the intrinsics the first model refines.
+  bool first_model_only = false;
 
   Status Check() const;
 };

@@ -798,13 +798,19 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       Progress(o, "model " + std::to_string(model) + ": registered " + names[image] + " (" +
                       std::to_string(num_registered) + " of " + std::to_string(total) + ")");
     };
-    TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
+    // Self-calibrating, the first pass builds one model only (its intrinsics are what the
+    // second pass below needs).
+    MapperOptions mo_first = mo2;
+    mo_first.first_model_only = known.empty();
+    TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo_first, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
     // Self-calibration, second pass: the prior focal length (1.2 max(w, h)) can be far off
     // (the Middlebury rings: 2x and 4x), and the pairs' relative poses, the initial pair and
     // the pose-from-pair registrations were all computed with it. The intrinsics the first
     // model refined go back into the essential matrices of the verified pairs (their
     // fundamental-matrix inliers are kept), and the mapper runs again from there; the second
-    // result is kept when it registers at least as many images.
+    // result is kept when it registers at least as many images as the first model. When it
+    // does not, the first pass runs again in full, and the result with more images in its
+    // largest model is kept (ties: the second pass).
     if (known.empty() && !result->models.empty()) {
       const auto t1 = std::chrono::steady_clock::now();
       std::map<uint32_t, Camera> refined = cameras;
@@ -827,10 +833,24 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       MapperSummary ms2;
       TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, refined, mpairs, tracks2, &models2, &ms2, progress));
       auto registered = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
-      const bool keep = registered(models2) >= registered(result->models);
-      report["stages"]["self_calibration_pass"] = {{"seconds", Since(t1)}, {"kept", keep},
-                                                   {"registered_first_pass", registered(result->models)},
-                                                   {"registered_second_pass", registered(models2)}};
+      const size_t first_model = registered(result->models);
+      bool keep = registered(models2) >= first_model;
+      json pass = {{"registered_first_model", first_model}};
+      if (!keep) {
+        std::swap(vresults, second);
+        CollectPairs();
+        result->models.clear();
+        ms = MapperSummary();
+        TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
+        pass["registered_first_pass_in_full"] = registered(result->models);
+        keep = registered(models2) >= registered(result->models);
+        std::swap(vresults, second);
+        if (keep) CollectPairs();
+      }
+      pass["seconds"] = Since(t1);
+      pass["kept"] = keep;
+      pass["registered_second_pass"] = registered(models2);
+      report["stages"]["self_calibration_pass"] = pass;
       if (keep) {
         result->models = std::move(models2);
         ms = std::move(ms2);

@@ -351,6 +351,22 @@ TEST(IncrementalMapper, DisconnectedImagesMakeTwoModelsOrReasons) {
   ASSERT_EQ(models.size(), 2u);
   EXPECT_EQ(models[0].images.size(), 8u);
   EXPECT_EQ(models[1].images.size(), 6u);
+  // first_model_only (the first pass of a self-calibration): the first model alone, the
+  // same as in the full run (to rounding: there the largest model grows once more, and is
+  // adjusted again, after the others are built).
+  o.first_model_only = true;
+  std::vector<Reconstruction> first;
+  MapperSummary fs;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &first, &fs).ok());
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].images.size(), models[0].images.size());
+  for (const auto& [id, im] : first[0].images) {
+    ASSERT_TRUE(models[0].images.count(id));
+    for (int q = 0; q < 4; ++q) EXPECT_NEAR(im.qvec[q], models[0].images.at(id).qvec[q], 1e-6);
+  }
+  int unregistered = 0;
+  for (const MapperImageStatus& st : fs.images) unregistered += !st.registered;
+  EXPECT_EQ(unregistered, 6);
 }
 
 }  // namespace
