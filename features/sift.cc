@@ -901,6 +901,7 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
   const int threads = ResolveThreads(options_.num_threads);
   const int S = options_.octave_layers;
   Features result;
+  result.contrast_threshold = options_.contrast_threshold;  // lowered below when detected lower
 
   int base_w = image.width, base_h = image.height;
   if (options_.upsample && base_w > 0 && base_h > 0) {
@@ -1006,7 +1007,6 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
     for (size_t i = 0; i < d.size(); ++i) Orientations(gradients[d[i].octave], d[i], &(*angles)[i]);
   };
   std::vector<std::vector<double>> angles;
-  result.contrast_threshold = options_.contrast_threshold;
   if (detect_threshold_ < options_.contrast_threshold) {
     // Detected down to min_contrast_threshold: keep what a plain run at the first of
     // contrast_threshold, /2, /4, ... giving min_features keypoints (after orientation

@@ -1190,6 +1190,7 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   TIEPOINT_RETURN_IF_ERROR(Init());
   const int S = options_.octave_layers;
   Features result;
+  result.contrast_threshold = options_.contrast_threshold;  // one threshold, no lowering
   int base_w = image.width, base_h = image.height;
   if (options_.upsample && base_w > 0 && base_h > 0) {
     base_w = 2 * base_w - 1;
