@@ -417,7 +417,8 @@ class Mapper {
                            o_.ba_sparse_from_images > 0 &&
                            variable.size() >= static_cast<size_t>(o_.ba_sparse_from_images);
     if (to_sparse) bo.linear_solver = ReconstructionLinearSolver::kSparseSchur;
-    bo.fix_intrinsics = !o_.refine_intrinsics || rec_.images.size() < 3;
+    bo.fix_intrinsics = !o_.refine_intrinsics || rec_.images.size() < 3 ||
+                        (o_.refine_intrinsics_final_only && !final_ba_);
     // Radial terms and the principal point are weakly constrained by a small model and,
     // refined early, walk into a wrong basin (the Middlebury rings: k1 near -0.6 where the
     // truth is 0); they are refined only in global adjustments of a model that has grown.
@@ -425,10 +426,13 @@ class Mapper {
     bo.refine_extra = radial_fixed_ ? false : extra_override_ >= 0 ? extra_override_ == 1
                                            : global && (final_ba_ || size >= static_cast<size_t>(o_.refine_extra_min_images));
     bo.refine_principal_point = o_.refine_principal_point ||
-                                (global && final_ba_ && principal_point_free_ && o_.refine_principal_point_min_images > 0 &&
+                                (global && final_ba_ && principal_point_free_ && !hold_principal_point_ &&
+                                 o_.refine_principal_point_min_images > 0 &&
                                  size >= static_cast<size_t>(o_.refine_principal_point_min_images));
-    std::map<uint32_t, Camera> before;
-    if (bo.refine_principal_point) before = rec_.cameras;
+    // Where the principal point may leave the image's middle: the state to run again from.
+    AdjustedState before;
+    const bool pp_may_run_off = bo.refine_principal_point && !o_.refine_principal_point;
+    if (pp_may_run_off) before.Take(rec_, variable);
     bo.loss.type = LossType::kCauchy;
     bo.loss.scale = 1.0;
     ReconstructionBAConfig config;
@@ -467,10 +471,11 @@ class Mapper {
       }
     };
     TIEPOINT_RETURN_IF_ERROR(run());
-    if (bo.refine_principal_point && !o_.refine_principal_point && !PrincipalPointsPlausible()) {
+    if (pp_may_run_off && !PrincipalPointsPlausible()) {
       // The principal point left the middle of the image: not determined by this model
-      // (forward motion, few views). Back to the image centre and held there.
-      rec_.cameras = before;
+      // (forward motion, few views). Back to where the adjustment started (the image
+      // centre), held there, and adjusted again from there.
+      before.Restore(&rec_);
       principal_point_free_ = false;
       bo.refine_principal_point = false;
       TIEPOINT_RETURN_IF_ERROR(run());
@@ -515,6 +520,10 @@ class Mapper {
     const std::set<uint32_t> all = AllImages();
     const Reconstruction start = rec_;
     const bool pp_free = principal_point_free_;
+    // Both candidates with the principal point where it is (SelectPrincipalPoint decides it
+    // next, with the radial terms chosen here): refined in each, where it is weakly
+    // determined (the dino ring) it ran off in both, and each ran twice.
+    hold_principal_point_ = true;
     extra_override_ = 1;
     Status st = Adjust(all, true, o_.ba_global_max_iterations);
     const double cost_free = last_cost_;
@@ -528,6 +537,7 @@ class Mapper {
     if (st.ok()) st = Adjust(all, true, o_.ba_global_max_iterations);
     const double cost_zero = last_cost_;
     extra_override_ = -1;
+    hold_principal_point_ = false;
     TIEPOINT_RETURN_IF_ERROR(st);
     if (cost_free < (1.0 - o_.min_radial_gain) * cost_zero) {
       rec_ = std::move(with_radial);
@@ -1231,6 +1241,7 @@ class Mapper {
   std::pair<int, int> current_init_{-1, -1};
   double init_angle_deg_ = 0;
   int extra_override_ = -1;   // radial terms: -1 as the model's size says, 0 fixed, 1 refined
+  bool hold_principal_point_ = false;  // SelectRadialTerms: the principal point stays
   bool radial_fixed_ = false;  // SelectRadialTerms chose zero radial terms for this model
   double last_cost_ = 0;       // final cost of the last adjustment
   bool final_ba_ = false;             // the final adjustment of a model is running

@@ -69,6 +69,9 @@ struct MapperOptions {
   int min_model_size = 3;
   // Intrinsics: fixed (known calibration) or refined by BA.
   bool refine_intrinsics = true;
+  // With refine_intrinsics: refined in each model's final adjustments only, held while it
+  // grows (the second pass of a self-calibration, whose intrinsics come from the first).
+  bool refine_intrinsics_final_only = false;
   bool refine_principal_point = false;  // in every adjustment (else as below)
   // Radial terms are refined in global adjustments once a model holds this many images,
   // and in each model's final adjustment.

