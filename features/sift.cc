@@ -574,12 +574,45 @@ bool SiftCpu::Refine(const std::vector<Plane>& dog, int x, int y, int layer,
   return true;
 }
 
+#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
+#define TIEPOINT_SIFT_AVX2_EXTREMA 1
+// The 8 samples at x..x+7 of row c1 that may be extrema, as a bit mask: |v| above the
+// prefilter, and v beyond the largest (or smallest) of the 13 neighbours that come before
+// it in (layer, y, x) order and at least the largest (smallest) of the 13 after. A filter
+// only: each lane it passes gets the exact scalar test (a NaN neighbour, which max and min
+// may drop, can only let a lane through, never stop one that the exact test passes).
+__attribute__((target("avx2"), always_inline)) inline void MaxMin3(const float* r, __m256* mx, __m256* mn) {
+  for (int dx = -1; dx <= 1; ++dx) {
+    const __m256 a = _mm256_loadu_ps(r + dx);
+    *mx = _mm256_max_ps(*mx, a);
+    *mn = _mm256_min_ps(*mn, a);
+  }
+}
+
+__attribute__((target("avx2"))) int ExtremumCandidatesAvx2(const float* const rows[9], int x, float prefilter) {
+  // rows: prev layer y-1, y, y+1; this layer y-1, y, y+1; next layer y-1, y, y+1.
+  const __m256 v = _mm256_loadu_ps(rows[4] + x);
+  const __m256 pass = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v), _mm256_set1_ps(prefilter), _CMP_GT_OQ);
+  if (_mm256_movemask_ps(pass) == 0) return 0;
+  __m256 smax = _mm256_loadu_ps(rows[4] + x - 1), smin = smax;  // this row, x - 1: before
+  __m256 wmax = _mm256_loadu_ps(rows[4] + x + 1), wmin = wmax;  // this row, x + 1: after
+  for (int r = 0; r < 4; ++r) MaxMin3(rows[r] + x, &smax, &smin);
+  for (int r = 5; r < 9; ++r) MaxMin3(rows[r] + x, &wmax, &wmin);
+  const __m256 pos = _mm256_and_ps(_mm256_cmp_ps(v, smax, _CMP_GT_OQ), _mm256_cmp_ps(v, wmax, _CMP_GE_OQ));
+  const __m256 neg = _mm256_and_ps(_mm256_cmp_ps(v, smin, _CMP_LT_OQ), _mm256_cmp_ps(v, wmin, _CMP_LE_OQ));
+  return _mm256_movemask_ps(_mm256_and_ps(pass, _mm256_or_ps(pos, neg)));
+}
+#endif
+
 void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int threads,
                              std::vector<Detection>* detections) const {
   const int S = options_.octave_layers;
   const int w = dog[0].width, h = dog[0].height;
   const float prefilter = static_cast<float>(0.5 * detect_threshold_ / S);
   const int nt = ThreadsFor(static_cast<size_t>(w) * h, threads);
+#ifdef TIEPOINT_SIFT_AVX2_EXTREMA
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+#endif
   for (int layer = 1; layer <= S; ++layer) {
     std::vector<std::vector<Detection>> rows(h);
     const Plane& prev = dog[layer - 1];
@@ -589,23 +622,13 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int thre
     for (int y = kSiftBorder; y < h - kSiftBorder; ++y) {
       const float* row = cur.row(y);
       const int x_end = w - kSiftBorder;
-      for (int x = kSiftBorder; x < x_end; ++x) {
-#ifdef __SSE2__
-        // Most samples fail the prefilter: skip them four at a time.
-        {
-          const __m128 t = _mm_set1_ps(prefilter), sign = _mm_set1_ps(-0.0f);
-          while (x + 4 <= x_end &&
-                 _mm_movemask_ps(_mm_cmpgt_ps(_mm_andnot_ps(sign, _mm_loadu_ps(row + x)), t)) == 0) {
-            x += 4;
-          }
-          if (x >= x_end) break;
-        }
-#endif
+      // The exact test of sample x: strictly beyond the neighbours that come before it in
+      // (layer, y, x) order, at least equal to those after: of a pair of equal samples (a
+      // blob centred between two pixels) exactly the first is an extremum, instead of
+      // neither.
+      auto consider = [&](int x) {
         const float v = row[x];
-        if (!(std::abs(v) > prefilter)) continue;
-        // Strictly beyond the neighbours that come before it in (layer, y, x) order, at
-        // least equal to those after: of a pair of equal samples (a blob centred between
-        // two pixels) exactly the first is an extremum, instead of neither.
+        if (!(std::abs(v) > prefilter)) return;
         const float sign = v > 0 ? 1.0f : -1.0f;
         const float sv = sign * v;
         bool extremum = true;
@@ -619,11 +642,36 @@ void SiftCpu::DetectInOctave(int octave, const std::vector<Plane>& dog, int thre
             extremum = sv > a && sv >= b && c_ok;
           }
         }
-        if (!extremum) continue;
+        if (!extremum) return;
         Detection det;
         det.octave = octave;
         det.candidate = std::abs(v);
         if (Refine(dog, x, y, layer, &det)) rows[y].push_back(det);
+      };
+      int x = kSiftBorder;
+#ifdef TIEPOINT_SIFT_AVX2_EXTREMA
+      if (avx2) {
+        const float* const nine[9] = {prev.row(y - 1), prev.row(y), prev.row(y + 1),
+                                      cur.row(y - 1),  cur.row(y),  cur.row(y + 1),
+                                      next.row(y - 1), next.row(y), next.row(y + 1)};
+        for (; x + 8 <= x_end; x += 8) {
+          for (int m = ExtremumCandidatesAvx2(nine, x, prefilter); m != 0; m &= m - 1) consider(x + __builtin_ctz(m));
+        }
+      }
+#endif
+      for (; x < x_end; ++x) {
+#ifdef __SSE2__
+        // Most samples fail the prefilter: skip them four at a time.
+        {
+          const __m128 t = _mm_set1_ps(prefilter), sign = _mm_set1_ps(-0.0f);
+          while (x + 4 <= x_end &&
+                 _mm_movemask_ps(_mm_cmpgt_ps(_mm_andnot_ps(sign, _mm_loadu_ps(row + x)), t)) == 0) {
+            x += 4;
+          }
+          if (x >= x_end) break;
+        }
+#endif
+        consider(x);
       }
     }
     for (const auto& row : rows) detections->insert(detections->end(), row.begin(), row.end());

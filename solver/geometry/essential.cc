@@ -48,11 +48,17 @@ const MonomialTable& Monomials() {
 
 Poly Multiply(const Poly& p, const Poly& q) {
   const MonomialTable& t = Monomials();
+  // q's nonzero terms once (4 for the linear entries of E, 10 for the quadratic ones), in
+  // order: the same products, summed in the same order, as over all 20 x 20.
+  int nz[20];
+  int n = 0;
+  for (int j = 0; j < 20; ++j)
+    if (q[j] != 0.0) nz[n++] = j;
   Poly r{};
   for (int i = 0; i < 20; ++i) {
     if (p[i] == 0.0) continue;
-    for (int j = 0; j < 20; ++j) {
-      if (q[j] == 0.0) continue;
+    for (int a = 0; a < n; ++a) {
+      const int j = nz[a];
       const int k = t.product[i][j];
       if (k >= 0) r[k] += p[i] * q[j];  // degree > 3 never occurs for our products
     }
