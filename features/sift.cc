@@ -795,6 +795,61 @@ void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
   }
 }
 
+#ifdef TIEPOINT_SIFT_AVX2_EXTREMA
+// Descriptor's per-sample arithmetic for n samples of one row, 4 at a time, the same
+// operations in the same order as its scalar loop (no FMA), so the same values: the
+// spatial bins (r0, c0, as doubles) with their fractions, the orientation bin o0 with its
+// fraction, the weight, and whether the sample lands inside the window (valid).
+struct DescriptorSamples {
+  double r0[136], c0[136], o0[136], fr[136], fc[136], fo[136], weight[136];
+  int valid[136];
+};
+__attribute__((target("avx2"))) void DescriptorRowAvx2(int n, double x0, double det_x, double dy, double cos_t,
+                                                     double sin_t, double wrow, const double* ex,
+                                                     const float* mag, const float* ang, double angle,
+                                                     DescriptorSamples* out) {
+  constexpr double d = kDescriptorWidth, nb = kDescriptorBins;
+  const __m256d lanes = _mm256_set_pd(3, 2, 1, 0);
+  const __m256d vcos = _mm256_set1_pd(cos_t), vsin = _mm256_set1_pd(sin_t), vnsin = _mm256_set1_pd(-sin_t);
+  const __m256d vdy = _mm256_set1_pd(dy), vdetx = _mm256_set1_pd(det_x);
+  const __m256d ady_r = _mm256_mul_pd(vsin, vdy), ady_c = _mm256_mul_pd(vcos, vdy);
+  const __m256d half_d = _mm256_set1_pd(0.5 * d), half = _mm256_set1_pd(0.5);
+  const __m256d minus1 = _mm256_set1_pd(-1.0), vd = _mm256_set1_pd(d), zero = _mm256_setzero_pd();
+  const __m256d two_pi = _mm256_set1_pd(kTwoPi), bins_per_radian = _mm256_set1_pd(nb / kTwoPi);
+  const __m256d vnb = _mm256_set1_pd(nb), vwrow = _mm256_set1_pd(wrow), vangle = _mm256_set1_pd(angle);
+  int k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const __m256d dx = _mm256_sub_pd(_mm256_add_pd(_mm256_set1_pd(x0 + k), lanes), vdetx);
+    const __m256d rx = _mm256_add_pd(_mm256_mul_pd(vcos, dx), ady_r);
+    const __m256d ry = _mm256_add_pd(_mm256_mul_pd(vnsin, dx), ady_c);
+    const __m256d cbin = _mm256_sub_pd(_mm256_add_pd(rx, half_d), half);
+    const __m256d rbin = _mm256_sub_pd(_mm256_add_pd(ry, half_d), half);
+    const __m256d inside = _mm256_and_pd(
+        _mm256_and_pd(_mm256_cmp_pd(rbin, minus1, _CMP_GT_OQ), _mm256_cmp_pd(rbin, vd, _CMP_LT_OQ)),
+        _mm256_and_pd(_mm256_cmp_pd(cbin, minus1, _CMP_GT_OQ), _mm256_cmp_pd(cbin, vd, _CMP_LT_OQ)));
+    const int mask = _mm256_movemask_pd(inside);
+    for (int l = 0; l < 4; ++l) out->valid[k + l] = (mask >> l) & 1;
+    if (mask == 0) continue;
+    const __m256d weight =
+        _mm256_mul_pd(_mm256_mul_pd(vwrow, _mm256_loadu_pd(ex + k)), _mm256_cvtps_pd(_mm_loadu_ps(mag + k)));
+    __m256d rel = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(ang + k)), vangle);
+    rel = _mm256_add_pd(rel, _mm256_and_pd(_mm256_cmp_pd(rel, zero, _CMP_LT_OQ), two_pi));
+    rel = _mm256_add_pd(rel, _mm256_and_pd(_mm256_cmp_pd(rel, zero, _CMP_LT_OQ), two_pi));
+    __m256d obin = _mm256_mul_pd(rel, bins_per_radian);
+    obin = _mm256_sub_pd(obin, _mm256_and_pd(_mm256_cmp_pd(obin, vnb, _CMP_GE_OQ), vnb));
+    const __m256d r0 = _mm256_floor_pd(rbin), c0 = _mm256_floor_pd(cbin), o0 = _mm256_floor_pd(obin);
+    _mm256_storeu_pd(out->r0 + k, r0);
+    _mm256_storeu_pd(out->c0 + k, c0);
+    _mm256_storeu_pd(out->o0 + k, o0);
+    _mm256_storeu_pd(out->fr + k, _mm256_sub_pd(rbin, r0));
+    _mm256_storeu_pd(out->fc + k, _mm256_sub_pd(cbin, c0));
+    _mm256_storeu_pd(out->fo + k, _mm256_sub_pd(obin, o0));
+    _mm256_storeu_pd(out->weight + k, weight);
+  }
+  for (; k < n; ++k) out->valid[k] = -1;  // the caller's scalar loop takes these
+}
+#endif
+
 void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double angle,
                          uint8_t* out) const {
   constexpr int d = kDescriptorWidth, nb = kDescriptorBins;
@@ -830,6 +885,10 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
   // window, so the loop needs no bounds checks), 8 orientations each.
   constexpr int dp = d + 2;
   double padded[dp * dp * nb] = {0};
+#ifdef TIEPOINT_SIFT_AVX2_EXTREMA
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  DescriptorSamples samples;
+#endif
   const int i_lo = std::max(-radius, 1 - cx), i_hi = std::min(radius, g.width - 2 - cx);
   // The columns of row dy where cbin and rbin can lie in (-1, d), widened by a pixel (the
   // exact test follows): -2.5 < cos_t dx + sin_t dy < 2.5 and -2.5 < -sin_t dx + cos_t dy < 2.5
@@ -866,7 +925,37 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
     const double wrow = ey[j + radius];
     int first = 0, last = 0;
     columns(dy, &first, &last);
-    for (int i = first; i <= last; ++i) {
+    int i = first;
+#ifdef TIEPOINT_SIFT_AVX2_EXTREMA
+    if (avx2 && last - first + 1 <= 136) {
+      const int count = last - first + 1;
+      DescriptorRowAvx2(count, static_cast<double>(cx + first), det.x, dy, cos_t, sin_t, wrow, ex + first + radius,
+                        mag + row + first, ang + row + first, angle, &samples);
+      int k = 0;
+      for (; k < count && samples.valid[k] >= 0; ++k) {
+        if (!samples.valid[k]) continue;
+        const int r0 = static_cast<int>(samples.r0[k]);
+        const int c0 = static_cast<int>(samples.c0[k]);
+        const int o0 = static_cast<int>(samples.o0[k]);
+        const int o1 = (o0 + 1) & (nb - 1);
+        const double weight = samples.weight[k];
+        const double fr = samples.fr[k], fc = samples.fc[k], fo = samples.fo[k];
+        const double w0 = weight * (1.0 - fr), w1 = weight * fr;
+        const double w00 = w0 * (1.0 - fc), w01 = w0 * fc, w10 = w1 * (1.0 - fc), w11 = w1 * fc;
+        double* cell = &padded[((r0 + 1) * dp + c0 + 1) * nb];
+        cell[o0] += w00 * (1.0 - fo);
+        cell[o1] += w00 * fo;
+        cell[nb + o0] += w01 * (1.0 - fo);
+        cell[nb + o1] += w01 * fo;
+        cell[dp * nb + o0] += w10 * (1.0 - fo);
+        cell[dp * nb + o1] += w10 * fo;
+        cell[(dp + 1) * nb + o0] += w11 * (1.0 - fo);
+        cell[(dp + 1) * nb + o1] += w11 * fo;
+      }
+      i = first + k;  // the last count % 4 samples: below
+    }
+#endif
+    for (; i <= last; ++i) {
       const double dx = cx + i - det.x;
       const double rx = cos_t * dx + sin_t * dy;   // along the keypoint direction
       const double ry = -sin_t * dx + cos_t * dy;  // along the direction turned +90 deg
