@@ -11,7 +11,10 @@
 # same counts (model_analyzer). Without colmap installed the COLMAP columns are null.
 # Environment: THREADS (default 2), TIEPOINT_SHARED_DATA, BUILD (default build), DEVICE (cpu),
 # TP_ARGS (more `tiepoint reconstruct` options, e.g. "--min-features 2000
-# --min-contrast-threshold 0.0025" for the dino).
+# --min-contrast-threshold 0.0025" for the dino), REPEATS (default 1): each set's tiepoint
+# and COLMAP runs REPEATS - 1 more times, taking turns, for their wall times only; the JSON's
+# "speed" gives each tool's median and the ratio of the medians (a shared VM's speed moves
+# by a third from minute to minute).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out_json=${1:-$root/bench/results/reconstruct-compare-$(date +%Y%m%d).json}
@@ -73,6 +76,37 @@ rec = {"set": s, "tool": tool, "variant": variant, "wall_seconds": float(secs),
        "stages": json.loads(stages), "accuracy": json.loads(acc)}
 open(path, "a").write(json.dumps(rec) + "\n")
 PY
+}
+
+repeats=${REPEATS:-1}
+# Wall seconds of one `tiepoint reconstruct` run (model discarded): SET VARIANT
+time_tiepoint() {
+  local s=$1 v=$2 o=$work/repeat extra=(--single-camera)
+  [ "$v" = known ] && extra=(--intrinsics "$(set_intrinsics "$s")")
+  rm -rf "$o"
+  local t0 t1
+  t0=$(now)
+  # shellcheck disable=SC2086
+  "$tp" reconstruct "${imgs[@]}" -o "$o" --threads "$threads" --device "$device" -q "${extra[@]}" ${TP_ARGS:-} \
+    > /dev/null 2>&1 || true
+  t1=$(now)
+  rm -rf "$o"
+  python3 -c "print($t1-$t0)"
+}
+# Wall seconds of one COLMAP run (extract, match, map; discarded): SET
+time_colmap() {
+  local c=$work/repeat-colmap t0 t1
+  rm -rf "$c"; mkdir -p "$c/images" "$c/sparse"
+  for f in "${imgs[@]}"; do ln -s "$f" "$c/images/$(basename "$f")"; done
+  t0=$(now)
+  colmap feature_extractor --database_path "$c/db.db" --image_path "$c/images" --ImageReader.single_camera 1 \
+    --ImageReader.camera_model SIMPLE_RADIAL --SiftExtraction.use_gpu 0 --SiftExtraction.num_threads "$threads" > /dev/null 2>&1 || true
+  colmap exhaustive_matcher --database_path "$c/db.db" --SiftMatching.use_gpu 0 --SiftMatching.num_threads "$threads" > /dev/null 2>&1 || true
+  colmap mapper --database_path "$c/db.db" --image_path "$c/images" --output_path "$c/sparse" \
+    --Mapper.num_threads "$threads" > /dev/null 2>&1 || true
+  t1=$(now)
+  rm -rf "$c"
+  python3 -c "print($t1-$t0)"
 }
 
 for s in $sets; do
@@ -143,15 +177,48 @@ PY
     echo "   colmap: $secs s"
     record "$s" colmap self "$c/sparse/0" "$secs" "$stages"
   fi
+  if [ "$repeats" -gt 1 ] && [ "$s" != kitti ]; then
+    for ((r = 2; r <= repeats; ++r)); do
+      for v in $variants; do
+        secs=$(time_tiepoint "$s" "$v")
+        echo "   repeat $r tiepoint $v: $secs s"
+        echo "{\"set\": \"$s\", \"tool\": \"tiepoint\", \"variant\": \"$v\", \"repeat\": $r, \"wall_seconds\": $secs}" >> "$work/repeats.jsonl"
+      done
+      if [ $have_colmap = 1 ]; then
+        secs=$(time_colmap "$s")
+        echo "   repeat $r colmap: $secs s"
+        echo "{\"set\": \"$s\", \"tool\": \"colmap\", \"variant\": \"self\", \"repeat\": $r, \"wall_seconds\": $secs}" >> "$work/repeats.jsonl"
+      fi
+    done
+  fi
 done
+touch "$work/repeats.jsonl"
 
-python3 - "$records" "$out_json" "$tp" "$threads" "$device" <<'PY'
-import json, subprocess, sys, platform, datetime, os
-records, out, tp, threads, device = sys.argv[1:]
+python3 - "$records" "$out_json" "$tp" "$threads" "$device" "$work/repeats.jsonl" <<'PY'
+import json, subprocess, sys, platform, datetime, os, statistics
+records, out, tp, threads, device, repeats = sys.argv[1:]
 rows = [json.loads(l) for l in open(records)]
+reps = [json.loads(l) for l in open(repeats)]
+# Each tool's wall times per set and variant (the recorded run first), their medians, and
+# COLMAP's median over tiepoint's.
+walls = {}
+for r in rows + reps:
+    if r["tool"] in ("tiepoint", "colmap") and "wall_seconds" in r:
+        walls.setdefault((r["set"], r["tool"], r["variant"]), []).append(r["wall_seconds"])
+speed = []
+for (s, tool, v), w in sorted(walls.items()):
+    if tool != "tiepoint":
+        continue
+    entry = {"set": s, "variant": v, "tiepoint_walls": w, "tiepoint_median": statistics.median(w)}
+    c = walls.get((s, "colmap", "self"))
+    if c:
+        entry.update({"colmap_walls": c, "colmap_median": statistics.median(c),
+                      "colmap_over_tiepoint": statistics.median(c) / statistics.median(w)})
+    speed.append(entry)
 ver = subprocess.run([tp, "version"], capture_output=True, text=True).stdout
 doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpus": os.cpu_count(),
-       "threads": int(threads), "device": device, "tiepoint_version": ver, "tiepoint_extra_args": os.environ.get("TP_ARGS", ""), "runs": rows}
+       "threads": int(threads), "device": device, "tiepoint_version": ver, "tiepoint_extra_args": os.environ.get("TP_ARGS", ""),
+       "repeats": int(os.environ.get("REPEATS", "1")), "speed": speed, "runs": rows}
 try:
     doc["colmap_version"] = subprocess.run(["colmap", "help"], capture_output=True, text=True).stdout.splitlines()[0]
 except Exception:
