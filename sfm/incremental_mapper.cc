@@ -1171,7 +1171,7 @@ class Mapper {
     const int total = static_cast<int>(images_.size());
     size_t last_global = rec_.images.size();
     std::vector<int> tried_at(images_.size(), -1);  // model size at the last failed try
-    while (true) {
+    while (o_.max_model_images <= 0 || rec_.images.size() < static_cast<size_t>(o_.max_model_images)) {
       // Rank the candidates.
       std::vector<std::pair<double, int>> ranked;
       for (int i = 0; i < total; ++i) {

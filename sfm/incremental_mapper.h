@@ -101,6 +101,8 @@ struct MapperOptions {
   // Build one model only (no others, no merging): the first pass of a self-calibration,
   // which needs only the intrinsics the first model refines.
   bool first_model_only = false;
+  // Stop a model's growth at this many images (0: never), then its final adjustments run.
+  int max_model_images = 0;
 
   Status Check() const;
 };

@@ -324,6 +324,8 @@ Status ReconstructionPipelineOptions::Check() const {
   if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
   if (!(min_contrast_threshold > 0) || !std::isfinite(min_contrast_threshold))
     return Status::InvalidOptions("reconstruct: --min-contrast-threshold must be > 0");
+  if (self_calibration_first_model_images < 0)
+    return Status::InvalidOptions("reconstruct: self_calibration_first_model_images must be >= 0");
   if (retry_min_features < 0 || !(retry_min_contrast_threshold > 0) || !std::isfinite(retry_min_contrast_threshold))
     return Status::InvalidOptions("reconstruct: the second attempt needs retry_min_features >= 0 and retry_min_contrast_threshold > 0");
   TIEPOINT_RETURN_IF_ERROR(sift.Check());
@@ -798,10 +800,14 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       Progress(o, "model " + std::to_string(model) + ": registered " + names[image] + " (" +
                       std::to_string(num_registered) + " of " + std::to_string(total) + ")");
     };
-    // Self-calibrating, the first pass builds one model only (its intrinsics are what the
-    // second pass below needs).
+    // Self-calibrating, the first pass builds one model only, of at most
+    // self_calibration_first_model_images images (its intrinsics are what the second pass
+    // below needs).
     MapperOptions mo_first = mo2;
-    mo_first.first_model_only = known.empty();
+    if (known.empty()) {
+      mo_first.first_model_only = true;
+      mo_first.max_model_images = o.self_calibration_first_model_images;
+    }
     TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo_first, mimages, cameras, mpairs, tracks, &result->models, &ms, progress));
     // Self-calibration, second pass: the prior focal length (1.2 max(w, h)) can be far off
     // (the Middlebury rings: 2x and 4x), and the pairs' relative poses, the initial pair and
@@ -809,10 +815,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     // model refined go back into the essential matrices of the verified pairs (their
     // fundamental-matrix inliers are kept), and the mapper runs again from there, holding
     // them while a model grows and refining them in its final adjustments (the first
-    // pass's focal length is within 0.5% on the rings); the second result is kept when it
-    // registers at least as many images as the first model. When it
-    // does not, the first pass runs again in full, and the result with more images in its
-    // largest model is kept (ties: the second pass).
+    // pass's focal length is within 0.5% on the rings, 0.001% on fountain-P11); the second
+    // result is kept when it is whole (one model of every image). When it is not, the first
+    // pass runs again in full (every model, no bound on their size), and the result with
+    // more images in its largest model is kept (ties: the second pass).
     if (known.empty() && !result->models.empty()) {
       const auto t1 = std::chrono::steady_clock::now();
       std::map<uint32_t, Camera> refined = cameras;
@@ -838,7 +844,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       TIEPOINT_RETURN_IF_ERROR(RunIncrementalMapper(mo_second, mimages, refined, mpairs, tracks2, &models2, &ms2, progress));
       auto registered = [](const std::vector<Reconstruction>& m) { return m.empty() ? size_t{0} : m[0].images.size(); };
       const size_t first_model = registered(result->models);
-      bool keep = registered(models2) >= first_model;
+      const bool whole = models2.size() == 1 && registered(models2) == static_cast<size_t>(n);
+      bool keep = whole;
       json pass = {{"registered_first_model", first_model}};
       if (!keep) {
         std::swap(vresults, second);

@@ -80,6 +80,11 @@ struct ReconstructionPipelineOptions {
   int retry_min_features = 2000;
   double retry_min_contrast_threshold = 0.0025;
   size_t retry_max_image_bytes = size_t{1} << 30;
+  // Self-calibrating (no intrinsics given), the mapper runs twice: first one model of at
+  // most this many images, whose refined intrinsics seed the second run (0: no bound). On
+  // fountain-P11 a first model of 6 images gives the focal length of one of 11 to 0.001%
+  // and the same final model, in 3.5 s of mapping instead of 5.8 (this VM, 2 threads).
+  int self_calibration_first_model_images = 6;
   MatcherOptions matcher;
   double verify_max_error_px = 4.0;
   int verify_min_inliers = 15;

@@ -385,6 +385,14 @@ TEST(IncrementalMapper, DisconnectedImagesMakeTwoModelsOrReasons) {
   int unregistered = 0;
   for (const MapperImageStatus& st : fs.images) unregistered += !st.registered;
   EXPECT_EQ(unregistered, 6);
+  // max_model_images: the model stops growing there (reconstruct's first self-calibration
+  // pass, 6 images).
+  o.max_model_images = 5;
+  std::vector<Reconstruction> capped;
+  MapperSummary cs;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &capped, &cs).ok());
+  ASSERT_EQ(capped.size(), 1u);
+  EXPECT_EQ(capped[0].images.size(), 5u);
 }
 
 }  // namespace
