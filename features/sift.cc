@@ -885,6 +885,22 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
   // window, so the loop needs no bounds checks), 8 orientations each.
   constexpr int dp = d + 2;
   double padded[dp * dp * nb] = {0};
+  // A sample's weight, spread trilinearly over the two rows, columns and orientations
+  // around (r0 + fr, c0 + fc, o0 + fo).
+  auto add = [&](int r0, int c0, int o0, double fr, double fc, double fo, double weight) {
+    const int o1 = (o0 + 1) & (nb - 1);
+    const double w0 = weight * (1.0 - fr), w1 = weight * fr;
+    const double w00 = w0 * (1.0 - fc), w01 = w0 * fc, w10 = w1 * (1.0 - fc), w11 = w1 * fc;
+    double* cell = &padded[((r0 + 1) * dp + c0 + 1) * nb];
+    cell[o0] += w00 * (1.0 - fo);
+    cell[o1] += w00 * fo;
+    cell[nb + o0] += w01 * (1.0 - fo);
+    cell[nb + o1] += w01 * fo;
+    cell[dp * nb + o0] += w10 * (1.0 - fo);
+    cell[dp * nb + o1] += w10 * fo;
+    cell[(dp + 1) * nb + o0] += w11 * (1.0 - fo);
+    cell[(dp + 1) * nb + o1] += w11 * fo;
+  };
 #ifdef TIEPOINT_SIFT_AVX2_EXTREMA
   static const bool avx2 = __builtin_cpu_supports("avx2");
   DescriptorSamples samples;
@@ -937,20 +953,7 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
         const int r0 = static_cast<int>(samples.r0[k]);
         const int c0 = static_cast<int>(samples.c0[k]);
         const int o0 = static_cast<int>(samples.o0[k]);
-        const int o1 = (o0 + 1) & (nb - 1);
-        const double weight = samples.weight[k];
-        const double fr = samples.fr[k], fc = samples.fc[k], fo = samples.fo[k];
-        const double w0 = weight * (1.0 - fr), w1 = weight * fr;
-        const double w00 = w0 * (1.0 - fc), w01 = w0 * fc, w10 = w1 * (1.0 - fc), w11 = w1 * fc;
-        double* cell = &padded[((r0 + 1) * dp + c0 + 1) * nb];
-        cell[o0] += w00 * (1.0 - fo);
-        cell[o1] += w00 * fo;
-        cell[nb + o0] += w01 * (1.0 - fo);
-        cell[nb + o1] += w01 * fo;
-        cell[dp * nb + o0] += w10 * (1.0 - fo);
-        cell[dp * nb + o1] += w10 * fo;
-        cell[(dp + 1) * nb + o0] += w11 * (1.0 - fo);
-        cell[(dp + 1) * nb + o1] += w11 * fo;
+        add(r0, c0, o0, samples.fr[k], samples.fc[k], samples.fo[k], samples.weight[k]);
       }
       i = first + k;  // the last count % 4 samples: below
     }
@@ -974,19 +977,7 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
       const int r0 = FloorToInt(rbin);
       const int c0 = FloorToInt(cbin);
       const int o0 = FloorToInt(obin);
-      const int o1 = (o0 + 1) & (nb - 1);
-      const double fr = rbin - r0, fc = cbin - c0, fo = obin - o0;
-      const double w0 = weight * (1.0 - fr), w1 = weight * fr;
-      const double w00 = w0 * (1.0 - fc), w01 = w0 * fc, w10 = w1 * (1.0 - fc), w11 = w1 * fc;
-      double* cell = &padded[((r0 + 1) * dp + c0 + 1) * nb];
-      cell[o0] += w00 * (1.0 - fo);
-      cell[o1] += w00 * fo;
-      cell[nb + o0] += w01 * (1.0 - fo);
-      cell[nb + o1] += w01 * fo;
-      cell[dp * nb + o0] += w10 * (1.0 - fo);
-      cell[dp * nb + o1] += w10 * fo;
-      cell[(dp + 1) * nb + o0] += w11 * (1.0 - fo);
-      cell[(dp + 1) * nb + o1] += w11 * fo;
+      add(r0, c0, o0, rbin - r0, cbin - c0, obin - o0, weight);
     }
   }
   constexpr int n = d * d * nb;
