@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "features/matcher_cuda.h"
@@ -68,19 +69,38 @@ struct NearestTwoRows {
   }
 };
 
+// The other side of a mutual check, target j against the block's rows i0 .. i0 + rows - 1
+// at distances d[]: the nearest query row so far (col_d, col_i; the lowest index among
+// equal distances, in whatever order the blocks come), so one scan serves both directions.
+inline void UpdateColumn(uint64_t j, uint64_t i0, int rows, const uint32_t* d, uint32_t* col_d, uint32_t* col_i) {
+  uint32_t bd = col_d[j], bi = col_i[j];
+  for (int r = 0; r < rows; ++r) {
+    const uint32_t i = static_cast<uint32_t>(i0 + r);
+    if (d[r] < bd || (d[r] == bd && i < bi)) {
+      bd = d[r];
+      bi = i;
+    }
+  }
+  col_d[j] = bd;
+  col_i[j] = bi;
+}
+
 // Rows i0 .. i0 + rows - 1 of the query against every target: the nearest, its distance
 // and the second-smallest distance over the other targets (kNoSecond when there is a
-// single target).
+// single target); with col_d (and col_i), each target's nearest row too (UpdateColumn).
 void ScanBlock(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
-               uint32_t* second_d) {
+               uint32_t* second_d, uint32_t* col_d, uint32_t* col_i) {
   NearestTwoRows nearest;
+  uint32_t d[kRowBlock];
   for (uint64_t j = 0; j < nt; ++j) {
     const uint8_t* tj = t + j * kDim;
     for (int r = 0; r < rows; ++r) {
       const int32_t dot = Dot(q + (i0 + r) * kDim, tj);
-      nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dot));
+      d[r] = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dot);
+      nearest.Update(r, j, d[r]);
     }
+    if (col_d) UpdateColumn(j, i0, rows, d, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
@@ -131,7 +151,7 @@ __attribute__((target("avx2"), always_inline)) inline void SumRows(const __m256i
 __attribute__((target("avx2")))
 void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
-                   uint32_t* second_d) {
+                   uint32_t* second_d, uint32_t* col_d, uint32_t* col_i) {
   const WideRows qw(q, i0, rows);
   NearestTwoRows nearest;
   int32_t dots[kRowBlock];
@@ -143,7 +163,12 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
       for (int c = 1; c < 8; ++c) acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(qw.Part(r, c), tw[c]));
     }
     SumRows(acc, dots);
-    for (int r = 0; r < rows; ++r) nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]));
+    uint32_t d[kRowBlock];
+    for (int r = 0; r < rows; ++r) {
+      d[r] = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]);
+      nearest.Update(r, j, d[r]);
+    }
+    if (col_d) UpdateColumn(j, i0, rows, d, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
@@ -151,7 +176,7 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
 __attribute__((target("avx2,avx512vl,avx512vnni")))
 void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
-                   uint32_t* second_d) {
+                   uint32_t* second_d, uint32_t* col_d, uint32_t* col_i) {
   const WideRows qw(q, i0, rows);
   NearestTwoRows nearest;
   int32_t dots[kRowBlock];
@@ -163,18 +188,30 @@ void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
       for (int c = 1; c < 8; ++c) acc[r] = _mm256_dpwssd_epi32(acc[r], qw.Part(r, c), tw[c]);
     }
     SumRows(acc, dots);
-    for (int r = 0; r < rows; ++r) nearest.Update(r, j, static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]));
+    uint32_t d[kRowBlock];
+    for (int r = 0; r < rows; ++r) {
+      d[r] = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]);
+      nearest.Update(r, j, d[r]);
+    }
+    if (col_d) UpdateColumn(j, i0, rows, d, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
 #endif
 
 // For every query row: the block scan over blocks of kRowBlock rows, spread over the
-// threads.
+// threads. With col_index, also each target's nearest query row (the lowest index among
+// equal distances: what a scan the other way gives), from the same distances: each thread
+// keeps its own, and they are merged at the end.
 void NearestTwo(const uint8_t* q, uint64_t nq, const std::vector<int32_t>& qn, const uint8_t* t,
                 uint64_t nt, const std::vector<int32_t>& tn, int threads, uint32_t* best_index,
-                uint32_t* best_d, uint32_t* second_d) {
+                uint32_t* best_d, uint32_t* second_d, uint32_t* col_index = nullptr) {
   const int64_t blocks = static_cast<int64_t>((nq + kRowBlock - 1) / kRowBlock);
+  std::vector<std::vector<uint32_t>> col_d, col_i;
+  if (col_index) {
+    col_d.assign(threads, std::vector<uint32_t>(nt, kNoSecond));
+    col_i.assign(threads, std::vector<uint32_t>(nt, std::numeric_limits<uint32_t>::max()));
+  }
 #ifdef TIEPOINT_MATCH_SIMD
   // TIEPOINT_MATCHER_SCAN=scalar|avx2 keeps a narrower scan than the CPU allows (the tests
   // run each).
@@ -190,17 +227,30 @@ void NearestTwo(const uint8_t* q, uint64_t nq, const std::vector<int32_t>& qn, c
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const uint64_t i0 = static_cast<uint64_t>(blk) * kRowBlock;
     const int rows = static_cast<int>(std::min<uint64_t>(kRowBlock, nq - i0));
+    const int tid = omp_get_thread_num();
+    uint32_t* cd = col_index ? col_d[tid].data() : nullptr;
+    uint32_t* ci = col_index ? col_i[tid].data() : nullptr;
 #ifdef TIEPOINT_MATCH_SIMD
     if (scan == 2) {
-      ScanBlockVnni(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d);
+      ScanBlockVnni(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d, cd, ci);
       continue;
     }
     if (scan == 1) {
-      ScanBlockAvx2(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d);
+      ScanBlockAvx2(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d, cd, ci);
       continue;
     }
 #endif
-    ScanBlock(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d);
+    ScanBlock(q, i0, rows, qn.data(), t, nt, tn.data(), best_index, best_d, second_d, cd, ci);
+  }
+  if (!col_index) return;
+  for (uint64_t j = 0; j < nt; ++j) {
+    uint32_t bd = kNoSecond, bi = std::numeric_limits<uint32_t>::max();
+    for (int k = 0; k < threads; ++k)
+      if (col_d[k][j] < bd || (col_d[k][j] == bd && col_i[k][j] < bi)) {
+        bd = col_d[k][j];
+        bi = col_i[k][j];
+      }
+    col_index[j] = bi;
   }
 }
 
@@ -218,15 +268,10 @@ class CpuMatcher : public DescriptorMatcher {
     Norms(a, n1, &na);
     Norms(b, n2, &nb);
     std::vector<uint32_t> row_index(n1), row_d(n1), row_second(n1);
-    NearestTwo(a, n1, na, b, n2, nb, threads, row_index.data(), row_d.data(),
-               row_second.data());
-    std::vector<uint32_t> col_index;
-    if (options_.mutual) {
-      std::vector<uint32_t> col_d(n2), col_second(n2);
-      col_index.resize(n2);
-      NearestTwo(b, n2, nb, a, n1, na, threads, col_index.data(), col_d.data(),
-                 col_second.data());
-    }
+    // The mutual check's other direction comes from the same scan.
+    std::vector<uint32_t> col_index(options_.mutual ? n2 : 0);
+    NearestTwo(a, n1, na, b, n2, nb, threads, row_index.data(), row_d.data(), row_second.data(),
+               options_.mutual ? col_index.data() : nullptr);
     const double ratio_sq = options_.ratio * options_.ratio;
     const double max_sq =
         options_.max_distance < 0 ? -1.0 : options_.max_distance * options_.max_distance;
