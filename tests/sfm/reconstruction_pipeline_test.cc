@@ -14,7 +14,9 @@
 #include <Eigen/Dense>
 #include <Eigen/Geometry>
 
+#include "io/image.h"
 #include "io/middlebury.h"
+#include "sfm/synthetic_scene.h"
 #include "tests/common/exif_blocks.h"
 #include "tests/common/image_encoders.h"
 #include "tests/common/scratch_dir.h"
@@ -284,6 +286,56 @@ TEST(ReconstructionPipeline, DinoRingClosesWithTheSecondAttemptsFeatures) {
   const RingErrors e2 = CompareWithTruth(second.models[0], truth);
   EXPECT_EQ(e2.rotation_deg, e.rotation_deg);
   EXPECT_EQ(e2.max_centre_fraction, e.max_centre_fraction);
+}
+
+// Self-calibrating, the mapper's first pass stops at a model of 6 images and its
+// intrinsics seed the second pass, which is kept when it is whole. Here it cannot be: the
+// rendered scene's 8 views and one view of another scene, which matches none of them. So
+// the first pass runs again in full, and the larger result is kept (the second pass's on a
+// tie): one model of the 8 views, which agrees with the cameras they were rendered with.
+TEST(ReconstructionPipeline, SelfCalibrationRunsTheFirstPassInFullWhenTheSecondIsNotWhole) {
+  ScratchDir dir("not-whole");
+  SyntheticSceneOptions so;
+  so.num_views = 8;
+  so.width = 480;
+  so.height = 360;
+  so.num_threads = 2;
+  std::unique_ptr<SyntheticScene> scene, other;
+  ASSERT_TRUE(SyntheticScene::Create(so, &scene).ok());
+  so.seed = 99;
+  ASSERT_TRUE(SyntheticScene::Create(so, &other).ok());
+  ReconstructionPipelineOptions o;
+  for (int v = 0; v < 8; ++v) {
+    Image8 im;
+    ASSERT_TRUE(scene->Render(v, &im).ok());
+    o.image_paths.push_back(dir.File(scene->cameras()[v].name));
+    ASSERT_TRUE(WritePng(o.image_paths.back(), im).ok());
+  }
+  Image8 stranger;
+  ASSERT_TRUE(other->Render(3, &stranger).ok());
+  o.image_paths.push_back(dir.File("stranger.png"));
+  ASSERT_TRUE(WritePng(o.image_paths.back(), stranger).ok());
+  o.output_dir = dir.File("out");
+  o.single_camera = true;
+  o.num_threads = 2;
+  o.show_progress = false;
+  ReconstructionPipelineResult result;
+  const Status s = RunReconstructionPipeline(o, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const nlohmann::json& pass = result.report["stages"]["self_calibration_pass"];
+  EXPECT_EQ(pass["registered_first_model"], 6) << pass.dump();
+  ASSERT_TRUE(pass.contains("registered_first_pass_in_full")) << pass.dump();
+  EXPECT_EQ(pass["registered_first_pass_in_full"], 8) << pass.dump();
+  EXPECT_EQ(pass["registered_second_pass"], 8) << pass.dump();
+  ASSERT_FALSE(result.models.empty());
+  ASSERT_EQ(result.models[0].images.size(), 8u);
+  for (const auto& [id, im] : result.models[0].images) EXPECT_NE(im.name, "stranger.png");
+  const RingErrors e = CompareWithTruth(result.models[0], scene->cameras());
+  ASSERT_EQ(e.rotation_deg.size(), 8u);
+  EXPECT_LT(e.rotation_deg[7], 0.1);
+  EXPECT_LT(e.max_centre_fraction, 0.005);
+  std::printf("max rotation error %.4f deg, centres within %.4f%% of the diameter\n", e.rotation_deg[7],
+              100 * e.max_centre_fraction);
 }
 
 // Guided matching (off by default, see ReconstructionPipelineOptions) on the dino with
