@@ -378,6 +378,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     int fallback_min_features = 0;
     double fallback_min_ct = 0;
   };
+  // The second attempt's bounds are wider than the first's (fallback features, and the
+  // second attempt itself when the grey images are small enough to keep).
   const bool fallback_allowed = o.tracks_file.empty() && o.retry_min_features > o.min_features_per_image &&
                                 o.retry_min_contrast_threshold < o.min_contrast_threshold;
   auto extraction = [&](int min_features, double min_ct, bool fallback) {
@@ -915,9 +917,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // The grey images stay for a second attempt when they are small enough.
   size_t gray_bytes = 0;
   for (const GrayImage& g : gray) gray_bytes += g.pixels.size() * sizeof(float);
-  const bool may_retry = o.tracks_file.empty() && o.retry_min_features > o.min_features_per_image &&
-                         o.retry_min_contrast_threshold < o.min_contrast_threshold &&
-                         gray_bytes <= o.retry_max_image_bytes;
+  const bool may_retry = fallback_allowed && gray_bytes <= o.retry_max_image_bytes;
   int num_lowered = 0, num_fallback = 0;
   TIEPOINT_RETURN_IF_ERROR(attempt(extractor.get(), o.min_features_per_image, o.min_contrast_threshold, true,
                                    !may_retry, o.guided_matching == GuidedMatching::kOn,
