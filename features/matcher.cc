@@ -182,7 +182,8 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
 // q . t = q . (t - 128) + 128 sum(q), exactly (each lane at most 4 x 255 x 128, a sum of
 // 128 products at most 4.2 million). A target changes a row's nearest two only where its
 // distance is below the row's second-smallest so far: one vector compare finds the rows
-// that need the scalar update (none, for most targets).
+// that need the scalar update (none, for most targets); likewise the target's nearest row
+// (the mutual check) only where the block's smallest distance can change it.
 __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
 void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
@@ -213,20 +214,25 @@ void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
     }
     const __m256i dv = _mm256_sub_epi32(_mm256_add_epi32(basev, _mm256_set1_epi32(tn[j])),
                                         _mm256_slli_epi32(RowSums(acc), 1));
-    if (col_d) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(d), dv);
-      for (int r = 0; r < rows; ++r) nearest.Update(r, j, d[r]);
-      UpdateColumn(j, i0, rows, d, col_d, col_i);
-      continue;
-    }
     const __m256i second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nearest.second));
     const unsigned closer = _mm256_mask_cmplt_epu32_mask(live, dv, second);
-    if (!closer) continue;
+    // The mutual check's other direction: only where the block's smallest distance does
+    // not exceed the target's nearest so far (equal: the lower row index may win).
+    bool column = false;
+    if (col_d) {
+      const __m256i dl = _mm256_mask_mov_epi32(_mm256_set1_epi32(-1), live, dv);
+      __m128i m = _mm_min_epu32(_mm256_castsi256_si128(dl), _mm256_extracti128_si256(dl, 1));
+      m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0x4E));
+      m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0xB1));
+      column = static_cast<uint32_t>(_mm_cvtsi128_si32(m)) <= col_d[j];
+    }
+    if (!closer && !column) continue;
     _mm256_store_si256(reinterpret_cast<__m256i*>(d), dv);
     for (unsigned m = closer; m; m &= m - 1) {
       const int r = __builtin_ctz(m);
       nearest.Update(r, j, d[r]);
     }
+    if (column) UpdateColumn(j, i0, rows, d, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
