@@ -401,6 +401,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   };
   MatcherOptions mo = o.matcher;
   mo.num_threads = threads;
+  // The backends' start (with --device cuda, the GPU's context: most of a small set's time
+  // on the device machine) is a stage of its own.
+  const auto t_setup = std::chrono::steady_clock::now();
   if (o.tracks_file.empty()) {
     TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(extraction(o.min_features_per_image, o.min_contrast_threshold, true).sift,
                                                       o.device, &extractor));
@@ -412,6 +415,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     std::unique_ptr<CudaReducedPcg> probe;
     TIEPOINT_RETURN_IF_ERROR(CreateCudaReducedPcg(&probe));
   }
+  report["stages"]["setup"] = {{"seconds", Since(t_setup)}, {"device", o.device == Device::kCuda ? "cuda" : "cpu"}};
   std::map<std::string, CameraIntrinsics> known;
   if (!o.intrinsics_file.empty()) TIEPOINT_RETURN_IF_ERROR(ReadIntrinsicsTable(o.intrinsics_file, &known));
 

@@ -161,6 +161,9 @@ TEST(ReconstructionPipeline, InitialFocalLengthComesFromExif) {
   EXPECT_EQ(r["exif_notes"][0]["image"], "im2.jpg");
   EXPECT_NE(r["exif_notes"][0]["note"].get<std::string>().find("EXIF"), std::string::npos);
   EXPECT_EQ(r["stages"]["read"]["images"], 3);
+  // The backends' start is a stage of its own, before the reading.
+  EXPECT_EQ(r["stages"]["setup"]["device"], "cpu");
+  EXPECT_GE(r["stages"]["setup"]["seconds"].get<double>(), 0.0);
 
   // One camera: the images agree -> their value; they differ -> the median of those with
   // EXIF (28, 36, 54 mm: 36), the range said.
