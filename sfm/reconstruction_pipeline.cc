@@ -887,7 +887,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                {"global_ba", ms.global_ba_runs},
                                {"sparse_ba", ms.sparse_ba_runs},
                                {"filtered_observations", ms.filtered_observations},
-                               {"wide_angle_tracks", ms.wide_angle_tracks}};
+                               {"wide_angle_tracks", ms.wide_angle_tracks},
+                               {"merges", ms.merges},
+                               {"pair_registrations", ms.pair_registrations}};
     json unregistered = json::array();
     for (int k = 0; k < n; ++k)
       if (!ms.images[k].registered) unregistered.push_back({{"image", names[k]}, {"reason", ms.images[k].reason}});
