@@ -281,7 +281,7 @@ class Mapper {
         if (!Registered(e.image)) continue;
         const Image& im = rec_.images.at(ImageId(e.image));
         if (im.points2D[e.feature].point3D_id == pid) continue;
-        if (ReprojError(e.image, e.feature, rec_.points3D.at(pid).xyz) <= o_.filter_max_reproj_error_px &&
+        if (ReprojError(e.image, e.feature, rec_.points3D.at(pid).xyz) <= loose_ * o_.filter_max_reproj_error_px &&
             WithinMaxAngle(pid, e.image)) {
           AddObservation(pid, e.image, e.feature);
           ++added;
@@ -304,7 +304,7 @@ class Mapper {
     Eigen::Vector3d X;
     std::vector<uint8_t> inlier;
     double max_angle = 0;
-    if (!RobustTriangulate(poses, xn, o_.filter_max_reproj_error_px / min_focal,
+    if (!RobustTriangulate(poses, xn, loose_ * o_.filter_max_reproj_error_px / min_focal,
                            o_.tri_min_angle_deg * kDeg, &X, &inlier, &max_angle))
       return 0;
     std::vector<TrackElementRef> obs;
@@ -353,7 +353,7 @@ class Mapper {
       std::vector<TrackElement> keep;
       for (const TrackElement& e : p.track) {
         const int i = static_cast<int>(e.image_id) - 1;
-        if (ReprojError(i, e.point2D_idx, p.xyz) <= o_.filter_max_reproj_error_px) {
+        if (ReprojError(i, e.point2D_idx, p.xyz) <= loose_ * o_.filter_max_reproj_error_px) {
           keep.push_back(e);
         } else {
           rec_.images.at(e.image_id).points2D[e.point2D_idx].point3D_id = kInvalidPoint3DId;
@@ -897,6 +897,18 @@ class Mapper {
     }
     TIEPOINT_RETURN_IF_ERROR(GlobalAdjust(o_.ba_global_max_iterations));
     Retriangulate();
+    // The similarity comes from where the models meet (on the dino ring one image in both
+    // and two points), so where else they meet (the ring's other joint) it can be degrees
+    // off, beyond the filter: those tracks stay out and the adjustment keeps the misjoin.
+    // Retriangulating with a loose threshold, halved down to the usual one with an
+    // adjustment after each, brings them in to pull the join straight.
+    for (double f = o_.merge_retriangulation_factor; f >= 1.0 && o_.merge_retriangulation_factor > 1.0; f /= 2) {
+      loose_ = f;
+      Retriangulate();
+      const Status st = GlobalAdjust(o_.ba_global_max_iterations);
+      loose_ = 1.0;
+      TIEPOINT_RETURN_IF_ERROR(st);
+    }
     TIEPOINT_RETURN_IF_ERROR(Grow(static_cast<int>(i)));
     done_[i] = Save();
     *merged = true;
@@ -1245,6 +1257,7 @@ class Mapper {
   bool radial_fixed_ = false;  // SelectRadialTerms chose zero radial terms for this model
   double last_cost_ = 0;       // final cost of the last adjustment
   bool final_ba_ = false;             // the final adjustment of a model is running
+  double loose_ = 1.0;                // triangulation and filtering at loose_ x filter_max_reproj_error_px
   bool principal_point_free_ = true;  // cleared when the principal point proved undetermined
   std::set<uint32_t> diverged_cameras_;  // intrinsics held fixed: refined, they diverged
 };
@@ -1256,6 +1269,8 @@ Status MapperOptions::Check() const {
   if (!(abs_pose_max_error_px > 0)) return Status::InvalidOptions("mapper: abs_pose_max_error_px must be > 0");
   if (abs_pose_min_inliers < 4) return Status::InvalidOptions("mapper: abs_pose_min_inliers must be >= 4");
   if (!(filter_max_reproj_error_px > 0)) return Status::InvalidOptions("mapper: filter_max_reproj_error_px must be > 0");
+  if (!(merge_retriangulation_factor >= 1.0 && merge_retriangulation_factor <= 1000.0))
+    return Status::InvalidOptions("mapper: merge_retriangulation_factor must be in [1, 1000] (1: off)");
   if (local_ba_num_images < 1) return Status::InvalidOptions("mapper: local_ba_num_images must be >= 1");
   if (!(global_ba_ratio >= 1)) return Status::InvalidOptions("mapper: global_ba_ratio must be >= 1");
   if (!(max_tri_angle_deg > tri_min_angle_deg && max_tri_angle_deg <= 180))

@@ -26,7 +26,11 @@
 //     share too few tracks are bridged: each registers the other's images that it can
 //     (those with a verified pair into it), so that an image belongs to both; its two poses
 //     then fix the rotation and its centre, and the common points' distances from that
-//     centre the scale. What stays apart comes out as separate models, largest first.
+//     centre the scale. A merged model is adjusted, then its tracks are retriangulated at
+//     merge_retriangulation_factor times filter_max_reproj_error_px, halved down to 1x with
+//     a global BA after each, so that where the similarity is off (the dino ring's second
+//     joint) the tracks still come in and pull the join straight. What stays apart comes
+//     out as separate models, largest first.
 // Coordinates are COLMAP's (io/reconstruction.h): a keypoint (x, y) of tiepoint's features
 // enters as (x + 0.5, y + 0.5).
 #pragma once
@@ -54,6 +58,10 @@ struct MapperOptions {
   double abs_pose_min_inlier_ratio = 0.2;
   double tri_min_angle_deg = 1.5;
   double filter_max_reproj_error_px = 4.0;
+  // After two models merge: tracks retriangulated with filter_max_reproj_error_px times this
+  // factor, halved down to 1, with a global adjustment after each (1: off), so tracks where
+  // the merge's similarity is off come in and pull the join straight.
+  double merge_retriangulation_factor = 8.0;
   double filter_min_tri_angle_deg = 1.5;
   // No point is seen from two views whose rays to it are more than this apart (degrees;
   // 180: no limit). For both views to see the front of a surface patch, each must see it
