@@ -34,33 +34,8 @@ records=$work/records.jsonl
 
 now() { date +%s.%N; }
 
-# images and ground truth of each set
-set_images() {
-  case $1 in
-    temple) ls "$data"/middlebury/templeSparseRing/*.png ;;
-    dino) ls "$data"/middlebury/dinoSparseRing/*.png ;;
-    fountain) ls "$data"/strecha_fountain_p11/images/*.jpg ;;
-    balbianello) ls "$data"/gtsam_balbianello/*.jpg ;;
-    kitti) ls "$data"/kitti_odometry_00_excerpt/sequences/00/image_0/*.png ;;
-  esac
-}
-set_gt() {
-  case $1 in
-    temple) echo "--gt-par $(ls "$data"/middlebury/templeSparseRing/*_par.txt)" ;;
-    dino) echo "--gt-par $(ls "$data"/middlebury/dinoSparseRing/*_par.txt)" ;;
-    fountain) echo "--gt-par $data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
-    balbianello) echo "--gt-bundler $data/gtsam_balbianello/Balbianello.out --names $(cd "$data"/gtsam_balbianello && ls *.jpg | paste -sd,)" ;;
-    kitti) echo "--gt-kitti $data/kitti_odometry_00_excerpt/poses/00.txt" ;;
-  esac
-}
-set_intrinsics() {
-  case $1 in
-    temple) ls "$data"/middlebury/templeSparseRing/*_par.txt ;;
-    dino) ls "$data"/middlebury/dinoSparseRing/*_par.txt ;;
-    fountain) echo "$data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
-    *) echo "" ;;
-  esac
-}
+# set_images, set_gt, set_intrinsics: each set's files under $data
+. "$root/bench/reconstruct_sets.sh"
 
 # record NAME TOOL VARIANT MODELDIR SECONDS STAGES_JSON
 record() {

@@ -19,15 +19,17 @@ threads=${THREADS:-2}
 work=$(mktemp -d /tmp/reconstruct-seeds.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 records=$work/records.jsonl
+. "$root/bench/reconstruct_sets.sh"
 : > "$records"
 
 for s in $sets; do
   case $s in
-    dino|temple) dir=$data/middlebury/${s}SparseRing; images=("$dir"/*.png); par=$(ls "$dir"/*_par.txt) ;;
-    fountain) images=("$data"/strecha_fountain_p11/images/*.jpg); par=$data/strecha_fountain_p11/fountain_par_DERIVED.txt ;;
-    *) echo "unknown set $s"; exit 2 ;;
+    dino|temple|fountain) ;;
+    *) echo "unknown set $s (dino, temple or fountain)"; exit 2 ;;
   esac
-  [ -f "${images[0]}" ] || { echo "skip $s: no images under $data"; continue; }
+  mapfile -t images < <(set_images "$s" 2>/dev/null)
+  [ ${#images[@]} -gt 0 ] && [ -f "${images[0]}" ] || { echo "skip $s: no images under $data"; continue; }
+  par=$(set_intrinsics "$s")
   for v in self known; do
     extra=(--single-camera)
     [ "$v" = known ] && extra=(--intrinsics "$par")
