@@ -258,6 +258,10 @@ class Mapper {
     return true;
   }
 
+  // The reprojection error that triangulation and filtering accept: the option's, times
+  // loose_ while a merged model is retriangulated (TryMerge).
+  double FilterPx() const { return loose_ * o_.filter_max_reproj_error_px; }
+
   // Reprojection error (pixels) of point X in image i at feature f; infinity behind.
   double ReprojError(int i, uint32_t f, const double* X) const {
     const Image& im = rec_.images.at(ImageId(i));
@@ -281,7 +285,7 @@ class Mapper {
         if (!Registered(e.image)) continue;
         const Image& im = rec_.images.at(ImageId(e.image));
         if (im.points2D[e.feature].point3D_id == pid) continue;
-        if (ReprojError(e.image, e.feature, rec_.points3D.at(pid).xyz) <= loose_ * o_.filter_max_reproj_error_px &&
+        if (ReprojError(e.image, e.feature, rec_.points3D.at(pid).xyz) <= FilterPx() &&
             WithinMaxAngle(pid, e.image)) {
           AddObservation(pid, e.image, e.feature);
           ++added;
@@ -304,7 +308,7 @@ class Mapper {
     Eigen::Vector3d X;
     std::vector<uint8_t> inlier;
     double max_angle = 0;
-    if (!RobustTriangulate(poses, xn, loose_ * o_.filter_max_reproj_error_px / min_focal,
+    if (!RobustTriangulate(poses, xn, FilterPx() / min_focal,
                            o_.tri_min_angle_deg * kDeg, &X, &inlier, &max_angle))
       return 0;
     std::vector<TrackElementRef> obs;
@@ -353,7 +357,7 @@ class Mapper {
       std::vector<TrackElement> keep;
       for (const TrackElement& e : p.track) {
         const int i = static_cast<int>(e.image_id) - 1;
-        if (ReprojError(i, e.point2D_idx, p.xyz) <= loose_ * o_.filter_max_reproj_error_px) {
+        if (ReprojError(i, e.point2D_idx, p.xyz) <= FilterPx()) {
           keep.push_back(e);
         } else {
           rec_.images.at(e.image_id).points2D[e.point2D_idx].point3D_id = kInvalidPoint3DId;
@@ -902,12 +906,14 @@ class Mapper {
     // off, beyond the filter: those tracks stay out and the adjustment keeps the misjoin.
     // Retriangulating with a loose threshold, halved down to the usual one with an
     // adjustment after each, brings them in to pull the join straight.
-    for (double f = o_.merge_retriangulation_factor; f >= 1.0 && o_.merge_retriangulation_factor > 1.0; f /= 2) {
-      loose_ = f;
-      Retriangulate();
-      const Status st = GlobalAdjust(o_.ba_global_max_iterations);
-      loose_ = 1.0;
-      TIEPOINT_RETURN_IF_ERROR(st);
+    if (o_.merge_retriangulation_factor > 1.0) {
+      for (double f = o_.merge_retriangulation_factor; f >= 1.0; f /= 2) {
+        loose_ = f;
+        Retriangulate();
+        const Status st = GlobalAdjust(o_.ba_global_max_iterations);
+        loose_ = 1.0;
+        TIEPOINT_RETURN_IF_ERROR(st);
+      }
     }
     TIEPOINT_RETURN_IF_ERROR(Grow(static_cast<int>(i)));
     done_[i] = Save();
@@ -1257,7 +1263,7 @@ class Mapper {
   bool radial_fixed_ = false;  // SelectRadialTerms chose zero radial terms for this model
   double last_cost_ = 0;       // final cost of the last adjustment
   bool final_ba_ = false;             // the final adjustment of a model is running
-  double loose_ = 1.0;                // triangulation and filtering at loose_ x filter_max_reproj_error_px
+  double loose_ = 1.0;                // triangulation and filtering at FilterPx()
   bool principal_point_free_ = true;  // cleared when the principal point proved undetermined
   std::set<uint32_t> diverged_cameras_;  // intrinsics held fixed: refined, they diverged
 };
