@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -179,6 +180,10 @@ struct PairResult {
   // convention), when one verified.
   double F[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   bool guided = false;  // the inliers come from guided matching
+  // log10 of the pair's number of false alarms (solver/geometry/two_view_geometry.h): of
+  // the essential matrix with known intrinsics, else of the fundamental matrix, over all
+  // the pair's matches; +infinity when no model was found.
+  double log10_nfa = std::numeric_limits<double>::infinity();
 };
 
 // Intrinsics of a camera as the two-view code wants them (tiepoint's pixel convention).
@@ -204,7 +209,9 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
                 const std::vector<std::pair<uint32_t, uint32_t>>& matches, bool known_intrinsics,
                 uint64_t seed, PairResult* out, bool matches_are_f_inliers = false) {
   const int num_matches = out->num_matches;
+  const double log10_nfa = out->log10_nfa;  // of the first verification, kept by a second
   *out = PairResult();
+  if (matches_are_f_inliers) out->log10_nfa = log10_nfa;
   out->num_matches = matches_are_f_inliers ? num_matches : static_cast<int>(matches.size());
   out->model = "none";
   if (static_cast<int>(matches.size()) < o.verify_min_inliers) return;
@@ -230,6 +237,7 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
              !F.verified) {
     return;
   }
+  if (!matches_are_f_inliers) out->log10_nfa = FundamentalLog10Nfa(F.matrix, x1, x2, ro.max_error_px, F.num_inliers);
   std::copy(F.matrix, F.matrix + 9, out->F);
   std::vector<std::array<double, 2>> y1, y2;
   std::vector<std::pair<uint32_t, uint32_t>>& f_inliers = out->f_inliers;
@@ -243,6 +251,10 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
   TwoViewGeometry E, H;
   if (EstimateTwoViewGeometry(TwoViewModel::kEssential, y1, y2, &i1, &i2, ro, &E).ok() && E.verified) {
     out->num_e_inliers = E.num_inliers;
+    // The essential matrix's inliers among the fundamental matrix's: a lower bound on its
+    // support among all the matches, so the significance errs on the safe side.
+    if (known_intrinsics && !matches_are_f_inliers)
+      out->log10_nfa = EssentialLog10Nfa(E.matrix, i1, i2, x1, x2, ro.max_error_px, E.num_inliers);
     out->has_pose = true;
     std::copy(E.rotation, E.rotation + 9, out->R);
     std::copy(E.translation, E.translation + 3, out->t);
@@ -594,6 +606,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
                                {"inliers", r.inliers.size()}, {"guided", r.guided}, {"e_inliers", r.num_e_inliers},
                                {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
+        if (std::isfinite(r.log10_nfa)) pair_report.back()["log10_nfa"] = std::round(r.log10_nfa * 10) / 10;
       }
       return verified;
     };
@@ -701,6 +714,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           GuidedMatch(o, features[a], features[b], und[a], und[b], results[p].F, &gm);
           PairResult g;
           g.num_matches = static_cast<int>(gm.size());
+          g.log10_nfa = results[p].log10_nfa;
           VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, cameras.at(image_camera[a]),
                      cameras.at(image_camera[b]), gm, !known.empty(), o.seed + p, &g, true);
           before += static_cast<int64_t>(results[p].inliers.size());
@@ -835,6 +849,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         if (!vresults[p].verified) continue;
         const auto [a, b] = vpairs[p];
         second[p].num_matches = vresults[p].num_matches;
+        second[p].log10_nfa = vresults[p].log10_nfa;
         VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, refined.at(image_camera[a]),
                    refined.at(image_camera[b]), vresults[p].f_inliers, false, o.seed + p, &second[p], true);
       }

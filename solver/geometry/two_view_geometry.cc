@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -560,6 +561,58 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
   }
   result->verified = found && result->num_inliers >= options.min_inliers;
   return Status::Ok();
+}
+
+namespace {
+
+// log10 NFA of a fundamental matrix (pixels) with s-point samples of up to m models each.
+double EpipolarLog10Nfa(const Eigen::Matrix3d& F, const std::vector<std::array<double, 2>>& x1,
+                        const std::vector<std::array<double, 2>>& x2, double max_error_px,
+                        int num_inliers, int s, int m) {
+  const int n = static_cast<int>(std::min(x1.size(), x2.size()));
+  if (n <= s) return std::numeric_limits<double>::infinity();
+  const double t2 = max_error_px * max_error_px;
+  const int shifts = std::min(n - 1, 64);
+  int64_t within = 0;
+  for (int d = 1; d <= shifts; ++d)
+    for (int i = 0; i < n; ++i) {
+      const auto& a = x1[i];
+      const auto& b = x2[(i + d) % n];
+      within += two_view::SampsonSquaredError(F, Eigen::Vector2d(a[0], a[1]), Eigen::Vector2d(b[0], b[1])) <= t2;
+    }
+  const double trials = static_cast<double>(shifts) * n;
+  // At least one chance inlier among the trials and one outlier: the logarithms stay finite.
+  const double p0 = std::clamp(static_cast<double>(within), 1.0, trials - 1.0) / trials;
+  const int k = std::clamp(num_inliers, 0, n);
+  auto log_choose = [](int a, int b) { return std::lgamma(a + 1.0) - std::lgamma(b + 1.0) - std::lgamma(a - b + 1.0); };
+  // log P(X >= k) by a running log-sum-exp over the binomial terms.
+  double tail = -std::numeric_limits<double>::infinity();
+  for (int j = k; j <= n; ++j) {
+    const double term = log_choose(n, j) + j * std::log(p0) + (n - j) * std::log1p(-p0);
+    const double hi = std::max(tail, term);
+    tail = hi + std::log(std::exp(tail - hi) + std::exp(term - hi));
+  }
+  const double tests = std::log(static_cast<double>(n - s)) + std::log(static_cast<double>(m)) + log_choose(n, s);
+  return (tests + tail) / std::log(10.0);
+}
+
+}  // namespace
+
+double FundamentalLog10Nfa(const double F[9], const std::vector<std::array<double, 2>>& x1,
+                           const std::vector<std::array<double, 2>>& x2, double max_error_px,
+                           int num_inliers) {
+  const Eigen::Matrix3d M = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(F);
+  return EpipolarLog10Nfa(M, x1, x2, max_error_px, num_inliers, 7, 3);
+}
+
+double EssentialLog10Nfa(const double E[9], const Intrinsics& intrinsics1, const Intrinsics& intrinsics2,
+                         const std::vector<std::array<double, 2>>& x1,
+                         const std::vector<std::array<double, 2>>& x2, double max_error_px,
+                         int num_inliers) {
+  const Eigen::Matrix3d M = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(E);
+  const Eigen::Matrix3d F = CalibrationMatrix(intrinsics2).inverse().transpose() * M *
+                            CalibrationMatrix(intrinsics1).inverse();
+  return EpipolarLog10Nfa(F, x1, x2, max_error_px, num_inliers, 5, 10);
 }
 
 }  // namespace tiepoint

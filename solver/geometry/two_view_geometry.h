@@ -178,4 +178,30 @@ Status EstimateTwoViewGeometry(TwoViewModel model, const std::vector<std::array<
                                const Intrinsics* intrinsics1, const Intrinsics* intrinsics2,
                                const RansacOptions& options, TwoViewGeometry* result);
 
+// A-contrario significance of an epipolar model's inliers: the number of false alarms of
+// Moisan & Stival ("A probabilistic criterion to detect rigid point matches between two
+// images and estimate the fundamental matrix", IJCV 2004), as log10 of
+//     NFA = (n - s) * m * C(n, s) * P(Binomial(n, p0) >= k),
+// the number of models, among those RANSAC could form from minimal samples (s points, up
+// to m models each), expected to gather k or more of the n correspondences by chance.
+// p0 is the chance rate measured on the pair itself: the fraction of mismatched
+// correspondences x1[i] <-> x2[(i + d) mod n], d = 1 .. min(n - 1, 64), whose Sampson
+// distance to the model is within max_error_px. It is high where the points cluster and
+// the epipolar lines cross the cluster, as between opposite views of a ring around an
+// object, where unrelated views reach 15-20 inliers among 60-100 matches by chance.
+// k = num_inliers (clamped to [0, n]). A negative result (NFA < 1) says that support so
+// large is unlikely to be chance. Returns +infinity when n <= s.
+//
+// Fundamental matrix (x2^T F x1 = 0, pixels, TwoViewGeometry::matrix of kFundamental):
+// s = 7, m = 3.
+double FundamentalLog10Nfa(const double F[9], const std::vector<std::array<double, 2>>& x1,
+                           const std::vector<std::array<double, 2>>& x2, double max_error_px,
+                           int num_inliers);
+// Essential matrix (TwoViewGeometry::matrix of kEssential, normalized coordinates) with
+// the pair's intrinsics, scored as F = K2^-T E K1^-1 in pixels: s = 5, m = 10.
+double EssentialLog10Nfa(const double E[9], const Intrinsics& intrinsics1, const Intrinsics& intrinsics2,
+                         const std::vector<std::array<double, 2>>& x1,
+                         const std::vector<std::array<double, 2>>& x2, double max_error_px,
+                         int num_inliers);
+
 }  // namespace tiepoint

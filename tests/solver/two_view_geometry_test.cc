@@ -345,6 +345,46 @@ TEST(TwoViewGeometry, EssentialWithNoiseAndOutliers) {
 // of the reported values and the RMS of the actual rotation errors agree within 25%
 // (measured: 0.151 and 0.154 degrees over 200 draws; least squares started from the true
 // pose 0.149).
+// The number of false alarms tells a pair with a real epipolar geometry (25 inliers among
+// 80 matches) from one whose matches are all wrong and whose best model gathers its
+// inliers by chance, with the same RANSAC and the same minimum.
+TEST(TwoViewGeometry, NumberOfFalseAlarmsSeparatesRealFromChanceSupport) {
+  RansacOptions o;
+  o.min_inliers = 8;
+  o.max_iterations = 2000;
+  int chance_inliers_max = 0;
+  for (uint32_t seed = 40; seed < 44; ++seed) {
+    const Scene real = MakeScene(80, 55.0 / 80, 0.5, false, seed);
+    TwoViewGeometry f, e;
+    ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kFundamental, real.x1, real.x2, nullptr, nullptr, o, &f).ok());
+    ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kEssential, real.x1, real.x2, &real.k, &real.k, o, &e).ok());
+    ASSERT_TRUE(f.verified && e.verified);
+    EXPECT_GE(f.num_inliers, 24);
+    EXPECT_LT(FundamentalLog10Nfa(f.matrix, real.x1, real.x2, o.max_error_px, f.num_inliers), -5.0) << seed;
+    EXPECT_LT(EssentialLog10Nfa(e.matrix, real.k, real.k, real.x1, real.x2, o.max_error_px, e.num_inliers), -5.0)
+        << seed;
+
+    const Scene junk = MakeScene(80, 1.0, 0.5, false, seed);
+    ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kFundamental, junk.x1, junk.x2, nullptr, nullptr, o, &f).ok());
+    ASSERT_TRUE(EstimateTwoViewGeometry(TwoViewModel::kEssential, junk.x1, junk.x2, &junk.k, &junk.k, o, &e).ok());
+    ASSERT_GT(f.num_inliers, 0);
+    ASSERT_GT(e.num_inliers, 0);
+    chance_inliers_max = std::max({chance_inliers_max, f.num_inliers, e.num_inliers});
+    EXPECT_GT(FundamentalLog10Nfa(f.matrix, junk.x1, junk.x2, o.max_error_px, f.num_inliers), 0.0) << seed;
+    EXPECT_GT(EssentialLog10Nfa(e.matrix, junk.k, junk.k, junk.x1, junk.x2, o.max_error_px, e.num_inliers), 0.0)
+        << seed;
+    // More support for the same model is less likely to be chance.
+    EXPECT_LT(FundamentalLog10Nfa(f.matrix, junk.x1, junk.x2, o.max_error_px, f.num_inliers + 10),
+              FundamentalLog10Nfa(f.matrix, junk.x1, junk.x2, o.max_error_px, f.num_inliers));
+  }
+  // RANSAC did find chance models of some size: the test above is not vacuous.
+  EXPECT_GE(chance_inliers_max, 8);
+  // No sample beyond the minimal one: no test.
+  const Scene tiny = MakeScene(7, 0.0, 0.5, false, 1);
+  const double F[9] = {0, 0, 0, 0, 0, -1, 0, 1, 0};
+  EXPECT_TRUE(std::isinf(FundamentalLog10Nfa(F, tiny.x1, tiny.x2, 3.0, 7)));
+}
+
 TEST(TwoViewGeometry, RotationUncertaintyPredictsTheSpreadOfEstimates) {
   const Scene exact = MakeScene(150, 0.0, 0.0, false, 100);
   std::mt19937 rng(5);
