@@ -13,7 +13,11 @@
 //  2. Next image: among unregistered images, those seeing most triangulated points, ranked
 //     by a visibility pyramid score (how evenly the points spread over the image, as
 //     COLMAP); the first whose absolute pose has at least abs_pose_min_inliers inliers
-//     within abs_pose_max_error_px is registered.
+//     within abs_pose_max_error_px is registered. An image that sees few triangulated
+//     points (a ring's views that overlap two at a time) registers from fewer inliers
+//     (8) when a verified pair with a registered image agrees: its relative rotation within
+//     2 degrees of the pose's, or, from 10 inliers, 80% of its matches within 4 px of the
+//     epipolar geometry that the two poses give.
 //  3. The new image continues existing points (observations within
 //     filter_max_reproj_error_px) and triangulates tracks that now have two registered
 //     views (angle >= tri_min_angle_deg, in front, within the error).
@@ -151,6 +155,9 @@ struct MapperSummary {
   int64_t wide_angle_tracks = 0;
   int merges = 0;  // models merged into larger ones through common tracks
   int pair_registrations = 0;  // images registered by a pair's pose and a fitted distance
+  // Images registered from fewer than abs_pose_min_inliers 2D-3D inliers because a pair's
+  // matches agree with the pose (see step 2 above).
+  int match_supported_registrations = 0;
 };
 
 // `progress(model, image, registered_count, total)` is called after each registration.

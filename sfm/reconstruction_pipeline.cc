@@ -904,7 +904,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                {"filtered_observations", ms.filtered_observations},
                                {"wide_angle_tracks", ms.wide_angle_tracks},
                                {"merges", ms.merges},
-                               {"pair_registrations", ms.pair_registrations}};
+                               {"pair_registrations", ms.pair_registrations},
+                               {"match_supported_registrations", ms.match_supported_registrations}};
     json unregistered = json::array();
     for (int k = 0; k < n; ++k)
       if (!ms.images[k].registered) unregistered.push_back({{"image", names[k]}, {"reason", ms.images[k].reason}});
