@@ -1016,7 +1016,11 @@ class Mapper {
         const double den = Ex1.x() * Ex1.x() + Ex1.y() * Ex1.y() + Etx2.x() * Etx2.x() + Etx2.y() * Etx2.y();
         agree += den > 0 && num * num / den <= thr2;
       }
-      if (agree >= kPairMatchAgreement * static_cast<double>(pr.inliers.size())) return true;
+      // Self-calibrating, the pair's inliers are its fundamental matrix's, of which those
+      // of its essential matrix are the ones a pose can fit.
+      const size_t base = pr.num_e_inliers > 0 ? std::min(pr.inliers.size(), static_cast<size_t>(pr.num_e_inliers))
+                                               : pr.inliers.size();
+      if (agree >= kPairMatchAgreement * static_cast<double>(base)) return true;
     }
     return false;
   }

@@ -135,6 +135,9 @@ struct MapperPair {
   double rotation[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};  // cam2_from_cam1
   double translation[3] = {0, 0, 0};
   int num_h_inliers = 0;  // inliers of a homography fitted to the same matches
+  // Inliers of the essential matrix behind the relative pose (0 without a pose): fewer
+  // than `inliers` when those are the fundamental matrix's (self-calibration).
+  int num_e_inliers = 0;
 };
 
 struct MapperImageStatus {

@@ -602,6 +602,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         std::copy(r.R, r.R + 9, mp.rotation);
         std::copy(r.t, r.t + 3, mp.translation);
         mp.num_h_inliers = r.num_h_inliers;
+        mp.num_e_inliers = r.has_pose ? r.num_e_inliers : 0;
         mpairs.push_back(std::move(mp));
         pair_report.push_back({{"image1", names[a]}, {"image2", names[b]}, {"matches", r.num_matches},
                                {"inliers", r.inliers.size()}, {"guided", r.guided}, {"e_inliers", r.num_e_inliers},
