@@ -975,7 +975,7 @@ class Mapper {
   // kPairMatchMaxErrorPx (Sampson distance, pixels) of the epipolar geometry that the two
   // model poses give. RotationSupportedByPair compares with the pair's own relative pose,
   // which on a narrow field of view is ill-determined: on the dino ring the pairs that join
-  // its arcs (6-7, 12-13; 20-40 inliers) have relative rotations 2 to 100 degrees off,
+  // its arcs (6-7, 12-13; 20-40 inliers) have relative rotations 1.4 to 85 degrees off,
   // seed to seed, for matches that are right. This tests the pose against the matches
   // themselves. A pose from few 2D-3D inliers trades rotation for translation along the
   // same ambiguity, so the test needs kMinPairMatchSupportedInliers of them: from 8, one
