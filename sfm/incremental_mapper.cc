@@ -415,6 +415,7 @@ class Mapper {
     const auto t0 = std::chrono::steady_clock::now();
     ReconstructionBAOptions bo;
     bo.max_iterations = max_iterations;
+    if (!final_ba_) bo.function_tolerance = o_.ba_function_tolerance;
     bo.num_threads = o_.num_threads > 0 ? o_.num_threads : omp_get_max_threads();
     bo.linear_solver = o_.ba_linear_solver;
     const bool to_sparse = bo.linear_solver == ReconstructionLinearSolver::kDenseSchur &&
@@ -1337,6 +1338,8 @@ Status MapperOptions::Check() const {
   if (!(merge_retriangulation_factor >= 1.0 && merge_retriangulation_factor <= 1000.0))
     return Status::InvalidOptions("mapper: merge_retriangulation_factor must be in [1, 1000] (1: off)");
   if (local_ba_num_images < 1) return Status::InvalidOptions("mapper: local_ba_num_images must be >= 1");
+  if (!(ba_function_tolerance >= 0 && ba_function_tolerance < 1))
+    return Status::InvalidOptions("mapper: ba_function_tolerance must be in [0, 1)");
   if (!(global_ba_ratio >= 1)) return Status::InvalidOptions("mapper: global_ba_ratio must be >= 1");
   if (!(max_tri_angle_deg > tri_min_angle_deg && max_tri_angle_deg <= 180))
     return Status::InvalidOptions("mapper: --max-tri-angle must be above the minimum triangulation angle and at most 180");
