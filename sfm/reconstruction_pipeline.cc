@@ -237,7 +237,6 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
              !F.verified) {
     return;
   }
-  if (!matches_are_f_inliers) out->log10_nfa = FundamentalLog10Nfa(F.matrix, x1, x2, ro.max_error_px, F.num_inliers);
   std::copy(F.matrix, F.matrix + 9, out->F);
   std::vector<std::array<double, 2>> y1, y2;
   std::vector<std::pair<uint32_t, uint32_t>>& f_inliers = out->f_inliers;
@@ -251,14 +250,18 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
   TwoViewGeometry E, H;
   if (EstimateTwoViewGeometry(TwoViewModel::kEssential, y1, y2, &i1, &i2, ro, &E).ok() && E.verified) {
     out->num_e_inliers = E.num_inliers;
-    // The essential matrix's inliers among the fundamental matrix's: a lower bound on its
-    // support among all the matches, so the significance errs on the safe side.
-    if (known_intrinsics && !matches_are_f_inliers)
-      out->log10_nfa = EssentialLog10Nfa(E.matrix, i1, i2, x1, x2, ro.max_error_px, E.num_inliers);
     out->has_pose = true;
     std::copy(E.rotation, E.rotation + 9, out->R);
     std::copy(E.translation, E.translation + 3, out->t);
   }
+  // The significance of the model that decides the pair (a second verification keeps the
+  // first's). With known intrinsics, the essential matrix's inliers among the fundamental
+  // matrix's: a lower bound on its support among all the matches, so it errs on the safe
+  // side.
+  if (!matches_are_f_inliers)
+    out->log10_nfa = known_intrinsics && out->has_pose
+                         ? EssentialLog10Nfa(E.matrix, i1, i2, x1, x2, ro.max_error_px, E.num_inliers)
+                         : FundamentalLog10Nfa(F.matrix, x1, x2, ro.max_error_px, F.num_inliers);
   // Which correspondences go on to the tracks. With known intrinsics a pair must fit an
   // essential matrix and only its inliers count. Otherwise the fundamental matrix's
   // inliers count, but a pair without a relative pose must have twice the minimum: on the
