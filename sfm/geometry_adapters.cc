@@ -1,6 +1,8 @@
 #include "sfm/geometry_adapters.h"
 
 #include "solver/geometry/absolute_pose.h"
+#include "solver/geometry/fundamental.h"
+#include "solver/geometry/ransac_utils.h"
 #include "solver/geometry/triangulation.h"
 
 namespace tiepoint {
@@ -44,6 +46,11 @@ bool RobustTriangulate(const std::vector<Pose34>& poses, const std::vector<Eigen
   *inliers = result.inlier_mask;
   if (max_angle_rad != nullptr) *max_angle_rad = result.max_angle_rad;
   return true;
+}
+
+double PoseSampsonSquaredError(const Eigen::Matrix3d& R, const Eigen::Vector3d& t, const Eigen::Vector2d& x1,
+                               const Eigen::Vector2d& x2) {
+  return two_view::SampsonSquaredError(two_view::Skew(t.normalized()) * R, x1, x2);
 }
 
 }  // namespace tiepoint

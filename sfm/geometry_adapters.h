@@ -33,4 +33,9 @@ bool RobustTriangulate(const std::vector<Pose34>& poses, const std::vector<Eigen
                        double max_error, double min_angle_rad, Eigen::Vector3d* X,
                        std::vector<uint8_t>* inliers, double* max_angle_rad = nullptr);
 
+// Squared Sampson distance (normalized units) of x1 <-> x2 to the epipolar geometry of the
+// relative pose cam2_from_cam1 (R, t), t of any non-zero length.
+double PoseSampsonSquaredError(const Eigen::Matrix3d& R, const Eigen::Vector3d& t, const Eigen::Vector2d& x1,
+                               const Eigen::Vector2d& x2);
+
 }  // namespace tiepoint

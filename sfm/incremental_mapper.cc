@@ -1003,21 +1003,11 @@ class Mapper {
       const Eigen::Matrix3d Rrel = R2 * R1.transpose();
       const Eigen::Vector3d trel = t2 - Rrel * t1;
       if (!(trel.norm() > 0)) continue;
-      const Eigen::Vector3d u = trel.normalized();
-      Eigen::Matrix3d tx;
-      tx << 0, -u.z(), u.y(), u.z(), 0, -u.x(), -u.y(), u.x(), 0;
-      const Eigen::Matrix3d E = tx * Rrel;
       const double focal = 0.5 * (Focal(pr.image1) + Focal(pr.image2));
       const double thr2 = std::pow(kPairMatchMaxErrorPx / focal, 2);
       int agree = 0;
-      for (const auto& [f1, f2] : pr.inliers) {
-        const Eigen::Vector2d a = Normalized(pr.image1, f1), b = Normalized(pr.image2, f2);
-        const Eigen::Vector3d x1(a.x(), a.y(), 1), x2(b.x(), b.y(), 1);
-        const Eigen::Vector3d Ex1 = E * x1, Etx2 = E.transpose() * x2;
-        const double num = x2.dot(Ex1);
-        const double den = Ex1.x() * Ex1.x() + Ex1.y() * Ex1.y() + Etx2.x() * Etx2.x() + Etx2.y() * Etx2.y();
-        agree += den > 0 && num * num / den <= thr2;
-      }
+      for (const auto& [f1, f2] : pr.inliers)
+        agree += PoseSampsonSquaredError(Rrel, trel, Normalized(pr.image1, f1), Normalized(pr.image2, f2)) <= thr2;
       // Self-calibrating, the pair's inliers are its fundamental matrix's, of which those
       // of its essential matrix are the ones a pose can fit.
       const size_t base = pr.num_e_inliers > 0 ? std::min(pr.inliers.size(), static_cast<size_t>(pr.num_e_inliers))
