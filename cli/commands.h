@@ -37,4 +37,9 @@ int ReportError(const char* command, const Status& status);
 // partial set of outputs). OK for an empty path (option not given).
 Status CheckOutputDirectory(const char* option, const std::string& path);
 
+// Before the CUDA runtime starts: a hardware work queue per stream where a command runs
+// more than CUDA's default 8 streams at once (at most 32), unless the caller set
+// CUDA_DEVICE_MAX_CONNECTIONS. More queues than streams only cost start-up time (main.cc).
+void RequestCudaQueues(int streams);
+
 }  // namespace tiepoint::cli

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -180,6 +181,24 @@ void InstallFaultHandling(const char* command) {
 }
 
 }  // namespace
+
+// CUDA's hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS, default 8) cost context
+// creation and teardown time, so they are raised only where a command runs more streams
+// than that, and never over the caller's own setting. History: every command but `extract`
+// and the solvers used to get 32, after bench/sift_bench measured 24 streams at 2,251 ->
+// 2,410 images/s with them on an H100 (bench/results/sift-h100-20261124.json). But
+// `extract`, with 12 streams beside its decoding pool, took 3.6-3.8 s for 4,400 1080p JPEGs
+// with 8 against 4.0-4.5 s with 32 on an H200 host
+// (bench/results/extract-throughput-h200-20261126.json); `ba` (one stream) 3.02-3.20 s
+// against 3.38-3.78 s on a Final-13682-size .bz2 (bench/results/ba-bz2-wall-h100-20261126.json);
+// and `reconstruct` (8 streams) on the dino ring 0.88-0.91 s against 1.44-1.63 s end to end,
+// context creation 0.27-0.28 s against 0.66-0.85 s, fountain-P11 2.64-2.78 s against
+// 3.87-3.93 s, the same models (bench/results/reconstruct-cuda-connections-h200-20261127.json).
+void RequestCudaQueues(int streams) {
+  if (streams <= 8) return;
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(std::min(streams, 32)).c_str(), /*overwrite=*/0);
+}
+
 }  // namespace tiepoint::cli
 
 int main(int argc, char** argv) {
@@ -187,21 +206,6 @@ int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   SetStartupEnvironment(command, argv);
   InstallFaultHandling(argc > 1 ? argv[1] : "");  // argv outlives main: the stop thread keeps it
-  // More hardware work queues than CUDA's default 8, unless the caller chose: streams
-  // beyond 8 otherwise share queues and wait on each other. Measured on an H100 with
-  // bench/sift_bench: 24 streams, median 2,251 -> 2,410 images/s
-  // (bench/results/sift-h100-20261124.json). Not for `extract`, whose stream threads run
-  // beside a decoding pool: there CUDA's 8 queues measured better, 4,400 1080p JPEGs with
-  // 12 streams in 3.6-3.8 s against 4.0-4.5 s with 32 on a 16-core H200 host
-  // (bench/results/extract-throughput-h200-20261126.json). Set before the CUDA runtime starts.
-  // Nor for the solver commands, which run one stream: the 32 queues cost `ba` 0.3-0.6 s
-  // of context creation and teardown at exit. On two H100 hosts, a Final-13682-size .bz2
-  // took 3.38-3.78 s with 32 against 3.02-3.20 s with 8 in the same calls
-  // (bench/results/ba-bz2-wall-h100-20261126.json).
-  if (command != "extract" && command != "ba" && command != "bench" &&
-      command != "bench-worker") {
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
-  }
   CLI::App app{
       "tiepoint: structure from motion and bundle adjustment for BAL problems.\n"
       "Run `tiepoint <command> --help` for the options of a command."};

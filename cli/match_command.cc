@@ -243,6 +243,7 @@ int RunMatch(const MatchArgs& a) {
   options.num_threads = a.threads;
   options.cuda_streams = a.cuda_streams;
   if (!(s = options.Check()).ok()) return ReportError(cmd, s);
+  if (device == Device::kCuda) RequestCudaQueues(options.cuda_streams);
   const bool verify = !a.verify.empty();
   TwoViewModel model = TwoViewModel::kHomography;
   RansacOptions ransac;

@@ -102,6 +102,7 @@ int RunReconstruct(const ReconstructArgs& a) {
                                                    "': expected off, retry or on"));
   }
   o.sift.cuda_streams = a.cuda_streams;
+  if (o.device == Device::kCuda) RequestCudaQueues(a.cuda_streams);
   o.seed = a.seed;
   if (a.pairs == "exhaustive") {
     o.pairs = PairSelection::kExhaustive;

@@ -434,6 +434,14 @@ class SiftCpu : public FeatureExtractor {
   Status Extract(const GrayImage& image, Features* features) override;
   void ExtractBatch(const std::vector<const GrayImage*>& images, std::vector<Features>* features,
                     std::vector<Status>* statuses) override;
+  Status SetContrastThreshold(double contrast_threshold) override {
+    SiftOptions changed = options_;
+    changed.contrast_threshold = contrast_threshold;
+    TIEPOINT_RETURN_IF_ERROR(changed.Check());
+    options_.contrast_threshold = contrast_threshold;
+    for (auto& w : workers_) w->options_.contrast_threshold = contrast_threshold;
+    return Status::Ok();
+  }
 
  private:
   // Scans D_1..D_S of one octave for extrema and refines them.

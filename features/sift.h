@@ -166,6 +166,13 @@ class FeatureExtractor {
   using ImageDone = std::function<void(int, Features&&, Status&&)>;
   virtual void ExtractStream(int count, int group, const NextImage& next, const ImageDone& done);
 
+  // The same extractor at another contrast threshold: what follows extracts as one made by
+  // Create with options.contrast_threshold = contrast_threshold would, keeping what this one
+  // has set up (the CUDA extractor's streams and its device and pinned buffers, whose
+  // set-up took most of a small image's time when each threshold got an extractor of its
+  // own). kInvalidOptions, with nothing changed, where Create would refuse the options.
+  virtual Status SetContrastThreshold(double contrast_threshold) = 0;
+
   // The one place a backend is chosen: kCpu is the reference implementation; kCuda is
   // the CUDA extractor of features/sift_cuda.h, kUnavailable with a message naming
   // --device cpu when this build has no CUDA or no GPU can be used. Checks the options

@@ -956,6 +956,8 @@ class SiftCudaWorker {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   Status Extract(const GrayImage& image, Features* features);
+  // The next Extract's threshold (the captured graph is keyed on it too).
+  void SetContrastThreshold(double t) { options_.contrast_threshold = t; }
 
  private:
   Status Init();
@@ -968,7 +970,7 @@ class SiftCudaWorker {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
   cudaGraphExec_t graph_exec_ = nullptr;
-  std::array<long long, 16> graph_key_{};
+  std::array<long long, 17> graph_key_{};
 
   DeviceArray<float> d_image_, d_upsampled_, d_gauss_, d_dog_, d_magnitude_, d_angle_;
   DeviceArray<Candidate> d_queue_;
@@ -1074,11 +1076,15 @@ Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage&
   // size and workspace and replayed: one launch call per image instead of one per kernel
   // (less host time, and less contention between the threads launching into their streams).
   auto bits = [](const void* p) { return static_cast<long long>(reinterpret_cast<uintptr_t>(p)); };
-  const std::array<long long, 16> key = {
+  long long threshold_bits = 0;
+  static_assert(sizeof(threshold_bits) == sizeof(options_.contrast_threshold), "64-bit double");
+  std::memcpy(&threshold_bits, &options_.contrast_threshold, sizeof(threshold_bits));
+  const std::array<long long, 17> key = {
       w0, h0, num_octaves, candidate_capacity_, image.width, image.height,
       bits(d_image_.get()), bits(d_upsampled_.get()), bits(d_gauss_.get()), bits(d_dog_.get()),
       bits(d_magnitude_.get()), bits(d_angle_.get()), bits(d_count_.get()),
-      bits(d_max_magnitude_.get()), bits(d_queue_.get()), bits(d_detections_.get())};
+      bits(d_max_magnitude_.get()), bits(d_queue_.get()), bits(d_detections_.get()),
+      threshold_bits};  // the detection and refinement kernels' prefilter and threshold
   if (graph_exec_ == nullptr || key != graph_key_) {
     if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
     graph_exec_ = nullptr;
@@ -1395,6 +1401,15 @@ class SiftCuda : public FeatureExtractor {
   }
   Status Extract(const GrayImage& image, Features* features) override {
     return workers_[0]->Extract(image, features);
+  }
+
+  Status SetContrastThreshold(double contrast_threshold) override {
+    SiftOptions changed = options_;
+    changed.contrast_threshold = contrast_threshold;
+    TIEPOINT_RETURN_IF_ERROR(changed.Check());
+    options_.contrast_threshold = contrast_threshold;
+    for (auto& w : workers_) w->SetContrastThreshold(contrast_threshold);
+    return Status::Ok();
   }
 
   void ExtractBatch(const std::vector<const GrayImage*>& images, std::vector<Features>* features,

@@ -419,10 +419,13 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // The backends' start (with --device cuda, the GPU's context: most of a small set's time
   // on the device machine) is a stage of its own.
   const auto t_setup = std::chrono::steady_clock::now();
+  double extractor_seconds = 0, matcher_seconds = 0;
   if (o.tracks_file.empty()) {
     TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(extraction(o.min_features_per_image, o.min_contrast_threshold, true).sift,
                                                       o.device, &extractor));
+    extractor_seconds = Since(t_setup);
     TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
+    matcher_seconds = Since(t_setup) - extractor_seconds;
   }
   if (o.mapper.ba_linear_solver == ReconstructionLinearSolver::kIterativeSchurCuda) {
     // Without a usable GPU, stop before any work, with the solver's own message (it names
@@ -430,7 +433,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     std::unique_ptr<CudaReducedPcg> probe;
     TIEPOINT_RETURN_IF_ERROR(CreateCudaReducedPcg(&probe));
   }
-  report["stages"]["setup"] = {{"seconds", Since(t_setup)}, {"device", o.device == Device::kCuda ? "cuda" : "cpu"}};
+  report["stages"]["setup"] = {{"seconds", Since(t_setup)}, {"device", o.device == Device::kCuda ? "cuda" : "cpu"},
+                               {"extractor_seconds", extractor_seconds}, {"matcher_seconds", matcher_seconds}};
   std::map<std::string, CameraIntrinsics> known;
   if (!o.intrinsics_file.empty()) TIEPOINT_RETURN_IF_ERROR(ReadIntrinsicsTable(o.intrinsics_file, &known));
 
@@ -645,17 +649,18 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         if (!below && low.contrast_threshold <= min_ct_x * (1 + 1e-9))
           for (int k : few) at_floor[k] = 1;
         if (few.empty()) break;
-        std::unique_ptr<FeatureExtractor> low_extractor;
-        TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(low, o.device, &low_extractor));
+        // The same extractor at the lower threshold (its streams and buffers stay).
+        TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(low.contrast_threshold));
         std::vector<Features> more;
         std::vector<Status> more_status;
-        low_extractor->ExtractBatch(few_ptrs, &more, &more_status);
+        ex->ExtractBatch(few_ptrs, &more, &more_status);
         for (size_t j = 0; j < few.size(); ++j)
           if (more_status[j].ok() && more[j].size() > features[few[j]].size()) {
             features[few[j]] = std::move(more[j]);
             lowered_image[few[j]] = 1;
           }
       }
+      TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ext.sift.contrast_threshold));
       int64_t total_features = 0;
       for (int k = 0; k < n; ++k) {
         const GrayImage& g = gray[usable[k]];
@@ -967,11 +972,17 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     result->models.clear();
     const json first_report = report;
     const size_t first_pairs = num_verified_pairs;
+    // Where neither attempt lowers the threshold inside the extractor (the CUDA extractor),
+    // both have the same options: the first attempt's extractor serves again.
+    const Extraction second = extraction(o.retry_min_features, o.retry_min_contrast_threshold, false);
     std::unique_ptr<FeatureExtractor> extractor2;
-    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(
-        extraction(o.retry_min_features, o.retry_min_contrast_threshold, false).sift, o.device, &extractor2));
+    FeatureExtractor* ex2 = extractor.get();
+    if (second.lower || extraction(o.min_features_per_image, o.min_contrast_threshold, true).lower) {
+      TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(second.sift, o.device, &extractor2));
+      ex2 = extractor2.get();
+    }
     int num_lowered2 = 0, num_fallback2 = 0;
-    TIEPOINT_RETURN_IF_ERROR(attempt(extractor2.get(), o.retry_min_features, o.retry_min_contrast_threshold, false,
+    TIEPOINT_RETURN_IF_ERROR(attempt(ex2, o.retry_min_features, o.retry_min_contrast_threshold, false,
                                      true, o.guided_matching != GuidedMatching::kOff, false, &num_lowered2,
                                      &num_fallback2));
     const bool keep = largest(result->models) > largest(first_models);
@@ -994,6 +1005,13 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                 {"kept", keep ? "second" : "first"}};
   }
   for (GrayImage& g : gray) std::vector<float>().swap(g.pixels);
+  {
+    // The backends' buffers and streams (with --device cuda, pinned and device memory).
+    const auto t_release = std::chrono::steady_clock::now();
+    extractor.reset();
+    matcher.reset();
+    report["stages"]["release"] = {{"seconds", Since(t_release)}};
+  }
   if (result->models.empty())
     return Status::Numerical("no image pair initialises a model (" + std::to_string(num_verified_pairs) +
                              " verified pairs; see the pairs' inlier counts): nothing written under sparse/");
