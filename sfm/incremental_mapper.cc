@@ -10,6 +10,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -35,6 +36,20 @@ Eigen::Matrix3d RotationOf(const Image& im) {
 
 Eigen::Vector3d CentreOf(const Image& im) {
   return -RotationOf(im).transpose() * Eigen::Vector3d(im.tvec[0], im.tvec[1], im.tvec[2]);
+}
+
+// The depths (camera z) of the model's points that the image sees, ascending.
+std::vector<double> SortedDepths(const Reconstruction& r, const Image& im) {
+  std::vector<double> d;
+  const Eigen::Matrix3d R = RotationOf(im);
+  const Eigen::Vector3d t(im.tvec[0], im.tvec[1], im.tvec[2]);
+  for (const Point2D& p : im.points2D) {
+    if (p.point3D_id == kInvalidPoint3DId) continue;
+    const double* x = r.points3D.at(p.point3D_id).xyz;
+    d.push_back((R * Eigen::Vector3d(x[0], x[1], x[2]) + t).z());
+  }
+  std::sort(d.begin(), d.end());
+  return d;
 }
 
 Pose34 PoseOf(const Image& im) {
@@ -779,7 +794,7 @@ class Mapper {
       xb.emplace_back(pbx[0], pbx[1], pbx[2]);
     }
     const int n = static_cast<int>(xa.size());
-    if (n < 2 || a.rec.points3D.empty()) return Status::Ok();
+    if (a.rec.points3D.empty()) return Status::Ok();
     Eigen::Vector3d centroid = Eigen::Vector3d::Zero();
     std::vector<double> radii;
     for (const auto& [pid, p] : a.rec.points3D) centroid += Eigen::Vector3d(p.xyz[0], p.xyz[1], p.xyz[2]);
@@ -872,7 +887,43 @@ class Mapper {
       }
       return best_support >= 2;
     };
-    if (!from_points() && !from_shared_image()) return Status::Ok();
+    // From an image in both models and fewer than two common points (the dino's arcs at
+    // some seeds: the bridge's image and one point): the image's two poses fix the rotation
+    // and its centre, and the ratio of the median depths of the points it sees in each model
+    // the scale (the same surface seen from the same pose). Checked after the merge.
+    auto from_shared_depths = [&]() -> bool {
+      size_t best_points = 0;
+      for (const auto& [id, imb] : b.rec.images) {
+        auto ita = a.rec.images.find(id);
+        if (ita == a.rec.images.end()) continue;
+        const std::vector<double> da = SortedDepths(a.rec, ita->second), db = SortedDepths(b.rec, imb);
+        const size_t m = std::min(da.size(), db.size());
+        if (m < static_cast<size_t>(kMinDepthScalePoints) || m <= best_points) continue;
+        const double sc = da[da.size() / 2] / db[db.size() / 2];
+        if (!(sc > 0) || !std::isfinite(sc)) continue;
+        best_points = m;
+        scale = sc;
+        Q = RotationOf(ita->second).transpose() * RotationOf(imb);
+        tr = CentreOf(ita->second) - sc * Q * CentreOf(imb);
+      }
+      return best_points > 0;
+    };
+    bool by_depths = false;
+    if (!(n >= 2 && (from_points() || from_shared_image()))) {
+      if (n >= 2 || !from_shared_depths()) return Status::Ok();
+      by_depths = true;
+    }
+    // What to go back to when a merge by depths finds no support across the join.
+    std::unique_ptr<ModelState> undo_a, undo_b;
+    std::set<uint32_t> only_a, only_b;
+    if (by_depths) {
+      undo_a = std::make_unique<ModelState>(a);
+      undo_b = std::make_unique<ModelState>(b);
+      for (const auto& [id, im] : a.rec.images)
+        if (!b.rec.images.count(id)) only_a.insert(id);
+      for (const auto& [id, im] : b.rec.images)
+        if (!a.rec.images.count(id)) only_b.insert(id);
+    }
 
     // Move b's images and points into a's frame, into the current model.
     ModelState bs = std::move(done_[j]);
@@ -915,6 +966,27 @@ class Mapper {
         loose_ = 1.0;
         TIEPOINT_RETURN_IF_ERROR(st);
       }
+    }
+    if (by_depths) {
+      // Points with views on both sides of the join other than the shared image: a scale or
+      // join that is off leaves those tracks beyond the filter, and nothing shows it.
+      int cross = 0;
+      for (const auto& [pid, p] : rec_.points3D) {
+        bool in_a = false, in_b = false;
+        for (const TrackElement& e : p.track) {
+          in_a |= only_a.count(e.image_id) > 0;
+          in_b |= only_b.count(e.image_id) > 0;
+        }
+        cross += in_a && in_b;
+      }
+      if (cross < o_.merge_min_cross_points) {
+        (void)Save();
+        done_[i] = std::move(*undo_a);
+        done_[j] = std::move(*undo_b);
+        ++summary_->depth_scale_merges_undone;
+        return Status::Ok();
+      }
+      ++summary_->depth_scale_merges;
     }
     TIEPOINT_RETURN_IF_ERROR(Grow(static_cast<int>(i)));
     done_[i] = Save();
@@ -1025,6 +1097,8 @@ class Mapper {
   // Needs kMinPairScaleInliers agreeing correspondences; the pose is then refined on them
   // when they are enough to fix all six degrees of freedom.
   static constexpr int kMinPairScaleInliers = 4;
+  // A scale from depths (TryMerge) needs the shared image to see this many points in each model.
+  static constexpr int kMinDepthScalePoints = 10;
   bool RegisterFromPair(int i, const std::vector<Eigen::Vector2d>& xn, const std::vector<Eigen::Vector3d>& X,
                         double focal, Eigen::Matrix3d* R_out, Eigen::Vector3d* t_out,
                         std::vector<uint8_t>* inliers_out) {
@@ -1326,6 +1400,7 @@ Status MapperOptions::Check() const {
   if (!(abs_pose_max_error_px > 0)) return Status::InvalidOptions("mapper: abs_pose_max_error_px must be > 0");
   if (abs_pose_min_inliers < 4) return Status::InvalidOptions("mapper: abs_pose_min_inliers must be >= 4");
   if (!(filter_max_reproj_error_px > 0)) return Status::InvalidOptions("mapper: filter_max_reproj_error_px must be > 0");
+  if (merge_min_cross_points < 0) return Status::InvalidOptions("mapper: merge_min_cross_points must be >= 0");
   if (!(merge_retriangulation_factor >= 1.0 && merge_retriangulation_factor <= 1000.0))
     return Status::InvalidOptions("mapper: merge_retriangulation_factor must be in [1, 1000] (1: off)");
   if (local_ba_num_images < 1) return Status::InvalidOptions("mapper: local_ba_num_images must be >= 1");

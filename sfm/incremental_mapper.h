@@ -30,7 +30,10 @@
 //     share too few tracks are bridged: each registers the other's images that it can
 //     (those with a verified pair into it), so that an image belongs to both; its two poses
 //     then fix the rotation and its centre, and the common points' distances from that
-//     centre the scale. A merged model is adjusted, then its tracks are retriangulated at
+//     centre the scale; with fewer than two common points, the ratio of the median depths
+//     of the points that image sees in each model, kept only when the merged model then
+//     holds merge_min_cross_points points seen from both sides of the join elsewhere than
+//     in that image (else both models stay as they were). A merged model is adjusted, then its tracks are retriangulated at
 //     merge_retriangulation_factor times filter_max_reproj_error_px, halved down to 1x with
 //     a global BA after each, so that where the similarity is off (the dino ring's second
 //     joint) the tracks still come in and pull the join straight. What stays apart comes
@@ -66,6 +69,10 @@ struct MapperOptions {
   // factor, halved down to 1, with a global adjustment after each (1: off), so tracks where
   // the merge's similarity is off come in and pull the join straight.
   double merge_retriangulation_factor = 8.0;
+  // A merge whose scale came from depths (step 5) stands only when, after the
+  // retriangulation above, this many points have views in both former models other than
+  // the shared image: tracks that meet where else the models join and agree with it.
+  int merge_min_cross_points = 10;
   double filter_min_tri_angle_deg = 1.5;
   // No point is seen from two views whose rays to it are more than this apart (degrees;
   // 180: no limit). For both views to see the front of a surface patch, each must see it
@@ -163,6 +170,9 @@ struct MapperSummary {
   // because two of the views' rays would be more than max_tri_angle_deg apart.
   int64_t wide_angle_tracks = 0;
   int merges = 0;  // models merged into larger ones through common tracks
+  // Of those, merges whose scale came from the depths seen by the shared image (step 5),
+  // and such merges undone for want of points across the join.
+  int depth_scale_merges = 0, depth_scale_merges_undone = 0;
   int pair_registrations = 0;  // images registered by a pair's pose and a fitted distance
   // Images registered from fewer than abs_pose_min_inliers 2D-3D inliers because a pair's
   // matches agree with the pose (see step 2 above).

@@ -913,6 +913,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                {"filtered_observations", ms.filtered_observations},
                                {"wide_angle_tracks", ms.wide_angle_tracks},
                                {"merges", ms.merges},
+                               {"depth_scale_merges", ms.depth_scale_merges},
+                               {"depth_scale_merges_undone", ms.depth_scale_merges_undone},
                                {"pair_registrations", ms.pair_registrations},
                                {"match_supported_registrations", ms.match_supported_registrations}};
     json unregistered = json::array();

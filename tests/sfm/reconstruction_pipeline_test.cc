@@ -381,6 +381,40 @@ TEST(ReconstructionPipeline, DinoWeakJoinsRegisterWhenThePairsMatchesAgree) {
   EXPECT_LT(es.max_centre_fraction, 0.01);
 }
 
+// At RANSAC seed 1 the dino's arcs (7-12 and the rest) shared only the bridge's image 13
+// and one point, so TryMerge had no scale, and it ended in two models (10 + 6). The scale
+// now comes from the median depths of the points image 13 sees in each arc, and the merge
+// stands because the retriangulated model then holds points seen from both arcs elsewhere
+// (18 measured, at the pair 6-7; MapperOptions::merge_min_cross_points = 10). Asked for
+// more such points than there are, the merge is undone and the two models come back as
+// they were.
+TEST(ReconstructionPipeline, DinoArcsSharingOnlyAnImageMergeOnTheirDepths) {
+  TIEPOINT_REQUIRE_SHARED(par, "multiview/middlebury/dinoSparseRing/dinoSR_par.txt");
+  std::vector<MiddleburyCamera> truth;
+  ASSERT_TRUE(ReadMiddleburyCameras(par, &truth).ok());
+  ScratchDir dir("dino-seed1");
+  ReconstructionPipelineOptions o = DinoOptions(par, truth, &dir);
+  o.seed = 1;
+  ReconstructionPipelineResult result;
+  RingErrors e;
+  ASSERT_NO_FATAL_FAILURE(RunWholeDino(o, truth, &result, &e));
+  EXPECT_EQ(result.report["stages"]["map"]["depth_scale_merges"], 1);
+  EXPECT_LT(e.rotation_deg[8], 0.4);   // median; measured 0.32 degrees
+  EXPECT_LT(e.rotation_deg[15], 1.0);  // measured 0.74
+  EXPECT_LT(e.max_centre_fraction, 0.01);
+
+  o.mapper.merge_min_cross_points = 1000;
+  o.output_dir = dir.File("strict");
+  ReconstructionPipelineResult strict;
+  const Status s = RunReconstructionPipeline(o, &strict);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(strict.models.size(), 2u);
+  EXPECT_EQ(strict.models[0].images.size(), 10u);
+  EXPECT_EQ(strict.models[1].images.size(), 6u);
+  EXPECT_EQ(strict.report["stages"]["map"]["depth_scale_merges"], 0);
+  EXPECT_GE(strict.report["stages"]["map"]["depth_scale_merges_undone"].get<int>(), 1);
+}
+
 // Self-calibrating, the mapper's first pass stops at a model of 6 images and its
 // intrinsics seed the second pass, which is kept when it is whole. Here it cannot be: the
 // rendered scene's 8 views and one view of another scene, which matches none of them. So
