@@ -22,6 +22,7 @@
 #include "io/image.h"
 #include "tests/common/gpu.h"
 #include "tests/common/shared_data.h"
+#include "tests/features/sift_threshold_check.h"
 
 namespace tiepoint {
 namespace {
@@ -286,45 +287,15 @@ TEST(SiftCudaTest, SameBytesEveryRunAndBatchAndStreamEqualSingle) {
   }
 }
 
-// SetContrastThreshold (the pipeline's lowering passes reuse one extractor): the same
-// streams at another threshold give a fresh extractor's bytes at that threshold, one image
-// or a batch over several streams; lowering it finds more keypoints (so a captured graph
-// that kept the old threshold fails here).
+// SetContrastThreshold (tests/features/sift_threshold_check.h; the pipeline's lowering
+// passes reuse one extractor): two streams, the graph captured per threshold.
 TEST(SiftCudaTest, SetContrastThresholdEqualsAFreshExtractor) {
   TIEPOINT_REQUIRE_GPU();
   std::vector<GrayImage> images;
   for (uint32_t seed = 40; seed < 44; ++seed) images.push_back(Texture(320 + 9 * seed, 240, seed));
-  std::vector<const GrayImage*> ptrs;
-  for (const GrayImage& g : images) ptrs.push_back(&g);
   SiftOptions options;
   options.cuda_streams = 2;
-  std::unique_ptr<FeatureExtractor> reused;
-  ASSERT_TRUE(FeatureExtractor::Create(options, Device::kCuda, &reused).ok());
-  size_t previous = 0;
-  for (double t : {0.04, 0.01, 0.04, 0.0025}) {
-    ASSERT_TRUE(reused->SetContrastThreshold(t).ok());
-    SiftOptions fresh = options;
-    fresh.contrast_threshold = t;
-    std::vector<Features> got;
-    std::vector<Status> statuses;
-    reused->ExtractBatch(ptrs, &got, &statuses);
-    Features single;
-    ASSERT_TRUE(reused->Extract(images[0], &single).ok());
-    for (size_t i = 0; i < images.size(); ++i) {
-      ASSERT_TRUE(statuses[i].ok()) << statuses[i].ToString();
-      const Features want = ExtractWith(images[i], fresh, Device::kCuda);
-      ASSERT_EQ(got[i].size(), want.size()) << "threshold " << t << ", image " << i;
-      EXPECT_EQ(std::memcmp(got[i].keypoints.data(), want.keypoints.data(), want.size() * sizeof(Keypoint)), 0);
-      EXPECT_EQ(got[i].descriptors, want.descriptors);
-      if (i == 0) {
-        ASSERT_EQ(single.size(), want.size());
-        EXPECT_EQ(single.descriptors, want.descriptors);
-      }
-    }
-    if (t == 0.01) EXPECT_GT(got[0].size(), previous + 20) << "0.01 against 0.04";
-    previous = got[0].size();
-  }
-  EXPECT_EQ(reused->SetContrastThreshold(-1.0).code(), StatusCode::kInvalidOptions);
+  testing::CheckSetContrastThreshold(images, options, Device::kCuda);
 }
 
 TEST(SiftCudaTest, BadOptionsAreExplained) {

@@ -16,6 +16,7 @@
 #include "io/base/cuda_device.h"
 #include "io/base/timer.h"
 #include "tests/common/shared_data.h"
+#include "tests/features/sift_threshold_check.h"
 
 namespace tiepoint {
 namespace {
@@ -488,41 +489,13 @@ TEST(SiftTest, ReusedExtractorAndParallelBatchEqualSingleImages) {
   }
 }
 
-// SetContrastThreshold: the same extractor (and its batch workers) at another threshold
-// gives what a fresh extractor at that threshold gives, byte for byte; lowering it finds
-// more keypoints (so a threshold left unapplied fails here); a bad value is refused and
-// changes nothing.
+// SetContrastThreshold (tests/features/sift_threshold_check.h), the CPU extractor with
+// two batch workers.
 TEST(SiftTest, SetContrastThresholdEqualsAFreshExtractor) {
-  const std::vector<GrayImage> images = {TextureImage(300, 220, 11), TextureImage(260, 240, 12)};
-  std::vector<const GrayImage*> ptrs;
-  for (const GrayImage& g : images) ptrs.push_back(&g);
   SiftOptions options;
   options.num_threads = 2;
-  std::unique_ptr<FeatureExtractor> reused;
-  ASSERT_TRUE(FeatureExtractor::Create(options, Device::kCpu, &reused).ok());
-  size_t previous = 0;
-  for (double t : {0.04, 0.01, 0.04, 0.0025}) {
-    ASSERT_TRUE(reused->SetContrastThreshold(t).ok());
-    SiftOptions fresh_options = options;
-    fresh_options.contrast_threshold = t;
-    std::vector<Features> got;
-    std::vector<Status> statuses;
-    reused->ExtractBatch(ptrs, &got, &statuses);
-    for (size_t i = 0; i < images.size(); ++i) {
-      ASSERT_TRUE(statuses[i].ok()) << statuses[i].ToString();
-      const Features want = Extract(images[i], fresh_options);
-      ASSERT_EQ(got[i].size(), want.size()) << "threshold " << t << ", image " << i;
-      EXPECT_EQ(std::memcmp(got[i].keypoints.data(), want.keypoints.data(), want.size() * sizeof(Keypoint)), 0);
-      EXPECT_EQ(got[i].descriptors, want.descriptors);
-      EXPECT_EQ(got[i].contrast_threshold, t);
-    }
-    if (t == 0.01) EXPECT_GT(got[0].size(), previous + 20) << "0.01 against 0.04";
-    previous = got[0].size();
-  }
-  EXPECT_EQ(reused->SetContrastThreshold(-1.0).code(), StatusCode::kInvalidOptions);
-  Features after;
-  ASSERT_TRUE(reused->Extract(images[0], &after).ok());
-  EXPECT_EQ(after.contrast_threshold, 0.0025);
+  testing::CheckSetContrastThreshold({TextureImage(300, 220, 11), TextureImage(260, 240, 12)}, options,
+                                     Device::kCpu);
 }
 
 // ExtractStream's default (the CPU's): groups through ExtractBatch; a skipped index gets

@@ -1,0 +1,67 @@
+// Test-only: FeatureExtractor::SetContrastThreshold on one device, shared by sift_test (CPU)
+// and sift_cuda_test (CUDA). The same extractor at each threshold in turn (down, up, down
+// again) must give, one image or a batch, the bytes of a fresh extractor made at that
+// threshold; lowering it must find more keypoints (so a threshold left unapplied, on a
+// batch worker or in a captured graph, fails here); a bad value is refused and changes
+// nothing.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "features/sift.h"
+
+namespace tiepoint::testing {
+
+inline Features FreshExtract(const GrayImage& image, const SiftOptions& options, Device device) {
+  std::unique_ptr<FeatureExtractor> e;
+  const Status created = FeatureExtractor::Create(options, device, &e);
+  EXPECT_TRUE(created.ok()) << created.ToString();
+  Features f;
+  if (created.ok()) EXPECT_TRUE(e->Extract(image, &f).ok());
+  return f;
+}
+
+inline void ExpectSameFeatures(const Features& got, const Features& want, const char* what, double t, size_t i) {
+  ASSERT_EQ(got.size(), want.size()) << what << ", threshold " << t << ", image " << i;
+  EXPECT_EQ(std::memcmp(got.keypoints.data(), want.keypoints.data(), want.size() * sizeof(Keypoint)), 0)
+      << what << ", threshold " << t << ", image " << i;
+  EXPECT_EQ(got.descriptors, want.descriptors) << what << ", threshold " << t << ", image " << i;
+  EXPECT_EQ(got.contrast_threshold, t) << what << ", image " << i;
+}
+
+inline void CheckSetContrastThreshold(const std::vector<GrayImage>& images, const SiftOptions& options,
+                                      Device device) {
+  std::vector<const GrayImage*> ptrs;
+  for (const GrayImage& g : images) ptrs.push_back(&g);
+  std::unique_ptr<FeatureExtractor> reused;
+  ASSERT_TRUE(FeatureExtractor::Create(options, device, &reused).ok());
+  size_t previous = 0;
+  for (double t : {0.04, 0.01, 0.04, 0.0025}) {
+    ASSERT_TRUE(reused->SetContrastThreshold(t).ok());
+    SiftOptions fresh = options;
+    fresh.contrast_threshold = t;
+    std::vector<Features> got;
+    std::vector<Status> statuses;
+    reused->ExtractBatch(ptrs, &got, &statuses);
+    Features single;
+    ASSERT_TRUE(reused->Extract(images[0], &single).ok());
+    for (size_t i = 0; i < images.size(); ++i) {
+      ASSERT_TRUE(statuses[i].ok()) << statuses[i].ToString();
+      const Features want = FreshExtract(images[i], fresh, device);
+      ASSERT_NO_FATAL_FAILURE(ExpectSameFeatures(got[i], want, "batch", t, i));
+      if (i == 0) ASSERT_NO_FATAL_FAILURE(ExpectSameFeatures(single, want, "one image", t, i));
+    }
+    if (t == 0.01) EXPECT_GT(got[0].size(), previous + 20) << "0.01 against 0.04";
+    previous = got[0].size();
+  }
+  EXPECT_EQ(reused->SetContrastThreshold(-1.0).code(), StatusCode::kInvalidOptions);
+  Features after;
+  ASSERT_TRUE(reused->Extract(images[0], &after).ok());
+  EXPECT_EQ(after.contrast_threshold, 0.0025);
+}
+
+}  // namespace tiepoint::testing
