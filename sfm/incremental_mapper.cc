@@ -908,10 +908,44 @@ class Mapper {
       }
       return best_points > 0;
     };
+    // From two images in both models and fewer than two common points (the dino's arcs when
+    // each arc registered both joints' images): the first image's two poses fix the rotation,
+    // the two centres the scale and translation. Stands only when the second image agrees:
+    // its two orientations within kMaxSharedImagesDisagreementDeg under the similarity, and
+    // the direction between the two centres too.
+    auto from_shared_centres = [&]() -> bool {
+      std::vector<uint32_t> shared;
+      for (const auto& [id, imb] : b.rec.images)
+        if (a.rec.images.count(id)) shared.push_back(id);
+      double best_baseline = 0;
+      for (size_t u = 0; u < shared.size(); ++u)
+        for (size_t v = u + 1; v < shared.size(); ++v) {
+          const Image &a1 = a.rec.images.at(shared[u]), &b1 = b.rec.images.at(shared[u]);
+          const Image &a2 = a.rec.images.at(shared[v]), &b2 = b.rec.images.at(shared[v]);
+          const Eigen::Vector3d da = CentreOf(a2) - CentreOf(a1), db = CentreOf(b2) - CentreOf(b1);
+          if (!(da.norm() > 0) || !(db.norm() > 0)) continue;
+          const Eigen::Matrix3d Q1 = RotationOf(a1).transpose() * RotationOf(b1);
+          const Eigen::Matrix3d Q2 = RotationOf(a2).transpose() * RotationOf(b2);
+          const double rot_deg = Eigen::AngleAxisd(Q2 * Q1.transpose()).angle() / kDeg;
+          const double dir_deg = std::acos(std::clamp(da.normalized().dot(Q1 * db.normalized()), -1.0, 1.0)) / kDeg;
+          if (rot_deg > kMaxSharedImagesDisagreementDeg || dir_deg > kMaxSharedImagesDisagreementDeg) continue;
+          if (da.norm() <= best_baseline) continue;
+          best_baseline = da.norm();
+          Q = Q1;
+          scale = da.norm() / db.norm();
+          tr = CentreOf(a1) - scale * Q * CentreOf(b1);
+        }
+      return best_baseline > 0;
+    };
     bool by_depths = false;
     if (!(n >= 2 && (from_points() || from_shared_image()))) {
-      if (n >= 2 || !from_shared_depths()) return Status::Ok();
-      by_depths = true;
+      if (n >= 2) return Status::Ok();
+      if (from_shared_centres()) {
+        ++summary_->shared_images_merges;
+      } else {
+        if (!from_shared_depths()) return Status::Ok();
+        by_depths = true;
+      }
     }
     // What to go back to when a merge by depths finds no support across the join.
     std::unique_ptr<ModelState> undo_a, undo_b;
@@ -1099,6 +1133,8 @@ class Mapper {
   static constexpr int kMinPairScaleInliers = 4;
   // A scale from depths (TryMerge) needs the shared image to see this many points in each model.
   static constexpr int kMinDepthScalePoints = 10;
+  // Two images in both models (TryMerge) must agree on the similarity within this (degrees).
+  static constexpr double kMaxSharedImagesDisagreementDeg = 2.0;
   bool RegisterFromPair(int i, const std::vector<Eigen::Vector2d>& xn, const std::vector<Eigen::Vector3d>& X,
                         double focal, Eigen::Matrix3d* R_out, Eigen::Vector3d* t_out,
                         std::vector<uint8_t>* inliers_out) {

@@ -30,10 +30,13 @@
 //     share too few tracks are bridged: each registers the other's images that it can
 //     (those with a verified pair into it), so that an image belongs to both; its two poses
 //     then fix the rotation and its centre, and the common points' distances from that
-//     centre the scale; with fewer than two common points, the ratio of the median depths
-//     of the points that image sees in each model, kept only when the merged model then
-//     holds merge_min_cross_points points seen from both sides of the join elsewhere than
-//     in that image (else both models stay as they were). A merged model is adjusted, then its tracks are retriangulated at
+//     centre the scale. With fewer than two common points: where two images are in both
+//     models, the first's poses fix the rotation and the two centres the scale, when the
+//     second image agrees (its orientations and the centres' direction within 2 degrees);
+//     else, from one image, the ratio of the median depths of the points it sees in each
+//     model, kept only when the merged model then holds merge_min_cross_points points seen
+//     from both sides of the join elsewhere than in that image (else both models stay as
+//     they were). A merged model is adjusted, then its tracks are retriangulated at
 //     merge_retriangulation_factor times filter_max_reproj_error_px, halved down to 1x with
 //     a global BA after each, so that where the similarity is off (the dino ring's second
 //     joint) the tracks still come in and pull the join straight. What stays apart comes
@@ -173,6 +176,8 @@ struct MapperSummary {
   // Of those, merges whose scale came from the depths seen by the shared image (step 5),
   // and such merges undone for want of points across the join.
   int depth_scale_merges = 0, depth_scale_merges_undone = 0;
+  // Merges whose similarity came from two images in both models (step 5).
+  int shared_images_merges = 0;
   int pair_registrations = 0;  // images registered by a pair's pose and a fitted distance
   // Images registered from fewer than abs_pose_min_inliers 2D-3D inliers because a pair's
   // matches agree with the pose (see step 2 above).

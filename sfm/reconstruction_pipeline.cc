@@ -915,6 +915,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                {"merges", ms.merges},
                                {"depth_scale_merges", ms.depth_scale_merges},
                                {"depth_scale_merges_undone", ms.depth_scale_merges_undone},
+                               {"shared_images_merges", ms.shared_images_merges},
                                {"pair_registrations", ms.pair_registrations},
                                {"match_supported_registrations", ms.match_supported_registrations}};
     json unregistered = json::array();

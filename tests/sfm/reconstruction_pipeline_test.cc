@@ -20,6 +20,7 @@
 #include "io/middlebury.h"
 #include "sfm/synthetic_scene.h"
 #include "tests/common/exif_blocks.h"
+#include "tests/common/gpu.h"
 #include "tests/common/image_encoders.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
@@ -413,6 +414,30 @@ TEST(ReconstructionPipeline, DinoArcsSharingOnlyAnImageMergeOnTheirDepths) {
   EXPECT_EQ(strict.models[1].images.size(), 6u);
   EXPECT_EQ(strict.report["stages"]["map"]["depth_scale_merges"], 0);
   EXPECT_GE(strict.report["stages"]["map"]["depth_scale_merges_undone"].get<int>(), 1);
+}
+
+// With the GPU's SIFT features at RANSAC seed 1, each of the dino's arcs registered both
+// joints' images (6 and 13) and they shared one point: 8 + 8 before. Two images in both
+// models fix the similarity (the first one's two poses the rotation, the two centres the
+// scale), and it stands because the second image agrees (measured on an H200: its
+// orientations 1.8 degrees apart under it, the direction between the centres 0.8; the
+// limit is 2). Runs where a GPU is usable.
+TEST(ReconstructionPipeline, DinoArcsSharingTwoImagesMergeOnTheirCentresWithTheGpusFeatures) {
+  TIEPOINT_REQUIRE_GPU();
+  TIEPOINT_REQUIRE_SHARED(par, "multiview/middlebury/dinoSparseRing/dinoSR_par.txt");
+  std::vector<MiddleburyCamera> truth;
+  ASSERT_TRUE(ReadMiddleburyCameras(par, &truth).ok());
+  ScratchDir dir("dino-gpu-seed1");
+  ReconstructionPipelineOptions o = DinoOptions(par, truth, &dir);
+  o.device = Device::kCuda;
+  o.seed = 1;
+  ReconstructionPipelineResult result;
+  RingErrors e;
+  ASSERT_NO_FATAL_FAILURE(RunWholeDino(o, truth, &result, &e));
+  EXPECT_EQ(result.report["stages"]["map"]["shared_images_merges"], 1);
+  EXPECT_LT(e.rotation_deg[8], 0.4);   // median; measured 0.34 degrees
+  EXPECT_LT(e.rotation_deg[15], 1.0);  // measured 0.62
+  EXPECT_LT(e.max_centre_fraction, 0.01);
 }
 
 // Self-calibrating, the mapper's first pass stops at a model of 6 images and its
