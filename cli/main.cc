@@ -192,7 +192,7 @@ void InstallFaultHandling(const char* command) {
 // (bench/results/extract-throughput-h200-20261126.json); `ba` (one stream) 3.02-3.20 s
 // against 3.38-3.78 s on a Final-13682-size .bz2 (bench/results/ba-bz2-wall-h100-20261126.json);
 // and `reconstruct` (8 streams) on the dino ring 0.88-0.91 s against 1.44-1.63 s end to end,
-// context creation 0.27-0.28 s against 0.66-0.85 s, fountain-P11 2.64-2.78 s against
+// context creation 0.25-0.28 s against 0.61-0.85 s, fountain-P11 2.64-2.78 s against
 // 3.87-3.93 s, the same models (bench/results/reconstruct-cuda-connections-h200-20261127.json).
 void RequestCudaQueues(int streams) {
   if (streams <= 8) return;
