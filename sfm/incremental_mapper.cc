@@ -938,14 +938,14 @@ class Mapper {
       return best_baseline > 0;
     };
     bool by_depths = false;
-    if (!(n >= 2 && (from_points() || from_shared_image()))) {
-      if (n >= 2) return Status::Ok();
-      if (from_shared_centres()) {
-        ++summary_->shared_images_merges;
-      } else {
-        if (!from_shared_depths()) return Status::Ok();
-        by_depths = true;
-      }
+    if (n >= 2) {
+      if (!from_points() && !from_shared_image()) return Status::Ok();
+    } else if (from_shared_centres()) {
+      ++summary_->shared_images_merges;
+    } else if (from_shared_depths()) {
+      by_depths = true;
+    } else {
+      return Status::Ok();
     }
     // What to go back to when a merge by depths finds no support across the join.
     std::unique_ptr<ModelState> undo_a, undo_b;

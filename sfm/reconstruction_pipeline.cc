@@ -420,9 +420,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // host, a quarter of the Middlebury rings' time there) is a stage of its own.
   const auto t_setup = std::chrono::steady_clock::now();
   double extractor_seconds = 0, matcher_seconds = 0;
+  const Extraction first = extraction(o.min_features_per_image, o.min_contrast_threshold, true);
   if (o.tracks_file.empty()) {
-    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(extraction(o.min_features_per_image, o.min_contrast_threshold, true).sift,
-                                                      o.device, &extractor));
+    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(first.sift, o.device, &extractor));
     extractor_seconds = Since(t_setup);
     TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
     matcher_seconds = Since(t_setup) - extractor_seconds;
@@ -980,7 +980,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     const Extraction second = extraction(o.retry_min_features, o.retry_min_contrast_threshold, false);
     std::unique_ptr<FeatureExtractor> extractor2;
     FeatureExtractor* ex2 = extractor.get();
-    if (second.lower || extraction(o.min_features_per_image, o.min_contrast_threshold, true).lower) {
+    if (second.lower || first.lower) {
       TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(second.sift, o.device, &extractor2));
       ex2 = extractor2.get();
     }

@@ -29,17 +29,7 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-Features ExtractWith(const GrayImage& image, const SiftOptions& options, Device device) {
-  std::unique_ptr<FeatureExtractor> extractor;
-  const Status created = FeatureExtractor::Create(options, device, &extractor);
-  EXPECT_TRUE(created.ok()) << created.ToString();
-  Features features;
-  if (!created.ok()) return features;
-  const Status s = extractor->Extract(image, &features);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(features.descriptors.size(), features.keypoints.size() * kSiftDescriptorDim);
-  return features;
-}
+using testing::ExtractWith;
 
 // Blobs of many sizes, contrasts and elongations on a noisy background.
 GrayImage Texture(int w, int h, uint32_t seed) {

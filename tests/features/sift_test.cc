@@ -24,14 +24,7 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 Features Extract(const GrayImage& image, const SiftOptions& options) {
-  std::unique_ptr<FeatureExtractor> extractor;
-  const Status created = FeatureExtractor::Create(options, Device::kCpu, &extractor);
-  EXPECT_TRUE(created.ok()) << created.ToString();
-  Features features;
-  const Status s = extractor->Extract(image, &features);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(features.descriptors.size(), features.keypoints.size() * kSiftDescriptorDim);
-  return features;
+  return testing::ExtractWith(image, options, Device::kCpu);
 }
 
 // A bright Gaussian blob of standard deviation `sigma` (the scene) seen through the

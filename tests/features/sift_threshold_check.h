@@ -1,9 +1,9 @@
-// Test-only: FeatureExtractor::SetContrastThreshold on one device, shared by sift_test (CPU)
-// and sift_cuda_test (CUDA). The same extractor at each threshold in turn (down, up, down
-// again) must give, one image or a batch, the bytes of a fresh extractor made at that
-// threshold; lowering it must find more keypoints (so a threshold left unapplied, on a
-// batch worker or in a captured graph, fails here); a bad value is refused and changes
-// nothing.
+// Test-only, shared by sift_test (CPU) and sift_cuda_test (CUDA): ExtractWith (one image
+// through a fresh extractor) and the check of FeatureExtractor::SetContrastThreshold: the
+// same extractor at each threshold in turn (down, up, down again) must give, one image or a
+// batch, the bytes of a fresh extractor made at that threshold; lowering it must find more
+// keypoints (so a threshold left unapplied, on a batch worker or in a captured graph, fails
+// here); a bad value is refused and changes nothing.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,13 +16,18 @@
 
 namespace tiepoint::testing {
 
-inline Features FreshExtract(const GrayImage& image, const SiftOptions& options, Device device) {
-  std::unique_ptr<FeatureExtractor> e;
-  const Status created = FeatureExtractor::Create(options, device, &e);
+// The features of `image` from a fresh extractor on `device` (the test fails, and the
+// result is empty, when it cannot be made).
+inline Features ExtractWith(const GrayImage& image, const SiftOptions& options, Device device) {
+  std::unique_ptr<FeatureExtractor> extractor;
+  const Status created = FeatureExtractor::Create(options, device, &extractor);
   EXPECT_TRUE(created.ok()) << created.ToString();
-  Features f;
-  if (created.ok()) EXPECT_TRUE(e->Extract(image, &f).ok());
-  return f;
+  Features features;
+  if (!created.ok()) return features;
+  const Status s = extractor->Extract(image, &features);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(features.descriptors.size(), features.keypoints.size() * kSiftDescriptorDim);
+  return features;
 }
 
 inline void ExpectSameFeatures(const Features& got, const Features& want, const char* what, double t, size_t i) {
@@ -51,7 +56,7 @@ inline void CheckSetContrastThreshold(const std::vector<GrayImage>& images, cons
     ASSERT_TRUE(reused->Extract(images[0], &single).ok());
     for (size_t i = 0; i < images.size(); ++i) {
       ASSERT_TRUE(statuses[i].ok()) << statuses[i].ToString();
-      const Features want = FreshExtract(images[i], fresh, device);
+      const Features want = ExtractWith(images[i], fresh, device);
       ASSERT_NO_FATAL_FAILURE(ExpectSameFeatures(got[i], want, "batch", t, i));
       if (i == 0) ASSERT_NO_FATAL_FAILURE(ExpectSameFeatures(single, want, "one image", t, i));
     }
