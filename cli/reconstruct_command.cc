@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +52,9 @@ struct ReconstructArgs {
   std::string intrinsics;
   std::string pairs = "exhaustive";
   std::string tracks;
+  std::string features_dir;
+  std::string matches_dir;
+  std::string images_dir;
   std::string format = "both";
   int threads = 0;
   std::string ba_solver = "auto";
@@ -66,6 +70,40 @@ struct ReconstructArgs {
   bool quiet = false;
 };
 
+// With --features: the folders must be folders, and without IMAGES the images are those
+// of the features files (NAME.tpfeat) in --images DIR.
+Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::string>* images) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& [flag, dir] : {std::pair<const char*, const std::string*>{"--features", &a.features_dir},
+                                  {"--matches", &a.matches_dir}, {"--images", &a.images_dir}})
+    if (!dir->empty() && !fs::is_directory(*dir, ec))
+      return Status::InvalidInput(std::string(flag) + " " + *dir + ": not a directory");
+  if (a.features_dir.empty() || !a.images.empty()) {
+    if (!a.images_dir.empty())
+      return Status::InvalidOptions("--images DIR names the images of --features when no IMAGES are given; "
+                                    "give one or the other");
+    if (a.images.empty()) return Status::InvalidOptions("no images given (IMAGES..., or --features DIR --images DIR)");
+    return Status::Ok();
+  }
+  if (a.images_dir.empty())
+    return Status::InvalidOptions("--features without IMAGES: name the images, or the folder that holds them with "
+                                  "--images DIR (their sizes make the cameras, their pixels the points' colours)");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(a.features_dir, ec)) {
+    const std::string f = e.path().filename().string();
+    const std::string ext = ".tpfeat";
+    if (f.size() > ext.size() && f.compare(f.size() - ext.size(), ext.size(), ext) == 0)
+      names.push_back(f.substr(0, f.size() - ext.size()));
+  }
+  if (ec) return Status::IoError("--features " + a.features_dir + ": cannot list (" + ec.message() + ")");
+  if (names.empty()) return Status::InvalidInput("--features " + a.features_dir + ": no .tpfeat files (tiepoint extract writes them)");
+  std::sort(names.begin(), names.end());
+  images->clear();
+  for (const std::string& n : names) images->push_back((fs::path(a.images_dir) / n).string());
+  return Status::Ok();
+}
+
 int RunReconstruct(const ReconstructArgs& a) {
   const char* cmd = "reconstruct";
   ReconstructionPipelineOptions o;
@@ -74,6 +112,9 @@ int RunReconstruct(const ReconstructArgs& a) {
   if (!(s = CameraModelFromName(a.camera_model, &o.camera_model)).ok())
     return ReportError(cmd, Status::InvalidOptions("--camera-model: " + s.message()));
   o.image_paths = a.images;
+  if (!(s = StoredCorrespondenceImages(a, &o.image_paths)).ok()) return ReportError(cmd, s);
+  o.features_dir = a.features_dir;
+  o.matches_dir = a.matches_dir;
   o.output_dir = a.output;
   o.single_camera = a.single_camera;
   o.intrinsics_file = a.intrinsics;
@@ -159,7 +200,7 @@ int RunReconstruct(const ReconstructArgs& a) {
 
 Runner RegisterReconstruct(CLI::App& app) {
   auto a = std::make_shared<ReconstructArgs>();
-  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM)")->required();
+  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM); with --features, optional (see --images)");
   app.add_option("-o,--output", a->output, "Output folder: sparse/N/, points.ply, report.json, overview.svg")
       ->required();
   app.add_option("--device", a->device, "cpu | cuda (feature extraction and matching)")->capture_default_str();
@@ -170,8 +211,20 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "Known intrinsics, held fixed: lines 'NAME fx fy cx cy' or a Middlebury *_par.txt");
   app.add_option("--pairs", a->pairs, "exhaustive | sequential:K | a file of 'NAME1 NAME2' lines")
       ->capture_default_str();
-  app.add_option("--tracks", a->tracks,
+  auto* tracks_opt = app.add_option("--tracks", a->tracks,
                  "Correspondences from `tiepoint track` (lines 'track_id frame x y'; frame = index of the image)");
+  auto* features_opt = app.add_option(
+      "--features", a->features_dir,
+      "Features of `tiepoint extract` (DIR/<image file name>.tpfeat) in place of extraction");
+  features_opt->excludes(tracks_opt);
+  app.add_option("--matches", a->matches_dir,
+                 "Matches of `tiepoint match` (DIR/<name1>--<name2>.tpmatch) in place of matching: with --features; "
+                 "where it verified, its inliers, verified again")
+      ->needs(features_opt);
+  app.add_option("--images", a->images_dir,
+                 "With --features and no IMAGES: the folder holding the images, one per features file (NAME for "
+                 "NAME.tpfeat)")
+      ->needs(features_opt);
   app.add_option("--format", a->format, "COLMAP model format: text | binary | both")->capture_default_str();
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

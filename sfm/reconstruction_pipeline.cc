@@ -23,6 +23,7 @@
 #include "io/reconstruction_export.h"
 #include "io/report.h"
 #include "io/track_file.h"
+#include "sfm/stored_correspondences.h"
 #include "sfm/tracks.h"
 #include "solver/geometry/two_view_geometry.h"
 #include "solver/reconstruction_ba_cuda.h"
@@ -333,6 +334,10 @@ void GuidedMatch(const ReconstructionPipelineOptions& o, const Features& f1, con
 Status ReconstructionPipelineOptions::Check() const {
   if (output_dir.empty()) return Status::InvalidOptions("reconstruct: an output directory (-o) is required");
   if (image_paths.empty()) return Status::InvalidOptions("reconstruct: no images given");
+  if (!matches_dir.empty() && features_dir.empty())
+    return Status::InvalidOptions("reconstruct: --matches needs --features (the keypoints its matches index)");
+  if (!features_dir.empty() && !tracks_file.empty())
+    return Status::InvalidOptions("reconstruct: --features and --tracks are two sources of correspondences: give one");
   if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
@@ -395,7 +400,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   };
   // The second attempt's bounds are wider than the first's (fallback features, and the
   // second attempt itself when the grey images are small enough to keep).
-  const bool fallback_allowed = o.tracks_file.empty() && o.retry_min_features > o.min_features_per_image &&
+  const bool fallback_allowed = o.tracks_file.empty() && o.features_dir.empty() && o.retry_min_features > o.min_features_per_image &&
                                 o.retry_min_contrast_threshold < o.min_contrast_threshold;
   auto extraction = [&](int min_features, double min_ct, bool fallback) {
     Extraction e;
@@ -422,9 +427,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   double extractor_seconds = 0, matcher_seconds = 0;
   const Extraction first = extraction(o.min_features_per_image, o.min_contrast_threshold, true);
   if (o.tracks_file.empty()) {
-    TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(first.sift, o.device, &extractor));
+    if (o.features_dir.empty()) TIEPOINT_RETURN_IF_ERROR(FeatureExtractor::Create(first.sift, o.device, &extractor));
     extractor_seconds = Since(t_setup);
-    TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
+    if (o.matches_dir.empty()) TIEPOINT_RETURN_IF_ERROR(DescriptorMatcher::Create(mo, o.device, &matcher));
     matcher_seconds = Since(t_setup) - extractor_seconds;
   }
   if (o.mapper.ba_linear_solver == ReconstructionLinearSolver::kIterativeSchurCuda) {
@@ -621,46 +626,53 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     if (o.tracks_file.empty()) {
       // 3. Features.
       t0 = std::chrono::steady_clock::now();
-      std::vector<const GrayImage*> ptrs;
-      for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
       std::vector<Features> features;
-      std::vector<Status> fstatus;
-      ex->ExtractBatch(ptrs, &features, &fstatus);
-      for (int k = 0; k < n; ++k)
-        if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
       std::vector<char> lowered_image(n, 0);
-      for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < ext.sift.contrast_threshold;
-      // The CUDA extractor: images with too few features again at half the threshold, down
-      // to min_ct_x; then, with the fallback, those extracted at min_ct_x on down to its
-      // own floor while below its count.
-      const double lowest = ext.fallback_min_features > 0 ? ext.fallback_min_ct : min_ct_x;
-      std::vector<char> at_floor(n, 0);
-      for (SiftOptions low = ext.sift; !ext.lower && low.contrast_threshold * 0.5 >= lowest * (1 - 1e-9);) {
-        low.contrast_threshold *= 0.5;
-        const bool below = low.contrast_threshold < min_ct_x * (1 - 1e-9);
-        std::vector<int> few;
-        std::vector<const GrayImage*> few_ptrs;
+      if (!o.features_dir.empty()) {
+        // The features of `tiepoint extract`, each checked against its image's size.
+        std::vector<std::pair<int, int>> sizes;
+        for (int k = 0; k < n; ++k) sizes.push_back({gray[usable[k]].width, gray[usable[k]].height});
+        TIEPOINT_RETURN_IF_ERROR(ReadStoredFeatures(o.features_dir, names, sizes, threads, &features));
+      } else {
+        std::vector<const GrayImage*> ptrs;
+        for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
+        std::vector<Status> fstatus;
+        ex->ExtractBatch(ptrs, &features, &fstatus);
         for (int k = 0; k < n; ++k)
-          if (below ? at_floor[k] && static_cast<int>(features[k].size()) < ext.fallback_min_features
-                    : static_cast<int>(features[k].size()) < min_features_x) {
-            few.push_back(k);
-            few_ptrs.push_back(ptrs[k]);
-          }
-        if (!below && low.contrast_threshold <= min_ct_x * (1 + 1e-9))
-          for (int k : few) at_floor[k] = 1;
-        if (few.empty()) break;
-        // The same extractor at the lower threshold (its streams and buffers stay).
-        TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(low.contrast_threshold));
-        std::vector<Features> more;
-        std::vector<Status> more_status;
-        ex->ExtractBatch(few_ptrs, &more, &more_status);
-        for (size_t j = 0; j < few.size(); ++j)
-          if (more_status[j].ok() && more[j].size() > features[few[j]].size()) {
-            features[few[j]] = std::move(more[j]);
-            lowered_image[few[j]] = 1;
-          }
+          if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
+        for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < ext.sift.contrast_threshold;
+        // The CUDA extractor: images with too few features again at half the threshold, down
+        // to min_ct_x; then, with the fallback, those extracted at min_ct_x on down to its
+        // own floor while below its count.
+        const double lowest = ext.fallback_min_features > 0 ? ext.fallback_min_ct : min_ct_x;
+        std::vector<char> at_floor(n, 0);
+        for (SiftOptions low = ext.sift; !ext.lower && low.contrast_threshold * 0.5 >= lowest * (1 - 1e-9);) {
+          low.contrast_threshold *= 0.5;
+          const bool below = low.contrast_threshold < min_ct_x * (1 - 1e-9);
+          std::vector<int> few;
+          std::vector<const GrayImage*> few_ptrs;
+          for (int k = 0; k < n; ++k)
+            if (below ? at_floor[k] && static_cast<int>(features[k].size()) < ext.fallback_min_features
+                      : static_cast<int>(features[k].size()) < min_features_x) {
+              few.push_back(k);
+              few_ptrs.push_back(ptrs[k]);
+            }
+          if (!below && low.contrast_threshold <= min_ct_x * (1 + 1e-9))
+            for (int k : few) at_floor[k] = 1;
+          if (few.empty()) break;
+          // The same extractor at the lower threshold (its streams and buffers stay).
+          TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(low.contrast_threshold));
+          std::vector<Features> more;
+          std::vector<Status> more_status;
+          ex->ExtractBatch(few_ptrs, &more, &more_status);
+          for (size_t j = 0; j < few.size(); ++j)
+            if (more_status[j].ok() && more[j].size() > features[few[j]].size()) {
+              features[few[j]] = std::move(more[j]);
+              lowered_image[few[j]] = 1;
+            }
+        }
+        TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ext.sift.contrast_threshold));
       }
-      TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ext.sift.contrast_threshold));
       int64_t total_features = 0;
       for (int k = 0; k < n; ++k) {
         const GrayImage& g = gray[usable[k]];
@@ -682,8 +694,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                      {"images_at_lower_contrast_threshold", *num_lowered}};
       if (ext.fallback_min_features > 0)
         report["stages"]["extract"]["images_given_more_features"] = *num_fallback;
+      if (!o.features_dir.empty()) report["stages"]["extract"]["read_from"] = o.features_dir;
       if (retry_guided && *num_fallback == n) guided = true;
-      Progress(o, "extracted " + std::to_string(total_features) + " features");
+      Progress(o, (o.features_dir.empty() ? "extracted " : "read ") + std::to_string(total_features) + " features" +
+                      (o.features_dir.empty() ? "" : " from " + o.features_dir));
 
       // 4. Matching.
       t0 = std::chrono::steady_clock::now();
@@ -692,9 +706,25 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       std::vector<const Features*> fptrs;
       for (const Features& f : features) fptrs.push_back(&f);
       std::vector<std::vector<FeatureMatch>> matches;
-      TIEPOINT_RETURN_IF_ERROR(matcher->MatchPairs(fptrs, pairs, &matches));
-      report["stages"]["match"] = {{"seconds", Since(t0)}, {"pairs", pairs.size()}};
-      Progress(o, "matched " + std::to_string(pairs.size()) + " pairs");
+      if (o.matches_dir.empty()) {
+        TIEPOINT_RETURN_IF_ERROR(matcher->MatchPairs(fptrs, pairs, &matches));
+        report["stages"]["match"] = {{"seconds", Since(t0)}, {"pairs", pairs.size()}};
+        Progress(o, "matched " + std::to_string(pairs.size()) + " pairs");
+      } else {
+        // The matches of `tiepoint match` (its verified pairs' inliers, where it verified).
+        StoredMatchesSummary sm;
+        TIEPOINT_RETURN_IF_ERROR(ReadStoredMatches(o.matches_dir, names, features, pairs, threads, &matches, &sm));
+        report["stages"]["match"] = {{"seconds", Since(t0)},
+                                     {"pairs", pairs.size()},
+                                     {"read_from", o.matches_dir},
+                                     {"files_read", sm.files_read},
+                                     {"pairs_without_file", sm.pairs_without_file},
+                                     {"pairs_verified_in_files", sm.pairs_verified},
+                                     {"pairs_rejected_in_files", sm.pairs_not_verified},
+                                     {"matches", sm.matches}};
+        Progress(o, "read the matches of " + std::to_string(sm.files_read) + " of " + std::to_string(pairs.size()) +
+                        " pairs from " + o.matches_dir);
+      }
 
       // 5. Verification, pairs spread over the threads.
       t0 = std::chrono::steady_clock::now();

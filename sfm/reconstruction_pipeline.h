@@ -22,6 +22,8 @@
 //       OUT/report.json, OUT/overview.svg
 // Sequence mode (`tracks_file`): correspondences come from `tiepoint track` output
 // ("track_id frame x y", frame = index into the images) instead of SIFT matching.
+// Stored correspondences (`features_dir`, `matches_dir`): steps 2 and 3 read what
+// `tiepoint extract` and `tiepoint match` wrote (sfm/stored_correspondences.h).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +61,13 @@ struct ReconstructionPipelineOptions {
   int sequential_overlap = 10;  // K of sequential:K
   std::string pairs_file;       // lines "NAME1 NAME2"
   std::string tracks_file;      // sequence mode
+  // Correspondences from files (sfm/stored_correspondences.h): the features of `tiepoint
+  // extract` in features_dir (<image file name>.tpfeat), in place of extraction, and the
+  // matches of `tiepoint match` in matches_dir (needs features_dir), in place of matching,
+  // for the pairs chosen by `pairs`. The images are still read (sizes, EXIF, colours). No
+  // second attempt (the features are not the pipeline's to extract again).
+  std::string features_dir;
+  std::string matches_dir;
   int num_threads = 0;
   SiftOptions sift;             // max_features 8192, upsample on (set by the constructor)
   // Images of little contrast (the dark Middlebury dino: ~170 features at the default

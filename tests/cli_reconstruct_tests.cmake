@@ -3,3 +3,8 @@ add_test(NAME cli.reconstruct.end_to_end
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/reconstruct.sh $<TARGET_FILE:tiepoint>
                  $<TARGET_FILE:sfm_eval> ${CMAKE_CURRENT_BINARY_DIR}/cli_out/reconstruct)
 set_tests_properties(cli.reconstruct.end_to_end PROPERTIES TIMEOUT 300)
+# Features and matches from `tiepoint extract` / `tiepoint match` folders (--features, --matches).
+add_test(NAME cli.reconstruct.stored_correspondences
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/reconstruct_stored.sh $<TARGET_FILE:tiepoint>
+                 $<TARGET_FILE:sfm_eval> ${CMAKE_CURRENT_BINARY_DIR}/cli_out/reconstruct_stored)
+set_tests_properties(cli.reconstruct.stored_correspondences PROPERTIES TIMEOUT 300)

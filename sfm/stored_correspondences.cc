@@ -1,0 +1,126 @@
+#include "sfm/stored_correspondences.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+namespace tiepoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsFile(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+std::string Number(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+  return buf;
+}
+
+}  // namespace
+
+std::string StoredFeaturesPath(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / (name + ".tpfeat")).string();
+}
+
+Status ReadStoredFeatures(const std::string& dir, const std::vector<std::string>& names,
+                          const std::vector<std::pair<int, int>>& sizes, int num_threads,
+                          std::vector<Features>* features) {
+  const int n = static_cast<int>(names.size());
+  if (sizes.size() != names.size()) return Status::Internal("ReadStoredFeatures: one size per image");
+  features->assign(n, Features());
+  std::vector<Status> status(n);
+#pragma omp parallel for num_threads(std::max(1, num_threads)) schedule(dynamic)
+  for (int k = 0; k < n; ++k) {
+    const std::string path = StoredFeaturesPath(dir, names[k]);
+    if (!IsFile(path)) {
+      status[k] = Status::InvalidInput(path + ": no features file for image '" + names[k] +
+                                       "' (tiepoint extract writes <image file name>.tpfeat)");
+      continue;
+    }
+    Features& f = (*features)[k];
+    status[k] = ReadFeatures(path, &f);
+    if (!status[k].ok()) continue;
+    const double w = sizes[k].first, h = sizes[k].second;
+    for (size_t i = 0; i < f.size(); ++i) {
+      const Keypoint& kp = f.keypoints[i];
+      if (kp.x >= -0.5 && kp.x <= w - 0.5 && kp.y >= -0.5 && kp.y <= h - 0.5) continue;
+      status[k] = Status::InvalidInput(path + ": keypoint " + std::to_string(i) + " at (" + Number(kp.x) +
+                                       ", " + Number(kp.y) + ") lies outside image '" + names[k] + "' (" +
+                                       std::to_string(sizes[k].first) + " x " + std::to_string(sizes[k].second) +
+                                       "): the features of another image?");
+      break;
+    }
+  }
+  for (const Status& s : status) TIEPOINT_RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
+Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>& names,
+                         const std::vector<Features>& features, const std::vector<std::pair<int, int>>& pairs,
+                         int num_threads, std::vector<std::vector<FeatureMatch>>* matches,
+                         StoredMatchesSummary* summary) {
+  *summary = StoredMatchesSummary();
+  matches->assign(pairs.size(), {});
+  if (features.size() != names.size()) return Status::Internal("ReadStoredMatches: one features per image");
+  // 0 no file, 1 not verified, 2 verified, 3 no verification in the file.
+  std::vector<int> kind(pairs.size(), 0);
+  std::vector<Status> status(pairs.size());
+#pragma omp parallel for num_threads(std::max(1, num_threads)) schedule(dynamic)
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    const auto [a, b] = pairs[p];
+    const std::string forward = (fs::path(dir) / (names[a] + "--" + names[b] + ".tpmatch")).string();
+    const std::string backward = (fs::path(dir) / (names[b] + "--" + names[a] + ".tpmatch")).string();
+    const bool swapped = !IsFile(forward);
+    if (swapped && !IsFile(backward)) continue;
+    const std::string& path = swapped ? backward : forward;
+    PairMatches pm;
+    status[p] = ReadMatches(path, &pm);
+    if (!status[p].ok()) continue;
+    const int first = swapped ? b : a, second = swapped ? a : b;
+    const std::string want1 = names[first] + ".tpfeat", want2 = names[second] + ".tpfeat";
+    if (pm.name1 != want1 || pm.name2 != want2) {
+      status[p] = Status::InvalidInput(path + ": its feature files are '" + pm.name1 + "' and '" + pm.name2 +
+                                       "', not '" + want1 + "' and '" + want2 + "'");
+      continue;
+    }
+    if (pm.num_keypoints1 != features[first].size() || pm.num_keypoints2 != features[second].size()) {
+      const bool one = pm.num_keypoints1 != features[first].size();
+      status[p] = Status::InvalidInput(
+          path + ": keypoint count N" + (one ? "1 = " + std::to_string(pm.num_keypoints1) : "2 = " + std::to_string(pm.num_keypoints2)) +
+          ", but " + (one ? want1 : want2) + " holds " +
+          std::to_string(one ? features[first].size() : features[second].size()) +
+          ": the matches are not of these features");
+      continue;
+    }
+    const bool has_model = pm.model != MatchModel::kNone;
+    kind[p] = !has_model ? 3 : pm.verified ? 2 : 1;
+    if (kind[p] == 1) continue;
+    std::vector<FeatureMatch>& out = (*matches)[p];
+    out.reserve(has_model ? pm.NumInliers() : pm.matches.size());
+    for (size_t m = 0; m < pm.matches.size(); ++m) {
+      if (has_model && (m >= pm.inliers.size() || !pm.inliers[m])) continue;
+      FeatureMatch fm = pm.matches[m];
+      if (swapped) std::swap(fm.index1, fm.index2);
+      out.push_back(fm);
+    }
+  }
+  for (const Status& s : status) TIEPOINT_RETURN_IF_ERROR(s);
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    summary->files_read += kind[p] > 0;
+    summary->pairs_without_file += kind[p] == 0;
+    summary->pairs_not_verified += kind[p] == 1;
+    summary->pairs_verified += kind[p] == 2;
+    summary->matches += static_cast<int64_t>((*matches)[p].size());
+  }
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,57 @@
+// Features and matches that `tiepoint extract` and `tiepoint match` wrote, read back for
+// the images of a reconstruction (`tiepoint reconstruct --features DIR [--matches DIR]`),
+// as COLMAP's mapper starts from a database that its extractor and matcher filled.
+//
+// Files, as those commands name them:
+//   FEATURES_DIR/<image file name>.tpfeat                       (io/features.h)
+//   MATCHES_DIR/<image file name 1>--<image file name 2>.tpmatch  (io/matches.h)
+// A pair's file may name its images in either order. Its matches are the pair's
+// candidates; where the file holds a verification (`match --verify`), only its inliers are,
+// and a pair that it did not verify has none. The pipeline verifies each pair again
+// (its own two-view classification: calibrated, uncalibrated, planar).
+//
+// Every file is checked against the images it stands for; errors (kInvalidInput) name the
+// file and what disagrees: a missing features file, a keypoint outside its image (the
+// features of another image), a matches file whose feature file names or keypoint counts
+// are not those of the features read, and every error of the io/ readers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/base/status.h"
+#include "io/features.h"
+#include "io/matches.h"
+
+namespace tiepoint {
+
+// The features file of image `name` in `dir`.
+std::string StoredFeaturesPath(const std::string& dir, const std::string& name);
+
+// Reads dir/<names[k]>.tpfeat for every image k, on up to num_threads threads. sizes[k]
+// is image k's (width, height): every keypoint must lie within it (pixel centres at
+// integers, io/image.h, so x in [-0.5, width - 0.5]). The first error in image order is
+// returned.
+Status ReadStoredFeatures(const std::string& dir, const std::vector<std::string>& names,
+                          const std::vector<std::pair<int, int>>& sizes, int num_threads,
+                          std::vector<Features>* features);
+
+struct StoredMatchesSummary {
+  int files_read = 0;
+  int pairs_without_file = 0;    // no file in either order: no matches
+  int pairs_not_verified = 0;    // the file's verification rejected the pair
+  int pairs_verified = 0;        // the file's verification kept the pair: its inliers are used
+  int64_t matches = 0;           // candidates handed on, over all pairs
+};
+
+// For each pair (i, j) of `pairs`: the matches of dir/<names[i]>--<names[j]>.tpmatch (or of
+// the file in the other order, indices swapped), filtered as above, with index1 into
+// features[i] and index2 into features[j].
+Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>& names,
+                         const std::vector<Features>& features, const std::vector<std::pair<int, int>>& pairs,
+                         int num_threads, std::vector<std::vector<FeatureMatch>>* matches,
+                         StoredMatchesSummary* summary);
+
+}  // namespace tiepoint

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# reconstruct_stored.sh TIEPOINT SFM_EVAL OUTDIR: `tiepoint reconstruct --features DIR
+# [--matches DIR]` on what `tiepoint extract` and `tiepoint match` wrote for a scene tiepoint
+# renders itself (known cameras), and the bad-input cases of those folders.
+set -u
+tp=$1; eval_bin=$2; d=$3
+rm -rf "$d"; mkdir -p "$d"
+fail() { echo "FAIL: $*"; exit 1; }
+"$tp" render-scene -o "$d/scene" --views 8 --width 640 --height 480 >/dev/null || fail "render-scene"
+imgs=("$d"/scene/*.png)
+[ ${#imgs[@]} = 8 ] || fail "expected 8 rendered views, got ${#imgs[@]}"
+"$tp" extract "${imgs[@]}" -o "$d/feat" --quiet > /dev/null || fail "extract"
+"$tp" match "$d"/feat/*.tpfeat -o "$d/match" --quiet > /dev/null || fail "match"
+"$tp" match "$d"/feat/*.tpfeat -o "$d/verified" --verify fundamental --quiet > /dev/null || fail "match --verify"
+
+# The model agrees with the rendering cameras, and the report says where the
+# correspondences came from. check OUT MATCHES_DIR|-
+check() {
+  [ -s "$1/sparse/0/cameras.bin" ] && [ -s "$1/points.ply" ] || fail "$1: no model written"
+  "$eval_bin" "$1/sparse/0" --gt-par "$d/scene/scene_par.txt" > "$1.eval.json" || fail "sfm_eval on $1"
+  python3 - "$1.eval.json" "$1/report.json" "$d/feat" "$2" <<'PY' || fail "$1: model or report wrong"
+import json, sys
+e = json.load(open(sys.argv[1])); r = json.load(open(sys.argv[2]))
+st = r["stages"]
+print(sys.argv[2], "registered", e["registered"], "median rotation error", e["aligned"]["median_rotation_error_deg"],
+      "features from", st["extract"].get("read_from"), "matches from", st["match"].get("read_from"))
+ok = e["registered"] == 8 and e["aligned"]["median_rotation_error_deg"] < 0.5 \
+     and st["extract"].get("read_from") == sys.argv[3]
+if sys.argv[4] == "-":
+    ok = ok and "read_from" not in st["match"]
+else:
+    ok = ok and st["match"].get("read_from") == sys.argv[4] and st["match"]["files_read"] == 28 \
+         and st["match"]["pairs_without_file"] == 0
+sys.exit(0 if ok else 1)
+PY
+}
+
+# 1. Features and matches from the folders, images found through --images.
+"$tp" reconstruct --features "$d/feat" --matches "$d/match" --images "$d/scene" -o "$d/rec1" --single-camera -q \
+  > /dev/null 2> "$d/err1" || { cat "$d/err1"; fail "reconstruct --features --matches exited $?"; }
+check "$d/rec1" "$d/match"
+# 2. The matches of `match --verify`: its inliers, verified again.
+"$tp" reconstruct --features "$d/feat" --matches "$d/verified" --images "$d/scene" -o "$d/rec2" --single-camera -q \
+  > /dev/null 2> "$d/err2" || { cat "$d/err2"; fail "reconstruct with verified matches exited $?"; }
+check "$d/rec2" "$d/verified"
+python3 - "$d/rec2/report.json" <<'PY' || fail "verified pairs not counted"
+import json, sys
+m = json.load(open(sys.argv[1]))["stages"]["match"]
+sys.exit(0 if m["pairs_verified_in_files"] + m["pairs_rejected_in_files"] == 28 and m["pairs_verified_in_files"] > 0 else 1)
+PY
+# 3. Features only, images named: the pipeline matches them itself.
+"$tp" reconstruct "${imgs[@]}" --features "$d/feat" -o "$d/rec3" --single-camera -q > /dev/null 2> "$d/err3" \
+  || { cat "$d/err3"; fail "reconstruct --features with images exited $?"; }
+check "$d/rec3" -
+
+# 4. Bad input: exit 2 with a message naming what is wrong, and no sparse/.
+x() { "$(dirname "$0")/expect.sh" "$@" || fail "case above"; }
+x 2 "needs --features|requires --features|--features" "$d/bad/sparse" -- \
+  "$tp" reconstruct "${imgs[@]}" --matches "$d/match" -o "$d/bad" -q
+x 2 "excludes|--tracks" "$d/bad/sparse" -- \
+  "$tp" reconstruct "${imgs[@]}" --features "$d/feat" --tracks "$d/none.txt" -o "$d/bad" -q
+x 2 "--images DIR" "$d/bad/sparse" -- "$tp" reconstruct --features "$d/feat" -o "$d/bad" -q
+x 2 "--features $d/nowhere: not a directory" "$d/bad/sparse" -- \
+  "$tp" reconstruct --features "$d/nowhere" --images "$d/scene" -o "$d/bad" -q
+# A truncated features file.
+cp -r "$d/feat" "$d/feat_trunc"
+first=$(basename "${imgs[0]}")
+head -c 100 "$d/feat/$first.tpfeat" > "$d/feat_trunc/$first.tpfeat"
+x 2 "$first.tpfeat" "$d/bad/sparse" -- \
+  "$tp" reconstruct --features "$d/feat_trunc" --matches "$d/match" --images "$d/scene" -o "$d/bad" -q
+# A missing features file for an image named.
+rm "$d/feat_trunc/$first.tpfeat"
+x 2 "$first.tpfeat.*no features file" "$d/bad/sparse" -- \
+  "$tp" reconstruct "${imgs[@]}" --features "$d/feat_trunc" -o "$d/bad" -q
+# Matches of other features (extracted again with fewer keypoints).
+"$tp" extract "${imgs[@]}" -o "$d/feat_few" --max-features 100 --quiet > /dev/null || fail "extract --max-features"
+x 2 "not of these features" "$d/bad/sparse" -- \
+  "$tp" reconstruct --features "$d/feat_few" --matches "$d/match" --images "$d/scene" -o "$d/bad" -q
+# Features of other images (keypoints outside a smaller image).
+"$tp" render-scene -o "$d/small" --views 8 --width 320 --height 240 > /dev/null || fail "render-scene small"
+x 2 "outside image" "$d/bad/sparse" -- \
+  "$tp" reconstruct --features "$d/feat" --matches "$d/match" --images "$d/small" -o "$d/bad" -q
+echo ok

@@ -1,0 +1,160 @@
+// Features and matches of `tiepoint extract` / `tiepoint match` read back for a
+// reconstruction (sfm/stored_correspondences.h): orientation of the pair files, the
+// verification they hold, and every disagreement with the images named.
+#include "sfm/stored_correspondences.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/common/scratch_dir.h"
+
+namespace tiepoint {
+namespace {
+
+Features Grid(int n, float step) {
+  Features f;
+  for (int i = 0; i < n; ++i) {
+    Keypoint k;
+    k.x = step * static_cast<float>(i);
+    k.y = 2.0f * static_cast<float>(i);
+    k.scale = 1.5f;
+    f.keypoints.push_back(k);
+  }
+  f.descriptors.assign(static_cast<size_t>(n) * kSiftDescriptorDim, 7);
+  return f;
+}
+
+PairMatches Pair(const std::string& a, const std::string& b, uint64_t n1, uint64_t n2,
+                 std::vector<FeatureMatch> m) {
+  PairMatches pm;
+  pm.name1 = a + ".tpfeat";
+  pm.name2 = b + ".tpfeat";
+  pm.num_keypoints1 = n1;
+  pm.num_keypoints2 = n2;
+  pm.matches = std::move(m);
+  return pm;
+}
+
+class StoredCorrespondences : public ::testing::Test {
+ protected:
+  StoredCorrespondences() : dir_("stored_correspondences") {
+    names_ = {"a.png", "b.png", "c.png"};
+    sizes_ = {{100, 80}, {100, 80}, {100, 80}};
+    features_ = {Grid(10, 5), Grid(8, 5), Grid(6, 5)};
+    for (size_t k = 0; k < names_.size(); ++k)
+      EXPECT_TRUE(WriteFeatures(StoredFeaturesPath(dir_.path(), names_[k]), features_[k]).ok());
+  }
+  testing::ScratchDir dir_;
+  std::vector<std::string> names_;
+  std::vector<std::pair<int, int>> sizes_;
+  std::vector<Features> features_;
+};
+
+TEST_F(StoredCorrespondences, FeaturesAreReadForEveryImageInOrder) {
+  std::vector<Features> f;
+  ASSERT_TRUE(ReadStoredFeatures(dir_.path(), names_, sizes_, 2, &f).ok());
+  ASSERT_EQ(f.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(f[k].size(), features_[k].size());
+    EXPECT_EQ(f[k].keypoints.back().x, features_[k].keypoints.back().x);
+  }
+}
+
+TEST_F(StoredCorrespondences, AMissingFeaturesFileIsNamed) {
+  std::vector<Features> f;
+  const Status s = ReadStoredFeatures(dir_.path(), {"a.png", "d.png"}, {{100, 80}, {100, 80}}, 1, &f);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("d.png.tpfeat"), std::string::npos) << s.message();
+}
+
+TEST_F(StoredCorrespondences, AKeypointOutsideItsImageIsAnError) {
+  // Image a's keypoints 8 and 9 lie at x = 40 and 45: inside 100 x 80, outside a 40 x 80
+  // image (its last pixel's centre is at x = 39); the first is named.
+  std::vector<Features> f;
+  Status s = ReadStoredFeatures(dir_.path(), names_, {{40, 80}, {100, 80}, {100, 80}}, 1, &f);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("keypoint 8 at (40, 16)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("a.png"), std::string::npos) << s.message();
+  // and along y (y = 18 in a 100 x 18 image: the last pixel's centre is 17).
+  s = ReadStoredFeatures(dir_.path(), names_, {{100, 18}, {100, 80}, {100, 80}}, 1, &f);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+}
+
+TEST_F(StoredCorrespondences, ATruncatedFeaturesFileIsNamed) {
+  const std::string path = StoredFeaturesPath(dir_.path(), "b.png");
+  std::filesystem::resize_file(path, 30);
+  std::vector<Features> f;
+  const Status s = ReadStoredFeatures(dir_.path(), names_, sizes_, 2, &f);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("b.png.tpfeat"), std::string::npos) << s.message();
+}
+
+TEST_F(StoredCorrespondences, MatchesFollowThePairsOrderAndTheFilesVerification) {
+  // a--b unverified: every match. c--a (the other order): indices swapped. b--c verified:
+  // its inliers only. a--c is also the pair of the c--a file; b and c's other pairs: none.
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "b.png", 10, 8, {{1, 2, 5}, {3, 4, 6}})).ok());
+  ASSERT_TRUE(WriteMatches(dir_.File("c.png--a.png.tpmatch"), Pair("c.png", "a.png", 6, 10, {{5, 9, 1}})).ok());
+  PairMatches bc = Pair("b.png", "c.png", 8, 6, {{0, 0, 1}, {1, 1, 2}, {2, 2, 3}});
+  bc.model = MatchModel::kFundamental;
+  bc.verified = true;
+  bc.matrix[1] = 1;
+  bc.inliers = {1, 0, 1};
+  ASSERT_TRUE(WriteMatches(dir_.File("b.png--c.png.tpmatch"), bc).ok());
+  std::vector<std::vector<FeatureMatch>> m;
+  StoredMatchesSummary s;
+  ASSERT_TRUE(ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}, {0, 2}, {1, 2}}, 2, &m, &s).ok());
+  ASSERT_EQ(m.size(), 3u);
+  ASSERT_EQ(m[0].size(), 2u);
+  EXPECT_EQ(m[0][1].index1, 3u);
+  EXPECT_EQ(m[0][1].index2, 4u);
+  ASSERT_EQ(m[1].size(), 1u);
+  EXPECT_EQ(m[1][0].index1, 9u);  // a's keypoint first
+  EXPECT_EQ(m[1][0].index2, 5u);
+  ASSERT_EQ(m[2].size(), 2u);
+  EXPECT_EQ(m[2][1].index1, 2u);
+  EXPECT_EQ(s.files_read, 3);
+  EXPECT_EQ(s.pairs_verified, 1);
+  EXPECT_EQ(s.pairs_not_verified, 0);
+  EXPECT_EQ(s.pairs_without_file, 0);
+  EXPECT_EQ(s.matches, 5);
+
+  // A pair the file's verification rejected has no candidates; a pair without a file neither.
+  bc.verified = false;
+  ASSERT_TRUE(WriteMatches(dir_.File("b.png--c.png.tpmatch"), bc).ok());
+  std::filesystem::remove(dir_.File("a.png--b.png.tpmatch"));
+  ASSERT_TRUE(ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}, {0, 2}, {1, 2}}, 1, &m, &s).ok());
+  EXPECT_TRUE(m[0].empty());
+  EXPECT_TRUE(m[2].empty());
+  EXPECT_EQ(s.files_read, 2);
+  EXPECT_EQ(s.pairs_not_verified, 1);
+  EXPECT_EQ(s.pairs_without_file, 1);
+  EXPECT_EQ(s.matches, 1);
+}
+
+TEST_F(StoredCorrespondences, MatchesOfOtherFeaturesAreRefused) {
+  std::vector<std::vector<FeatureMatch>> m;
+  StoredMatchesSummary s;
+  // Keypoint counts of other features files.
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "b.png", 10, 9, {{1, 2, 5}})).ok());
+  Status st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("N2 = 9"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("a.png--b.png.tpmatch"), std::string::npos) << st.message();
+  // Feature file names that are not the pair's (a renamed file).
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "x.png", 10, 8, {{1, 2, 5}})).ok());
+  st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("x.png.tpfeat"), std::string::npos) << st.message();
+  // A truncated file: the reader's error, naming it.
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "b.png", 10, 8, {{1, 2, 5}})).ok());
+  std::filesystem::resize_file(dir_.File("a.png--b.png.tpmatch"), 100);
+  st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("a.png--b.png.tpmatch"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace tiepoint
