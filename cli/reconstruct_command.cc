@@ -71,24 +71,24 @@ struct ReconstructArgs {
 };
 
 // With --features: the folders must be folders, and without IMAGES the images are those
-// of the features files (NAME.tpfeat) in --images DIR.
+// of the features files (NAME.tpfeat) in --image-path DIR.
 Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::string>* images) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& [flag, dir] : {std::pair<const char*, const std::string*>{"--features", &a.features_dir},
-                                  {"--matches", &a.matches_dir}, {"--images", &a.images_dir}})
+                                  {"--matches", &a.matches_dir}, {"--image-path", &a.images_dir}})
     if (!dir->empty() && !fs::is_directory(*dir, ec))
       return Status::InvalidInput(std::string(flag) + " " + *dir + ": not a directory");
   if (a.features_dir.empty() || !a.images.empty()) {
     if (!a.images_dir.empty())
-      return Status::InvalidOptions("--images DIR names the images of --features when no IMAGES are given; "
+      return Status::InvalidOptions("--image-path DIR names the images of --features when no IMAGES are given; "
                                     "give one or the other");
-    if (a.images.empty()) return Status::InvalidOptions("no images given (IMAGES..., or --features DIR --images DIR)");
+    if (a.images.empty()) return Status::InvalidOptions("no images given (IMAGES..., or --features DIR --image-path DIR)");
     return Status::Ok();
   }
   if (a.images_dir.empty())
     return Status::InvalidOptions("--features without IMAGES: name the images, or the folder that holds them with "
-                                  "--images DIR (their sizes make the cameras, their pixels the points' colours)");
+                                  "--image-path DIR (their sizes make the cameras, their pixels the points' colours)");
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(a.features_dir, ec)) {
     const std::string f = e.path().filename().string();
@@ -200,7 +200,7 @@ int RunReconstruct(const ReconstructArgs& a) {
 
 Runner RegisterReconstruct(CLI::App& app) {
   auto a = std::make_shared<ReconstructArgs>();
-  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM); with --features, optional (see --images)");
+  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM); with --features, optional (see --image-path)");
   app.add_option("-o,--output", a->output, "Output folder: sparse/N/, points.ply, report.json, overview.svg")
       ->required();
   app.add_option("--device", a->device, "cpu | cuda (feature extraction and matching)")->capture_default_str();
@@ -221,7 +221,7 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "Matches of `tiepoint match` (DIR/<name1>--<name2>.tpmatch) in place of matching: with --features; "
                  "where it verified, its inliers, verified again")
       ->needs(features_opt);
-  app.add_option("--images", a->images_dir,
+  app.add_option("--image-path", a->images_dir,
                  "With --features and no IMAGES: the folder holding the images, one per features file (NAME for "
                  "NAME.tpfeat)")
       ->needs(features_opt);

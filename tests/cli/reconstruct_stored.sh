@@ -35,12 +35,12 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# 1. Features and matches from the folders, images found through --images.
-"$tp" reconstruct --features "$d/feat" --matches "$d/match" --images "$d/scene" -o "$d/rec1" --single-camera -q \
+# 1. Features and matches from the folders, images found through --image-path.
+"$tp" reconstruct --features "$d/feat" --matches "$d/match" --image-path "$d/scene" -o "$d/rec1" --single-camera -q \
   > /dev/null 2> "$d/err1" || { cat "$d/err1"; fail "reconstruct --features --matches exited $?"; }
 check "$d/rec1" "$d/match"
 # 2. The matches of `match --verify`: its inliers, verified again.
-"$tp" reconstruct --features "$d/feat" --matches "$d/verified" --images "$d/scene" -o "$d/rec2" --single-camera -q \
+"$tp" reconstruct --features "$d/feat" --matches "$d/verified" --image-path "$d/scene" -o "$d/rec2" --single-camera -q \
   > /dev/null 2> "$d/err2" || { cat "$d/err2"; fail "reconstruct with verified matches exited $?"; }
 check "$d/rec2" "$d/verified"
 python3 - "$d/rec2/report.json" <<'PY' || fail "verified pairs not counted"
@@ -59,15 +59,15 @@ x 2 "needs --features|requires --features|--features" "$d/bad/sparse" -- \
   "$tp" reconstruct "${imgs[@]}" --matches "$d/match" -o "$d/bad" -q
 x 2 "excludes|--tracks" "$d/bad/sparse" -- \
   "$tp" reconstruct "${imgs[@]}" --features "$d/feat" --tracks "$d/none.txt" -o "$d/bad" -q
-x 2 "--images DIR" "$d/bad/sparse" -- "$tp" reconstruct --features "$d/feat" -o "$d/bad" -q
+x 2 "--image-path DIR" "$d/bad/sparse" -- "$tp" reconstruct --features "$d/feat" -o "$d/bad" -q
 x 2 "--features $d/nowhere: not a directory" "$d/bad/sparse" -- \
-  "$tp" reconstruct --features "$d/nowhere" --images "$d/scene" -o "$d/bad" -q
+  "$tp" reconstruct --features "$d/nowhere" --image-path "$d/scene" -o "$d/bad" -q
 # A truncated features file.
 cp -r "$d/feat" "$d/feat_trunc"
 first=$(basename "${imgs[0]}")
 head -c 100 "$d/feat/$first.tpfeat" > "$d/feat_trunc/$first.tpfeat"
 x 2 "$first.tpfeat" "$d/bad/sparse" -- \
-  "$tp" reconstruct --features "$d/feat_trunc" --matches "$d/match" --images "$d/scene" -o "$d/bad" -q
+  "$tp" reconstruct --features "$d/feat_trunc" --matches "$d/match" --image-path "$d/scene" -o "$d/bad" -q
 # A missing features file for an image named.
 rm "$d/feat_trunc/$first.tpfeat"
 x 2 "$first.tpfeat.*no features file" "$d/bad/sparse" -- \
@@ -75,9 +75,9 @@ x 2 "$first.tpfeat.*no features file" "$d/bad/sparse" -- \
 # Matches of other features (extracted again with fewer keypoints).
 "$tp" extract "${imgs[@]}" -o "$d/feat_few" --max-features 100 --quiet > /dev/null || fail "extract --max-features"
 x 2 "not of these features" "$d/bad/sparse" -- \
-  "$tp" reconstruct --features "$d/feat_few" --matches "$d/match" --images "$d/scene" -o "$d/bad" -q
+  "$tp" reconstruct --features "$d/feat_few" --matches "$d/match" --image-path "$d/scene" -o "$d/bad" -q
 # Features of other images (keypoints outside a smaller image).
 "$tp" render-scene -o "$d/small" --views 8 --width 320 --height 240 > /dev/null || fail "render-scene small"
 x 2 "outside image" "$d/bad/sparse" -- \
-  "$tp" reconstruct --features "$d/feat" --matches "$d/match" --images "$d/small" -o "$d/bad" -q
+  "$tp" reconstruct --features "$d/feat" --matches "$d/match" --image-path "$d/small" -o "$d/bad" -q
 echo ok
