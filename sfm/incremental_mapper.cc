@@ -38,6 +38,13 @@ Eigen::Vector3d CentreOf(const Image& im) {
   return -RotationOf(im).transpose() * Eigen::Vector3d(im.tvec[0], im.tvec[1], im.tvec[2]);
 }
 
+// The similarity x_a = s Q x_b + t from model b's frame into model a's under which one image's
+// pose in b becomes its pose in a, for a given scale s: Q = R_a^T R_b, t = C_a - s Q C_b.
+void SharedImageSimilarity(const Image& in_a, const Image& in_b, double s, Eigen::Matrix3d* Q, Eigen::Vector3d* t) {
+  *Q = RotationOf(in_a).transpose() * RotationOf(in_b);
+  *t = CentreOf(in_a) - s * *Q * CentreOf(in_b);
+}
+
 // The depths (camera z) of the model's points that the image sees, ascending.
 std::vector<double> SortedDepths(const Reconstruction& r, const Image& im) {
   std::vector<double> d;
@@ -861,7 +868,6 @@ class Mapper {
       for (const auto& [id, imb] : b.rec.images) {
         auto ita = a.rec.images.find(id);
         if (ita == a.rec.images.end()) continue;
-        const Eigen::Matrix3d Qc = RotationOf(ita->second).transpose() * RotationOf(imb);
         const Eigen::Vector3d ca = CentreOf(ita->second), cb = CentreOf(imb);
         std::vector<double> ratios;
         for (int k = 0; k < n; ++k) {
@@ -872,7 +878,9 @@ class Mapper {
         std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
         const double sc = ratios[ratios.size() / 2];
         if (!(sc > 0) || !std::isfinite(sc)) continue;
-        const Eigen::Vector3d tc = ca - sc * Qc * cb;
+        Eigen::Matrix3d Qc;
+        Eigen::Vector3d tc;
+        SharedImageSimilarity(ita->second, imb, sc, &Qc, &tc);
         int support = 0;
         // Along the rays from the shared camera a two-view point's depth is the uncertain
         // part: points agree within 1% of their distance from it.
@@ -903,8 +911,7 @@ class Mapper {
         if (!(sc > 0) || !std::isfinite(sc)) continue;
         best_points = m;
         scale = sc;
-        Q = RotationOf(ita->second).transpose() * RotationOf(imb);
-        tr = CentreOf(ita->second) - sc * Q * CentreOf(imb);
+        SharedImageSimilarity(ita->second, imb, sc, &Q, &tr);
       }
       return best_points > 0;
     };
@@ -931,9 +938,8 @@ class Mapper {
           if (rot_deg > kMaxSharedImagesDisagreementDeg || dir_deg > kMaxSharedImagesDisagreementDeg) continue;
           if (da.norm() <= best_baseline) continue;
           best_baseline = da.norm();
-          Q = Q1;
           scale = da.norm() / db.norm();
-          tr = CentreOf(a1) - scale * Q * CentreOf(b1);
+          SharedImageSimilarity(a1, b1, scale, &Q, &tr);
         }
       return best_baseline > 0;
     };
