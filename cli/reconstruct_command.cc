@@ -215,7 +215,8 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "Correspondences from `tiepoint track` (lines 'track_id frame x y'; frame = index of the image)");
   auto* features_opt = app.add_option(
       "--features", a->features_dir,
-      "Features of `tiepoint extract` (DIR/<image file name>.tpfeat) in place of extraction");
+      "Features of `tiepoint extract` (DIR/<image file name>.tpfeat) in place of extraction (--max-features, "
+      "--no-upsample, --min-features, --min-contrast-threshold and the second attempt then do not apply)");
   features_opt->excludes(tracks_opt);
   app.add_option("--matches", a->matches_dir,
                  "Matches of `tiepoint match` (DIR/<name1>--<name2>.tpmatch) in place of matching: with --features; "
