@@ -128,9 +128,17 @@ def parse(p):
             "observations": g("Observations"), "mean_reprojection_error": g("Mean reprojection error"),
             "raw": t[-600:]}
 r = json.load(open(rep))["models"][0]
+txt, binary = parse(a_txt), parse(a_bin)
+# model_analyzer's "Mean reprojection error" is the mean over points of each point's mean
+# error: report.json's mean_point_error_px (mean_reprojection_error_px is over observations).
+same = all(m[k] is not None and float(m[k]) == float(r[k]) for m in (txt, binary)
+           for k in ("registered_images", "points", "observations")) and \
+       all(m["mean_reprojection_error"] is not None and
+           abs(float(m["mean_reprojection_error"]) - r["mean_point_error_px"]) <= 5e-7 for m in (txt, binary))
 open(path, "a").write(json.dumps({"set": s, "tool": "colmap model_analyzer on tiepoint's model", "variant": v,
-    "text": parse(a_txt), "binary": parse(a_bin),
-    "tiepoint_report": {k: r[k] for k in ("registered_images", "points", "observations", "mean_reprojection_error_px")}}) + "\n")
+    "text": txt, "binary": binary, "same_as_report": same,
+    "tiepoint_report": {k: r[k] for k in ("registered_images", "points", "observations", "mean_reprojection_error_px",
+                                          "mean_point_error_px")}}) + "\n")
 PY
     fi
   done
