@@ -39,7 +39,9 @@ const std::vector<KindRules>& AllKindRules() {
   static const std::vector<KindRules> rules = {
       {"ba", {{"report", "report.json"}}, {"output", "ply"}, {}},
       {"bench", {{"out", "bench.json"}, {"plot", "bench.svg"}}, {}, {}},
-      {"reconstruct", {{"output", "model"}}, {}, {"intrinsics", "pairs", "tracks"}},
+      // features, matches, image-path: folders (resolved against the job file; a folder's
+      // fingerprint is its stat, which changes with its entries, not with their contents).
+      {"reconstruct", {{"output", "model"}}, {}, {"intrinsics", "pairs", "tracks", "features", "matches", "image-path"}},
   };
   return rules;
 }

@@ -78,7 +78,8 @@ Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::str
   for (const auto& [flag, dir] : {std::pair<const char*, const std::string*>{"--features", &a.features_dir},
                                   {"--matches", &a.matches_dir}, {"--image-path", &a.images_dir}})
     if (!dir->empty() && !fs::is_directory(*dir, ec))
-      return Status::InvalidInput(std::string(flag) + " " + *dir + ": not a directory");
+      return Status::InvalidInput(std::string(flag) + " " + *dir +
+                                  (fs::exists(*dir, ec) ? ": not a directory" : ": no such directory"));
   if (a.features_dir.empty() || !a.images.empty()) {
     if (!a.images_dir.empty())
       return Status::InvalidOptions("--image-path DIR names the images of --features when no IMAGES are given; "
@@ -100,7 +101,12 @@ Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::str
   if (names.empty()) return Status::InvalidInput("--features " + a.features_dir + ": no .tpfeat files (tiepoint extract writes them)");
   std::sort(names.begin(), names.end());
   images->clear();
-  for (const std::string& n : names) images->push_back((fs::path(a.images_dir) / n).string());
+  for (const std::string& n : names) {
+    images->push_back((fs::path(a.images_dir) / n).string());
+    if (!fs::exists(images->back(), ec))
+      return Status::InvalidInput("--image-path " + a.images_dir + ": no image '" + n + "' for " +
+                                  (fs::path(a.features_dir) / (n + ".tpfeat")).string());
+  }
   return Status::Ok();
 }
 
@@ -216,15 +222,16 @@ Runner RegisterReconstruct(CLI::App& app) {
   auto* features_opt = app.add_option(
       "--features", a->features_dir,
       "Features of `tiepoint extract` (DIR/<image file name>.tpfeat) in place of extraction (--max-features, "
-      "--no-upsample, --min-features, --min-contrast-threshold and the second attempt then do not apply)");
+      "--no-upsample, --min-features, --min-contrast-threshold, --cuda-streams and the second attempt then do not "
+      "apply)");
   features_opt->excludes(tracks_opt);
   app.add_option("--matches", a->matches_dir,
                  "Matches of `tiepoint match` (DIR/<name1>--<name2>.tpmatch) in place of matching: with --features; "
-                 "where it verified, its inliers, verified again")
+                 "where it verified, its inliers (verified again; pairs it rejected are dropped)")
       ->needs(features_opt);
   app.add_option("--image-path", a->images_dir,
                  "With --features and no IMAGES: the folder holding the images, one per features file (NAME for "
-                 "NAME.tpfeat)")
+                 "NAME.tpfeat), taken in name order")
       ->needs(features_opt);
   app.add_option("--format", a->format, "COLMAP model format: text | binary | both")->capture_default_str();
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")

@@ -113,6 +113,12 @@ Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>&
     }
   }
   for (const Status& s : status) TIEPOINT_RETURN_IF_ERROR(s);
+  if (!pairs.empty() && std::count_if(kind.begin(), kind.end(), [](int k) { return k > 0; }) == 0) {
+    const auto [a, b] = pairs.front();
+    return Status::InvalidInput(dir + ": no matches file for any of the " + std::to_string(pairs.size()) +
+                                " pairs (the first would be " + names[a] + "--" + names[b] +
+                                ".tpmatch; tiepoint match writes them)");
+  }
   for (size_t p = 0; p < pairs.size(); ++p) {
     summary->files_read += kind[p] > 0;
     summary->pairs_without_file += kind[p] == 0;

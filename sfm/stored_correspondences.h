@@ -5,7 +5,8 @@
 // Files, as those commands name them:
 //   FEATURES_DIR/<image file name>.tpfeat                       (io/features.h)
 //   MATCHES_DIR/<image file name 1>--<image file name 2>.tpmatch  (io/matches.h)
-// A pair's file may name its images in either order. Its matches are the pair's
+// A pair's file may name its images in either order; a folder with no file for any pair is
+// an error (the wrong folder), a pair without one has no matches. Its matches are the pair's
 // candidates; where the file holds a verification (`match --verify`), only its inliers are,
 // and a pair that it did not verify has none. The pipeline verifies each pair again
 // (its own two-view classification: calibrated, uncalibrated, planar).

@@ -43,10 +43,13 @@ check "$d/rec1" "$d/match"
 "$tp" reconstruct --features "$d/feat" --matches "$d/verified" --image-path "$d/scene" -o "$d/rec2" --single-camera -q \
   > /dev/null 2> "$d/err2" || { cat "$d/err2"; fail "reconstruct with verified matches exited $?"; }
 check "$d/rec2" "$d/verified"
-python3 - "$d/rec2/report.json" <<'PY' || fail "verified pairs not counted"
+python3 - "$d/rec2/report.json" "$d/rec1/report.json" <<'PY' || fail "verified pairs not counted, or more than their inliers taken"
 import json, sys
 m = json.load(open(sys.argv[1]))["stages"]["match"]
-sys.exit(0 if m["pairs_verified_in_files"] + m["pairs_rejected_in_files"] == 28 and m["pairs_verified_in_files"] > 0 else 1)
+all_matches = json.load(open(sys.argv[2]))["stages"]["match"]["matches"]
+print("candidates: verified files' inliers", m["matches"], "all matches", all_matches)
+sys.exit(0 if m["pairs_verified_in_files"] + m["pairs_rejected_in_files"] == 28 and m["pairs_verified_in_files"] > 0
+         and 0 < m["matches"] < all_matches else 1)
 PY
 # 3. Features only, images named: the pipeline matches them itself.
 "$tp" reconstruct "${imgs[@]}" --features "$d/feat" -o "$d/rec3" --single-camera -q > /dev/null 2> "$d/err3" \
@@ -55,12 +58,12 @@ check "$d/rec3" -
 
 # 4. Bad input: exit 2 with a message naming what is wrong, and no sparse/.
 x() { "$(dirname "$0")/expect.sh" "$@" || fail "case above"; }
-x 2 "needs --features|requires --features|--features" "$d/bad/sparse" -- \
+x 2 "requires --features" "$d/bad/sparse" -- \
   "$tp" reconstruct "${imgs[@]}" --matches "$d/match" -o "$d/bad" -q
 x 2 "excludes|--tracks" "$d/bad/sparse" -- \
   "$tp" reconstruct "${imgs[@]}" --features "$d/feat" --tracks "$d/none.txt" -o "$d/bad" -q
 x 2 "--image-path DIR" "$d/bad/sparse" -- "$tp" reconstruct --features "$d/feat" -o "$d/bad" -q
-x 2 "--features $d/nowhere: not a directory" "$d/bad/sparse" -- \
+x 2 "--features $d/nowhere: no such directory" "$d/bad/sparse" -- \
   "$tp" reconstruct --features "$d/nowhere" --image-path "$d/scene" -o "$d/bad" -q
 # A truncated features file.
 cp -r "$d/feat" "$d/feat_trunc"
@@ -72,6 +75,13 @@ x 2 "$first.tpfeat" "$d/bad/sparse" -- \
 rm "$d/feat_trunc/$first.tpfeat"
 x 2 "$first.tpfeat.*no features file" "$d/bad/sparse" -- \
   "$tp" reconstruct "${imgs[@]}" --features "$d/feat_trunc" -o "$d/bad" -q
+# The wrong matches folder (the features'): no pair has a file.
+x 2 "no matches file for any of the 28 pairs" "$d/bad/sparse" -- \
+  "$tp" reconstruct --features "$d/feat" --matches "$d/feat" --image-path "$d/scene" -o "$d/bad" -q
+# An image missing from --image-path.
+mkdir -p "$d/some"; cp "${imgs[@]:1}" "$d/some/"
+x 2 "no image '$first'" "$d/bad/sparse" -- \
+  "$tp" reconstruct --features "$d/feat" --matches "$d/match" --image-path "$d/some" -o "$d/bad" -q
 # Matches of other features (extracted again with fewer keypoints).
 "$tp" extract "${imgs[@]}" -o "$d/feat_few" --max-features 100 --quiet > /dev/null || fail "extract --max-features"
 x 2 "not of these features" "$d/bad/sparse" -- \

@@ -83,6 +83,28 @@ TEST_F(StoredCorrespondences, AKeypointOutsideItsImageIsAnError) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
 }
 
+TEST_F(StoredCorrespondences, KeypointsUpToTheOuterPixelEdgesAreInside) {
+  // Pixel (0, 0)'s centre is at (0, 0): a 40 x 18 image spans [-0.5, 39.5] x [-0.5, 17.5].
+  auto one = [&](float x, float y) {
+    Features f;
+    Keypoint k;
+    k.x = x;
+    k.y = y;
+    k.scale = 1;
+    f.keypoints.push_back(k);
+    f.descriptors.assign(kSiftDescriptorDim, 1);
+    EXPECT_TRUE(WriteFeatures(StoredFeaturesPath(dir_.path(), "edge.png"), f).ok());
+    std::vector<Features> out;
+    return ReadStoredFeatures(dir_.path(), {"edge.png"}, {{40, 18}}, 1, &out).ok();
+  };
+  EXPECT_TRUE(one(-0.5f, -0.5f));
+  EXPECT_TRUE(one(39.5f, 17.5f));
+  EXPECT_FALSE(one(-0.51f, 0.0f));
+  EXPECT_FALSE(one(39.51f, 0.0f));
+  EXPECT_FALSE(one(0.0f, -0.51f));
+  EXPECT_FALSE(one(0.0f, 17.51f));
+}
+
 TEST_F(StoredCorrespondences, ATruncatedFeaturesFileIsNamed) {
   const std::string path = StoredFeaturesPath(dir_.path(), "b.png");
   std::filesystem::resize_file(path, 30);
@@ -132,6 +154,15 @@ TEST_F(StoredCorrespondences, MatchesFollowThePairsOrderAndTheFilesVerification)
   EXPECT_EQ(s.pairs_not_verified, 1);
   EXPECT_EQ(s.pairs_without_file, 1);
   EXPECT_EQ(s.matches, 1);
+}
+
+TEST_F(StoredCorrespondences, AFolderWithoutAnyPairsFileIsAnError) {
+  // The wrong folder (here the features'): no pair has a file.
+  std::vector<std::vector<FeatureMatch>> m;
+  StoredMatchesSummary s;
+  const Status st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}, {1, 2}}, 1, &m, &s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("a.png--b.png.tpmatch"), std::string::npos) << st.message();
 }
 
 TEST_F(StoredCorrespondences, MatchesOfOtherFeaturesAreRefused) {
