@@ -100,6 +100,27 @@ Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>&
           ": the matches are not of these features");
       continue;
     }
+    // Each match's descriptor distance, stored exactly (an integer), must be that of the
+    // features read: features extracted again with the same counts (a --max-features cap)
+    // give other descriptors at those indices.
+    for (size_t m = 0; m < pm.matches.size() && status[p].ok(); ++m) {
+      const FeatureMatch& fm = pm.matches[m];
+      const uint8_t* d1 = features[first].descriptor(fm.index1);
+      const uint8_t* d2 = features[second].descriptor(fm.index2);
+      uint32_t d = 0;
+      for (int j = 0; j < kSiftDescriptorDim; ++j) {
+        const int e = static_cast<int>(d1[j]) - static_cast<int>(d2[j]);
+        d += static_cast<uint32_t>(e * e);
+      }
+      if (d != fm.distance_sq)
+        status[p] = Status::InvalidInput(path + ": match " + std::to_string(m) + " (keypoints " +
+                                         std::to_string(fm.index1) + ", " + std::to_string(fm.index2) +
+                                         ") has descriptor distance^2 " + std::to_string(fm.distance_sq) +
+                                         " in the file but " + std::to_string(d) +
+                                         " between the features read: the matches are of other features "
+                                         "(extracted again since?)");
+    }
+    if (!status[p].ok()) continue;
     const bool has_model = pm.model != MatchModel::kNone;
     kind[p] = !has_model ? 3 : pm.verified ? 2 : 1;
     if (kind[p] == 1) continue;

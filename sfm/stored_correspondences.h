@@ -14,7 +14,9 @@
 // Every file is checked against the images it stands for; errors (kInvalidInput) name the
 // file and what disagrees: a missing features file, a keypoint outside its image (the
 // features of another image), a matches file whose feature file names or keypoint counts
-// are not those of the features read, and every error of the io/ readers.
+// are not those of the features read, or whose matches' descriptor distances (stored
+// exactly) are not those between the features' descriptors (features extracted again
+// since, with the same counts), and every error of the io/ readers.
 #pragma once
 
 #include <cstdint>

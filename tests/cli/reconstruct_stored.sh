@@ -86,6 +86,13 @@ x 2 "no image '$first'" "$d/bad/sparse" -- \
 "$tp" extract "${imgs[@]}" -o "$d/feat_few" --max-features 100 --quiet > /dev/null || fail "extract --max-features"
 x 2 "not of these features" "$d/bad/sparse" -- \
   "$tp" reconstruct --features "$d/feat_few" --matches "$d/match" --image-path "$d/scene" -o "$d/bad" -q
+# Features extracted again with the same cap (so the same counts) since the matching: the
+# matches' stored descriptor distances give it away.
+"$tp" extract "${imgs[@]}" -o "$d/feat_cap" --max-features 500 --quiet > /dev/null || fail "extract cap"
+"$tp" match "$d"/feat_cap/*.tpfeat -o "$d/match_cap" --quiet > /dev/null || fail "match cap"
+"$tp" extract "${imgs[@]}" -o "$d/feat_cap2" --max-features 500 --upsample --quiet > /dev/null || fail "extract cap again"
+x 2 "extracted again" "$d/bad/sparse" -- \
+  "$tp" reconstruct --features "$d/feat_cap2" --matches "$d/match_cap" --image-path "$d/scene" -o "$d/bad" -q
 # Features of other images (keypoints outside a smaller image).
 "$tp" render-scene -o "$d/small" --views 8 --width 320 --height 240 > /dev/null || fail "render-scene small"
 x 2 "outside image" "$d/bad/sparse" -- \

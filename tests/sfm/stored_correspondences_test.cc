@@ -14,7 +14,8 @@
 namespace tiepoint {
 namespace {
 
-Features Grid(int n, float step) {
+// Keypoint i's descriptor: every byte value + i.
+Features Grid(int n, float step, uint8_t value = 7) {
   Features f;
   for (int i = 0; i < n; ++i) {
     Keypoint k;
@@ -23,19 +24,8 @@ Features Grid(int n, float step) {
     k.scale = 1.5f;
     f.keypoints.push_back(k);
   }
-  f.descriptors.assign(static_cast<size_t>(n) * kSiftDescriptorDim, 7);
+  for (int i = 0; i < n; ++i) f.descriptors.insert(f.descriptors.end(), kSiftDescriptorDim, static_cast<uint8_t>(value + i));
   return f;
-}
-
-PairMatches Pair(const std::string& a, const std::string& b, uint64_t n1, uint64_t n2,
-                 std::vector<FeatureMatch> m) {
-  PairMatches pm;
-  pm.name1 = a + ".tpfeat";
-  pm.name2 = b + ".tpfeat";
-  pm.num_keypoints1 = n1;
-  pm.num_keypoints2 = n2;
-  pm.matches = std::move(m);
-  return pm;
 }
 
 class StoredCorrespondences : public ::testing::Test {
@@ -43,9 +33,27 @@ class StoredCorrespondences : public ::testing::Test {
   StoredCorrespondences() : dir_("stored_correspondences") {
     names_ = {"a.png", "b.png", "c.png"};
     sizes_ = {{100, 80}, {100, 80}, {100, 80}};
-    features_ = {Grid(10, 5), Grid(8, 5), Grid(6, 5)};
+    features_ = {Grid(10, 5, 7), Grid(8, 5, 30), Grid(6, 5, 60)};
     for (size_t k = 0; k < names_.size(); ++k)
       EXPECT_TRUE(WriteFeatures(StoredFeaturesPath(dir_.path(), names_[k]), features_[k]).ok());
+  }
+  // The file `tiepoint match` would write for images a and b (in that order) and these
+  // keypoint pairs, with the descriptors' distances.
+  PairMatches Pair(int a, int b, const std::vector<std::pair<uint32_t, uint32_t>>& pairs) const {
+    PairMatches pm;
+    pm.name1 = names_[a] + ".tpfeat";
+    pm.name2 = names_[b] + ".tpfeat";
+    pm.num_keypoints1 = features_[a].size();
+    pm.num_keypoints2 = features_[b].size();
+    for (const auto& [i, j] : pairs) {
+      uint32_t d = 0;
+      for (int k = 0; k < kSiftDescriptorDim; ++k) {
+        const int e = int(features_[a].descriptor(i)[k]) - int(features_[b].descriptor(j)[k]);
+        d += static_cast<uint32_t>(e * e);
+      }
+      pm.matches.push_back({i, j, d});
+    }
+    return pm;
   }
   testing::ScratchDir dir_;
   std::vector<std::string> names_;
@@ -117,9 +125,9 @@ TEST_F(StoredCorrespondences, ATruncatedFeaturesFileIsNamed) {
 TEST_F(StoredCorrespondences, MatchesFollowThePairsOrderAndTheFilesVerification) {
   // a--b unverified: every match. c--a (the other order): indices swapped. b--c verified:
   // its inliers only. a--c is also the pair of the c--a file; b and c's other pairs: none.
-  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "b.png", 10, 8, {{1, 2, 5}, {3, 4, 6}})).ok());
-  ASSERT_TRUE(WriteMatches(dir_.File("c.png--a.png.tpmatch"), Pair("c.png", "a.png", 6, 10, {{5, 9, 1}})).ok());
-  PairMatches bc = Pair("b.png", "c.png", 8, 6, {{0, 0, 1}, {1, 1, 2}, {2, 2, 3}});
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair(0, 1, {{1, 2}, {3, 4}})).ok());
+  ASSERT_TRUE(WriteMatches(dir_.File("c.png--a.png.tpmatch"), Pair(2, 0, {{5, 9}})).ok());
+  PairMatches bc = Pair(1, 2, {{0, 0}, {1, 1}, {2, 2}});
   bc.model = MatchModel::kFundamental;
   bc.verified = true;
   bc.matrix[1] = 1;
@@ -169,18 +177,31 @@ TEST_F(StoredCorrespondences, MatchesOfOtherFeaturesAreRefused) {
   std::vector<std::vector<FeatureMatch>> m;
   StoredMatchesSummary s;
   // Keypoint counts of other features files.
-  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "b.png", 10, 9, {{1, 2, 5}})).ok());
+  PairMatches pm = Pair(0, 1, {{1, 2}});
+  pm.num_keypoints2 = 9;
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), pm).ok());
   Status st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
   EXPECT_NE(st.message().find("N2 = 9"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("a.png--b.png.tpmatch"), std::string::npos) << st.message();
   // Feature file names that are not the pair's (a renamed file).
-  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "x.png", 10, 8, {{1, 2, 5}})).ok());
+  pm = Pair(0, 1, {{1, 2}});
+  pm.name2 = "x.png.tpfeat";
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), pm).ok());
   st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
   EXPECT_NE(st.message().find("x.png.tpfeat"), std::string::npos) << st.message();
+  // The same names and counts, but the descriptors at those indices are others (features
+  // extracted again since): the stored distances give it away.
+  pm = Pair(0, 1, {{1, 2}, {3, 4}});
+  pm.matches[1].distance_sq += 128;
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), pm).ok());
+  st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("match 1 (keypoints 3, 4)"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("extracted again"), std::string::npos) << st.message();
   // A truncated file: the reader's error, naming it.
-  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair("a.png", "b.png", 10, 8, {{1, 2, 5}})).ok());
+  ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair(0, 1, {{1, 2}})).ok());
   std::filesystem::resize_file(dir_.File("a.png--b.png.tpmatch"), 100);
   st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
