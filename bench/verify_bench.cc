@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto lookup = [&](const std::string& feature_name, Intrinsics* k) {
-    std::string stem = feature_name.substr(0, feature_name.size() - 7);  // minus ".tpfeat"
+    const std::string stem = FeaturesFileStem(feature_name);
     auto it = intrinsics.find(stem);
     if (it == intrinsics.end()) it = intrinsics.find("*");
     if (it == intrinsics.end()) return false;

@@ -128,7 +128,7 @@ int RunExtract(const ExtractArgs& a) {
     Job job;
     job.path = a.images[i];
     job.name = fs::path(job.path).filename().string();
-    job.out = (fs::path(a.output_dir) / (job.name + ".tpfeat")).string();
+    job.out = (fs::path(a.output_dir) / FeaturesFileName(job.name)).string();
     const auto [it, fresh] = written_by.emplace(job.out, job.path);
     if (!fresh) {
       fail(job.path, "its output " + job.out + " would overwrite the features of " + it->second +

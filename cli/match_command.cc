@@ -69,14 +69,7 @@ struct MatchArgs {
   bool quiet = false;
 };
 
-std::string Stem(const std::string& path) {
-  std::string name = fs::path(path).filename().string();
-  const std::string ext = ".tpfeat";
-  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
-    name.resize(name.size() - ext.size());
-  }
-  return name;
-}
+std::string Stem(const std::string& path) { return FeaturesFileStem(fs::path(path).filename().string()); }
 
 // --pairs: "exhaustive", "sequential:K" or a file of "NAME1 NAME2" lines (names as given
 // on the command line, their file names, or their stems).
@@ -559,17 +552,18 @@ int RunMatch(const MatchArgs& a) {
   for (size_t p = 0; p < pairs.size(); ++p) {
     const auto [i, j] = pairs[p];
     const PairMatches& pm = results[p];
-    const std::string base =
-        (fs::path(a.output_dir) / (Stem(a.features[i]) + "--" + Stem(a.features[j]))).string();
-    s = WriteMatches(base + ".tpmatch", pm);
-    if (s.ok() && a.txt) s = WriteMatchesText(base + ".txt", pm);
+    auto out = [&](const char* extension) {
+      return (fs::path(a.output_dir) / MatchesFileName(Stem(a.features[i]), Stem(a.features[j]), extension)).string();
+    };
+    s = WriteMatches(out(".tpmatch"), pm);
+    if (s.ok() && a.txt) s = WriteMatchesText(out(".txt"), pm);
     if (s.ok() && a.svg) {
-      s = WritePairSvg(base + ".svg", pm, features[i], features[j], image_path[i],
+      s = WritePairSvg(out(".svg"), pm, features[i], features[j], image_path[i],
                        image_path[j], image_size[i], image_size[j]);
     }
     if (!s.ok()) {
-      RemoveFileQuietly(base + ".tpmatch");
-      RemoveFileQuietly(base + ".txt");
+      RemoveFileQuietly(out(".tpmatch"));
+      RemoveFileQuietly(out(".txt"));
       return ReportError(cmd, s);
     }
     total_matches += pm.matches.size();
@@ -588,7 +582,7 @@ int RunMatch(const MatchArgs& a) {
     std::printf("\n");
     nlohmann::json row = {{"features1", pm.name1},
                           {"features2", pm.name2},
-                          {"file", fs::path(base + ".tpmatch").filename().string()},
+                          {"file", MatchesFileName(Stem(a.features[i]), Stem(a.features[j]))},
                           {"keypoints1", pm.num_keypoints1},
                           {"keypoints2", pm.num_keypoints2},
                           {"matches", pm.matches.size()}};

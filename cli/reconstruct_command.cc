@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "io/features.h"
 #include "sfm/reconstruction_pipeline.h"
 
 namespace tiepoint::cli {
@@ -93,9 +94,8 @@ Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::str
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(a.features_dir, ec)) {
     const std::string f = e.path().filename().string();
-    const std::string ext = ".tpfeat";
-    if (f.size() > ext.size() && f.compare(f.size() - ext.size(), ext.size(), ext) == 0)
-      names.push_back(f.substr(0, f.size() - ext.size()));
+    const std::string stem = FeaturesFileStem(f);
+    if (stem != f) names.push_back(stem);
   }
   if (ec) return Status::IoError("--features " + a.features_dir + ": cannot list (" + ec.message() + ")");
   if (names.empty()) return Status::InvalidInput("--features " + a.features_dir + ": no .tpfeat files (tiepoint extract writes them)");
@@ -105,7 +105,7 @@ Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::str
     images->push_back((fs::path(a.images_dir) / n).string());
     if (!fs::exists(images->back(), ec))
       return Status::InvalidInput("--image-path " + a.images_dir + ": no image '" + n + "' for " +
-                                  (fs::path(a.features_dir) / (n + ".tpfeat")).string());
+                                  (fs::path(a.features_dir) / FeaturesFileName(n)).string());
   }
   return Status::Ok();
 }

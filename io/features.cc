@@ -156,4 +156,13 @@ Status WriteFeaturesText(const std::string& path, const Features& features) {
   return file.Commit();
 }
 
+std::string FeaturesFileName(const std::string& image_name) { return image_name + ".tpfeat"; }
+
+std::string FeaturesFileStem(const std::string& file_name) {
+  const std::string ext = ".tpfeat";
+  if (file_name.size() > ext.size() && file_name.compare(file_name.size() - ext.size(), ext.size(), ext) == 0)
+    return file_name.substr(0, file_name.size() - ext.size());
+  return file_name;
+}
+
 }  // namespace tiepoint

@@ -71,4 +71,11 @@ Status ParseFeatures(const unsigned char* data, size_t size, const std::string& 
 // Text format above.
 Status WriteFeaturesText(const std::string& path, const Features& features);
 
+// The file names `tiepoint extract` gives, and its readers (`match`, `reconstruct
+// --features`) look for: "<image file name>.tpfeat".
+std::string FeaturesFileName(const std::string& image_name);
+// The image file name of a features file name ("a.png.tpfeat" -> "a.png"); a name that does
+// not end in ".tpfeat" (or is only that) comes back as it is.
+std::string FeaturesFileStem(const std::string& file_name);
+
 }  // namespace tiepoint

@@ -337,4 +337,8 @@ Status ReadIntrinsicsTable(std::istream& in, const std::string& path,
   return Status::Ok();
 }
 
+std::string MatchesFileName(const std::string& stem1, const std::string& stem2, const std::string& extension) {
+  return stem1 + "--" + stem2 + extension;
+}
+
 }  // namespace tiepoint

@@ -117,6 +117,12 @@ Status ParseMatches(const unsigned char* data, size_t size, const std::string& n
 // Text format above.
 Status WriteMatchesText(const std::string& path, const PairMatches& matches);
 
+// The file names `tiepoint match` gives a pair's outputs, and `reconstruct --matches` looks
+// for: "<stem1>--<stem2><extension>", the stems being the images' file names
+// (FeaturesFileStem of the features files, io/features.h).
+std::string MatchesFileName(const std::string& stem1, const std::string& stem2,
+                            const std::string& extension = ".tpmatch");
+
 // Pinhole intrinsics of one image, in pixels (x = fx X/Z + cx, y = fy Y/Z + cy).
 struct CameraIntrinsics {
   double fx = 0, fy = 0, cx = 0, cy = 0;

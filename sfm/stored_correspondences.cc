@@ -27,7 +27,7 @@ std::string Number(float v) {
 }  // namespace
 
 std::string StoredFeaturesPath(const std::string& dir, const std::string& name) {
-  return (fs::path(dir) / (name + ".tpfeat")).string();
+  return (fs::path(dir) / FeaturesFileName(name)).string();
 }
 
 Status ReadStoredFeatures(const std::string& dir, const std::vector<std::string>& names,
@@ -76,8 +76,8 @@ Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>&
 #pragma omp parallel for num_threads(std::max(1, num_threads)) schedule(dynamic)
   for (size_t p = 0; p < pairs.size(); ++p) {
     const auto [a, b] = pairs[p];
-    const std::string forward = (fs::path(dir) / (names[a] + "--" + names[b] + ".tpmatch")).string();
-    const std::string backward = (fs::path(dir) / (names[b] + "--" + names[a] + ".tpmatch")).string();
+    const std::string forward = (fs::path(dir) / MatchesFileName(names[a], names[b])).string();
+    const std::string backward = (fs::path(dir) / MatchesFileName(names[b], names[a])).string();
     const bool swapped = !IsFile(forward);
     if (swapped && !IsFile(backward)) continue;
     const std::string& path = swapped ? backward : forward;
@@ -85,7 +85,7 @@ Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>&
     status[p] = ReadMatches(path, &pm);
     if (!status[p].ok()) continue;
     const int first = swapped ? b : a, second = swapped ? a : b;
-    const std::string want1 = names[first] + ".tpfeat", want2 = names[second] + ".tpfeat";
+    const std::string want1 = FeaturesFileName(names[first]), want2 = FeaturesFileName(names[second]);
     if (pm.name1 != want1 || pm.name2 != want2) {
       status[p] = Status::InvalidInput(path + ": its feature files are '" + pm.name1 + "' and '" + pm.name2 +
                                        "', not '" + want1 + "' and '" + want2 + "'");
@@ -134,18 +134,18 @@ Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>&
     }
   }
   for (const Status& s : status) TIEPOINT_RETURN_IF_ERROR(s);
-  if (!pairs.empty() && std::count_if(kind.begin(), kind.end(), [](int k) { return k > 0; }) == 0) {
-    const auto [a, b] = pairs.front();
-    return Status::InvalidInput(dir + ": no matches file for any of the " + std::to_string(pairs.size()) +
-                                " pairs (the first would be " + names[a] + "--" + names[b] +
-                                ".tpmatch; tiepoint match writes them)");
-  }
   for (size_t p = 0; p < pairs.size(); ++p) {
     summary->files_read += kind[p] > 0;
     summary->pairs_without_file += kind[p] == 0;
     summary->pairs_not_verified += kind[p] == 1;
     summary->pairs_verified += kind[p] == 2;
     summary->matches += static_cast<int64_t>((*matches)[p].size());
+  }
+  if (!pairs.empty() && summary->files_read == 0) {
+    const auto [a, b] = pairs.front();
+    return Status::InvalidInput(dir + ": no matches file for any of the " + std::to_string(pairs.size()) +
+                                " pairs (the first would be " + MatchesFileName(names[a], names[b]) +
+                                "; tiepoint match writes them)");
   }
   return Status::Ok();
 }

@@ -1,4 +1,5 @@
 #include "io/features.h"
+#include "io/matches.h"
 #include "tests/common/scratch_dir.h"
 
 #include <gtest/gtest.h>
@@ -49,6 +50,16 @@ uint32_t FloatBits(float f) {
   uint32_t b;
   std::memcpy(&b, &f, sizeof(b));
   return b;
+}
+
+TEST(FeaturesTest, FileNamesFollowTheImageFileName) {
+  EXPECT_EQ(FeaturesFileName("a.png"), "a.png.tpfeat");
+  EXPECT_EQ(FeaturesFileStem("a.png.tpfeat"), "a.png");
+  EXPECT_EQ(FeaturesFileStem(FeaturesFileName("x.tpfeat")), "x.tpfeat");
+  EXPECT_EQ(FeaturesFileStem("a.png"), "a.png");      // not a features file name
+  EXPECT_EQ(FeaturesFileStem(".tpfeat"), ".tpfeat");  // no stem
+  EXPECT_EQ(MatchesFileName("a.png", "b.png"), "a.png--b.png.tpmatch");
+  EXPECT_EQ(MatchesFileName("a.png", "b.png", ".svg"), "a.png--b.png.svg");
 }
 
 TEST(FeaturesTest, BinaryRoundTripIsBitExact) {
