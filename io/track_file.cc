@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <sys/stat.h>
 #include <utility>
 
 namespace tiepoint {
@@ -65,6 +66,9 @@ Status ReadTrackFile(std::istream& in, const std::string& name,
 }
 
 Status ReadTrackFile(const std::string& path, std::vector<TrackObservation>* observations) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::IoError(path + ": is a directory, not a tracks file");
   std::ifstream in(path);
   if (!in) return Status::IoError(path + ": cannot open the tracks file");
   return ReadTrackFile(in, path, observations);

@@ -31,6 +31,12 @@
 namespace tiepoint {
 namespace {
 
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 namespace fs = std::filesystem;
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -779,6 +785,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       t0 = std::chrono::steady_clock::now();
       std::vector<TrackObservation> obs;
       TIEPOINT_RETURN_IF_ERROR(ReadTrackFile(o.tracks_file, &obs));
+      if (obs.empty())
+        return Status::InvalidInput(o.tracks_file + ": no observations (lines 'track_id frame x y' of `tiepoint track`)");
       std::vector<int> frame_to_image(n_in, -1);
       for (int k = 0; k < n; ++k) frame_to_image[usable[k]] = k;
       // track id -> (image, feature)
@@ -789,13 +797,20 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                       " is not among the " + std::to_string(n_in) + " images given");
         const int k = frame_to_image[t.frame];
         if (k < 0) continue;
+        // Pixel centres at integers (as `tiepoint track` writes them): the image spans
+        // [-0.5, size - 0.5] on each axis.
+        const GrayImage& gi = gray[usable[k]];
+        if (!(t.x >= -0.5 && t.x <= gi.width - 0.5 && t.y >= -0.5 && t.y <= gi.height - 0.5))
+          return Status::InvalidInput(o.tracks_file + ": track " + std::to_string(t.track_id) + " in frame " +
+                                      std::to_string(t.frame) + " at (" + Number(t.x) + ", " + Number(t.y) +
+                                      ") lies outside image '" + names[k] + "' (" + std::to_string(gi.width) +
+                                      " x " + std::to_string(gi.height) + "): the tracks of other frames?");
         Point2D p;
         p.x = t.x + 0.5;
         p.y = t.y + 0.5;
         by_track[t.track_id].push_back({k, static_cast<uint32_t>(mimages[k].keypoints.size())});
         mimages[k].keypoints.push_back(p);
-        const GrayImage& g = gray[usable[k]];
-        mimages[k].gray.push_back(GrayAt(g, t.x, t.y));
+        mimages[k].gray.push_back(GrayAt(gi, t.x, t.y));
       }
       for (int k = 0; k < n; ++k) {
         mimages[k].name = names[k];

@@ -8,3 +8,8 @@ add_test(NAME cli.reconstruct.stored_correspondences
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/reconstruct_stored.sh $<TARGET_FILE:tiepoint>
                  $<TARGET_FILE:sfm_eval> ${CMAKE_CURRENT_BINARY_DIR}/cli_out/reconstruct_stored)
 set_tests_properties(cli.reconstruct.stored_correspondences PROPERTIES TIMEOUT 300)
+# Sequence mode: `tiepoint track` output (--tracks) on rendered frames, and bad tracks files.
+add_test(NAME cli.reconstruct.tracks
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/reconstruct_tracks.sh $<TARGET_FILE:tiepoint>
+                 $<TARGET_FILE:sfm_eval> ${CMAKE_CURRENT_BINARY_DIR}/cli_out/reconstruct_tracks)
+set_tests_properties(cli.reconstruct.tracks PROPERTIES TIMEOUT 300)
