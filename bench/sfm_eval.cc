@@ -49,8 +49,21 @@ struct Pose {
   Vec3 C;  // centre
 };
 
+// The angle of a rotation from both its symmetric and skew parts: |R - R^T| / 2 = sin(angle)
+// and (trace - 1) / 2 = cos(angle). acos of the trace alone loses the small angles: a matrix
+// off the rotations by e (ground truth printed to 7 digits, as KITTI's poses are: e = 2e-7)
+// reads as sqrt(2 e) rad, 0.03 degrees, where the angle is 0.
 double AngleDeg(const Mat3& R) {
-  return std::acos(std::clamp((R.trace() - 1.0) / 2.0, -1.0, 1.0)) * 180.0 / M_PI;
+  const Vec3 w(R(2, 1) - R(1, 2), R(0, 2) - R(2, 0), R(1, 0) - R(0, 1));
+  return std::atan2(0.5 * w.norm(), 0.5 * (R.trace() - 1.0)) * 180.0 / M_PI;
+}
+
+// The rotation nearest to a ground-truth matrix printed with few digits (SVD: U V^T).
+Mat3 NearestRotation(const Mat3& M) {
+  Eigen::JacobiSVD<Mat3> svd(M, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  Mat3 D = Mat3::Identity();
+  D(2, 2) = (svd.matrixU() * svd.matrixV().transpose()).determinant() < 0 ? -1 : 1;
+  return svd.matrixU() * D * svd.matrixV().transpose();
 }
 
 double Median(std::vector<double> v) {
@@ -141,6 +154,7 @@ int main(int argc, char** argv) {
     return Fail("no ground truth given");
   }
 
+  for (auto& [name, p] : gt) p.R = NearestRotation(p.R);
   std::vector<std::string> names;
   std::vector<Pose> est, tru;
   for (const auto& [id, im] : rec.images) {

@@ -187,6 +187,69 @@ bool MakeInputs(const Scene& s, uint64_t seed, MapperInputs* in) {
   return BuildTracks(nf, corr, 2, &in->tracks, &in->track_summary).ok();
 }
 
+// A street seen by a car's forward camera, shaped as the KITTI excerpt (issue 16's sequence
+// case): 5 frames 0.86 m apart, turning 0.14 degrees a frame (yaw, and a little pitch), a
+// 1241 x 376 image with a focal length of 718.856 px; points on the road, on two facades 7 m
+// to either side and far away. The frame-to-frame motion is what the issue bounds (rotation
+// within 0.1 degrees, direction of travel within 2).
+Scene MakeStreetScene(double noise, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n(0, noise);
+  std::uniform_real_distribution<double> u01(0, 1);
+  Scene s;
+  Camera cam;
+  cam.camera_id = 1;
+  cam.model = CameraModelId::kSimpleRadial;
+  cam.width = 1241;
+  cam.height = 376;
+  cam.params = {718.856, 607.6928, 185.7157, 0};
+  s.cameras[1] = cam;
+  std::vector<Eigen::Vector3d> X;
+  for (int j = 0; j < 3000; ++j) {
+    const double z = 6 + 54 * u01(rng);
+    switch (j % 3) {
+      case 0: X.emplace_back(-10 + 20 * u01(rng), 1.65, z); break;                     // road
+      case 1: X.emplace_back(j % 2 ? 7 : -7, -4 + 5.65 * u01(rng), z); break;          // facades
+      default: X.emplace_back(-40 + 80 * u01(rng), -10 + 11 * u01(rng), 60 + 140 * u01(rng));  // far
+    }
+  }
+  for (int i = 0; i < 5; ++i) {
+    // Camera-to-world rotation: yaw about y, pitch about x; x right, y down, z forward.
+    const Eigen::Matrix3d Rcw = (Eigen::AngleAxisd(-0.14 * M_PI / 180 * i, Eigen::Vector3d::UnitY()) *
+                                 Eigen::AngleAxisd(0.066 * M_PI / 180 * i, Eigen::Vector3d::UnitX()))
+                                    .toRotationMatrix();
+    const Eigen::Vector3d C(-0.047 * i, -0.028 * i, 0.86 * i);
+    const Eigen::Matrix3d R = Rcw.transpose();
+    s.truth.R.push_back(R);
+    s.truth.C.push_back(C);
+    MapperImage im;
+    im.name = "frame" + std::to_string(i) + ".png";
+    im.camera_id = 1;
+    std::vector<int> pof;
+    for (size_t j = 0; j < X.size(); ++j) {
+      const Eigen::Vector3d P = R * (X[j] - C);
+      if (P.z() <= 1) continue;
+      double px, py;
+      CameraNormalizedToPixel(cam.model, cam.params.data(), P.x() / P.z(), P.y() / P.z(), &px, &py);
+      if (px < 2 || py < 2 || px > 1239 || py > 374) continue;
+      Point2D p;
+      p.x = px + n(rng);
+      p.y = py + n(rng);
+      im.keypoints.push_back(p);
+      pof.push_back(static_cast<int>(j));
+    }
+    s.images.push_back(im);
+    s.point_of.push_back(pof);
+  }
+  return s;
+}
+
+// The angle of a rotation, accurate for small ones (atan2 of its sine and cosine parts).
+double RotationAngleDeg(const Eigen::Matrix3d& R) {
+  const Eigen::Vector3d w(R(2, 1) - R(1, 2), R(0, 2) - R(2, 0), R(1, 0) - R(0, 1));
+  return std::atan2(0.5 * w.norm(), 0.5 * (R.trace() - 1)) * 180 / M_PI;
+}
+
 TEST(IncrementalMapper, RecoversARingWithKnownIntrinsics) {
   Scene s = MakeScene(12, 2400, 0.5, 1.0, 1);
   MapperInputs in;
@@ -388,6 +451,43 @@ TEST(IncrementalMapper, DisconnectedImagesMakeTwoModelsOrReasons) {
   ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &capped, &cs).ok());
   ASSERT_EQ(capped.size(), 1u);
   EXPECT_EQ(capped[0].images.size(), 5u);
+}
+
+// Forward motion (the KITTI excerpt's shape, MakeStreetScene): matches with 15% wrong ones,
+// verified by E, noise 0.15 px (what tiepoint's models of the real frames fit at). Frame to
+// frame, the model's rotations must be within 0.02 degrees of the truth and its directions
+// of travel within 0.5 degrees: five times inside the issue's bounds (0.1 and 2), so a
+// mapper that cannot resolve forward motion fails here and not only against KITTI's own
+// ground truth, which disagrees with both of tiepoint's front ends by 0.1-0.2 degrees.
+TEST(IncrementalMapper, RecoversForwardMotionFrameToFrame) {
+  const Scene s = MakeStreetScene(0.15, 7);
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 3, &in));
+  MapperOptions o;
+  o.refine_intrinsics = false;
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+  ASSERT_EQ(models.size(), 1u);
+  ASSERT_EQ(models[0].images.size(), 5u);
+  std::map<int, std::pair<Eigen::Matrix3d, Eigen::Vector3d>> pose;  // image index -> R, C
+  for (const auto& [id, im] : models[0].images) {
+    double R[9];
+    QuaternionToRotation(im.qvec, R);
+    const Eigen::Matrix3d Rm = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(R);
+    pose[id - 1] = {Rm, -Rm.transpose() * Eigen::Vector3d(im.tvec[0], im.tvec[1], im.tvec[2])};
+  }
+  for (int k = 0; k + 1 < 5; ++k) {
+    const auto& [R1, C1] = pose.at(k);
+    const auto& [R2, C2] = pose.at(k + 1);
+    const Eigen::Matrix3d &T1 = s.truth.R[k], &T2 = s.truth.R[k + 1];
+    const double rot = RotationAngleDeg((R2 * R1.transpose()) * (T2 * T1.transpose()).transpose());
+    const Eigen::Vector3d de = (R1 * (C2 - C1)).normalized(), dt = (T1 * (s.truth.C[k + 1] - s.truth.C[k])).normalized();
+    const double dir = std::acos(std::clamp(de.dot(dt), -1.0, 1.0)) * 180 / M_PI;
+    std::printf("frames %d-%d: rotation error %.4f deg, direction error %.3f deg\n", k, k + 1, rot, dir);
+    EXPECT_LT(rot, 0.02) << "frames " << k << "-" << k + 1;
+    EXPECT_LT(dir, 0.5) << "frames " << k << "-" << k + 1;
+  }
 }
 
 }  // namespace
