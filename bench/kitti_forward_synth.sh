@@ -80,14 +80,19 @@ def rotvec(R):  # degrees about camera x, y, z
     s = math.sqrt(sum(x * x for x in w)); th = math.atan2(s, (R[0][0] + R[1][1] + R[2][2] - 1) / 2)
     return [round(math.degrees(x / s * th), 4) if s else 0.0 for x in w]
 gt = [tr(rot(l)) for l in open(f"{work}/gt.txt")]  # world to camera
-def model_rots(d):
-    R = {}
+def model_poses(d):  # name -> (world-to-camera R, centre)
+    P = {}
     for l in open(f"{d}/sparse/0/images.txt"):
         f = l.split()
         if l.startswith("#") or len(f) != 10: continue
         w, x, y, z = map(float, f[1:5]); n = math.sqrt(w*w + x*x + y*y + z*z); w, x, y, z = w/n, x/n, y/n, z/n
-        R[f[9]] = [[1-2*(y*y+z*z), 2*(x*y-w*z), 2*(x*z+w*y)], [2*(x*y+w*z), 1-2*(x*x+z*z), 2*(y*z-w*x)], [2*(x*z-w*y), 2*(y*z+w*x), 1-2*(x*x+y*y)]]
-    return [R["%06d.png" % k] for k in range(5)]
+        R = [[1-2*(y*y+z*z), 2*(x*y-w*z), 2*(x*z+w*y)], [2*(x*y+w*z), 1-2*(x*x+z*z), 2*(y*z-w*x)], [2*(x*z-w*y), 2*(y*z+w*x), 1-2*(x*x+y*y)]]
+        t = list(map(float, f[5:8]))
+        P[f[9]] = (R, [-sum(R[r][i] * t[r] for r in range(3)) for i in range(3)])
+    return [P["%06d.png" % k] for k in range(5)]
+def direction(R1, C1, C2):  # direction of travel in the first camera's frame: degrees toward +x (right) and toward +y (down)
+    d = [sum(R1[i][j] * (C2[j] - C1[j]) for j in range(3)) for i in range(3)]
+    return [round(math.degrees(math.atan2(d[0], d[2])), 2), round(math.degrees(math.atan2(d[1], d[2])), 2)]
 res = []
 for r in runs:
     name, path = r.rsplit(":", 1); e = json.load(open(path)); c = e["consecutive"]
@@ -97,12 +102,18 @@ for r in runs:
                 "step_direction_error_deg": [round(x, 3) for x in c["translation_direction_errors_deg"]],
                 "ground_truth_consistency_median_px": {k: round(v["median_px"], 4) for k, v in e["ground_truth_consistency"].items()}})
 axes = {"ground_truth": [rotvec(mul(gt[k + 1], tr(gt[k]))) for k in range(4)]}
+gtc = [[float(x) for x in l.split()][3::4] for l in open(f"{work}/gt.txt")]
+dirs = {"ground_truth": [direction(gt[k], gtc[k], gtc[k + 1]) for k in range(4)]}
 for m in ["sift", "trk"]:
-    R = model_rots(f"{work}/{m}"); axes[m] = [rotvec(mul(R[k + 1], tr(R[k]))) for k in range(4)]
+    P = model_poses(f"{work}/{m}")
+    axes[m] = [rotvec(mul(P[k + 1][0], tr(P[k][0]))) for k in range(4)]
+    dirs[m] = [direction(P[k][0], P[k][1], P[k + 1][1]) for k in range(4)]
 json.dump({"tool": "bench/kitti_forward_synth.sh (tiepoint reconstruct --tracks, bench/sfm_eval --gt-kitti)", "issue": 16,
            "date": datetime.date.today().isoformat(), "commit": commit,
            "device": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?") + ", CPU only, --threads 2",
-           "runs": res, "step_rotation_axis_angle_deg_camera_xyz": axes}, open(out, "w"), indent=1)
+           "runs": res, "step_rotation_axis_angle_deg_camera_xyz": axes,
+           "step_direction_azimuth_elevation_deg": dirs}, open(out, "w"), indent=1)
 for r in res: print(r["run"], r["step_rotation_error_deg"], r["step_direction_error_deg"])
 for k, v in axes.items(): print("steps (x, y, z deg)", k, v)
+for k, v in dirs.items(): print("directions (azimuth, elevation deg)", k, v)
 PY
