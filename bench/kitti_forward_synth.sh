@@ -68,7 +68,7 @@ done
 for m in sift trk; do "$ev" "$work/$m/sparse/0" --gt-kitti "$K/poses/00.txt" > "$work/$m.eval.json"; done
 runs+=("KITTI frames, SIFT front end:$work/sift.eval.json" "KITTI frames, tiepoint track:$work/trk.eval.json")
 
-python3 - "$out" "$work" "$(git -C "$root" rev-parse --short HEAD)" "${runs[@]}" <<'PY'
+python3 - "$out" "$work" "$(git -C "$root" describe --always --dirty)" "${runs[@]}" <<'PY'
 import json, math, sys, datetime
 out, work, commit, runs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def rot(line):

@@ -33,7 +33,7 @@ namespace {
 
 std::string Number(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
   return buf;
 }
 

@@ -73,9 +73,13 @@ bad "$d/comment.txt" "comment.txt: no observations"
 mkdir -p "$d/adir"
 bad "$d/adir" "adir: is a directory"
 bad "$d/missing.txt" "missing.txt: cannot open the tracks file"
-# A point on the far pixel edge is inside the image.
-line edge.txt "999999 0 639.5 479.5"
+line beyond.txt "999999 0 639.6 100"
+bad "$d/beyond.txt" "beyond.txt: track 999999 in frame 0 at \(639.6, 100\) lies outside image"
+# Points on the outer pixel edges (-0.5 and size - 0.5) are inside the image: with them added
+# to the whole tracks file (tracks of their own, one view each) the model comes out as before.
+{ cat "$d/tracks.txt"; printf '999998 0 -0.5 -0.5\n999999 0 639.5 479.5\n'; } > "$d/edge.txt"
 rm -rf "$d/edge"
-"$tp" reconstruct --tracks "$d/edge.txt" "${frames[@]}" -o "$d/edge" -q > "$d/stdout" 2> "$d/stderr"
-grep -q "outside image" "$d/stderr" && fail "a point at (639.5, 479.5) was refused"
+"$tp" reconstruct --tracks "$d/edge.txt" "${frames[@]}" -o "$d/edge" --pairs sequential:3 \
+  --intrinsics "$d/seq/scene_par.txt" -q > "$d/stdout" 2> "$d/stderr" || { cat "$d/stderr"; fail "points on the pixel edges were refused"; }
+[ -s "$d/edge/sparse/0/images.bin" ] || fail "edge: no model"
 echo "PASS"
