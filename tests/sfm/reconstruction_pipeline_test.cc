@@ -189,6 +189,48 @@ TEST(ReconstructionPipeline, InitialFocalLengthComesFromExif) {
   EXPECT_NEAR(r["cameras"][0]["initial_focal_px"].get<double>(), 500.0, 1e-9);
 }
 
+// --intrinsics values the table's reader takes (positive, finite) that make no camera for
+// the image they are given to: refused naming the file and the image, before any work.
+TEST(ReconstructionPipeline, IntrinsicsThatMakeNoCameraAreRefused) {
+  auto run = [](const std::string& intrinsics) {
+    ScratchDir dir("absurd_intrinsics");
+    ReconstructionPipelineOptions o;
+    for (uint32_t i = 0; i < 2; ++i) {
+      const std::string path = dir.File("im" + std::to_string(i) + ".jpg");
+      EXPECT_TRUE(testing::WriteBytes(path, PhotoJpeg(0, i)));
+      o.image_paths.push_back(path);
+    }
+    o.intrinsics_file = dir.File("K.txt");
+    std::ofstream(o.intrinsics_file) << intrinsics;
+    o.output_dir = dir.File("out");
+    o.sift.upsample = false;
+    o.num_threads = 1;
+    ReconstructionPipelineResult result;
+    const Status s = RunReconstructionPipeline(o, &result);
+    EXPECT_FALSE(std::filesystem::exists(o.output_dir + "/sparse"));
+    return s;
+  };
+  // The images are 96 x 64: focal lengths up to 96,000 px, principal points up to 960 px
+  // from the centre (47.5, 31.5) make cameras (the noise then makes no model: not InvalidInput).
+  Status s = run("* 96000 96000 47.5 31.5\n");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), StatusCode::kInvalidInput) << s.message();
+  s = run("* 500 500 1007.5 -928.5\n");
+  EXPECT_NE(s.code(), StatusCode::kInvalidInput) << s.message();
+  s = run("* 96001 96000 47.5 31.5\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("K.txt: the focal length of image 'im0.jpg' (96001, 96000 px) is over 1000 times its size (96 x 64)"),
+            std::string::npos) << s.message();
+  s = run("* 1e300 1e300 47.5 31.5\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput) << s.message();
+  s = run("* 500 500 1008 31.5\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("K.txt: the principal point of image 'im0.jpg' (1008, 31.5) lies over 10 image sizes"),
+            std::string::npos) << s.message();
+  s = run("* 500 500 47.5 -929\n");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput) << s.message();
+}
+
 // A model's cameras against the Middlebury ground truth: a similarity from the centres,
 // rotations compared after it.
 struct RingErrors {
