@@ -509,18 +509,22 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           return Status::InvalidInput(o.intrinsics_file + ": no intrinsics for image '" + names[k] + "'");
         const CameraIntrinsics& K = it->second;
         // The table's reader takes any positive, finite focal length and any finite principal
-        // point; against the image they must make a camera (a field of view of at least 0.06
-        // degrees; a principal point within ten image sizes, as a crop of a larger frame has).
+        // point; against the image they must make a pinhole camera: a field of view between
+        // 0.057 degrees (f = 1000 x size) and 177 degrees (f = 0.01 x size), and a principal
+        // point within 10 times max(size, f) of the centre (a crop of a larger frame, even a
+        // small corner tile, has its principal point within its focal length's reach).
         const double size = std::max(g.width, g.height);
-        if (!(K.fx <= 1000 * size && K.fy <= 1000 * size))
+        if (!(K.fx <= 1000 * size && K.fy <= 1000 * size && K.fx >= 0.01 * size && K.fy >= 0.01 * size))
           return Status::InvalidInput(o.intrinsics_file + ": the focal length of image '" + names[k] + "' (" +
-                                      Number(K.fx) + ", " + Number(K.fy) + " px) is over 1000 times its size (" +
+                                      Number(K.fx) + ", " + Number(K.fy) + " px) is not within 0.01 to 1000 times its size (" +
                                       std::to_string(g.width) + " x " + std::to_string(g.height) +
-                                      "): a field of view under 0.06 degrees");
-        if (!(std::abs(K.cx - 0.5 * (g.width - 1)) <= 10 * size && std::abs(K.cy - 0.5 * (g.height - 1)) <= 10 * size))
+                                      "): a field of view over 177 or under 0.06 degrees");
+        const double reach = 10 * std::max(size, std::max(K.fx, K.fy));
+        if (!(std::abs(K.cx - 0.5 * (g.width - 1)) <= reach && std::abs(K.cy - 0.5 * (g.height - 1)) <= reach))
           return Status::InvalidInput(o.intrinsics_file + ": the principal point of image '" + names[k] + "' (" +
-                                      Number(K.cx) + ", " + Number(K.cy) + ") lies over 10 image sizes (" +
-                                      std::to_string(g.width) + " x " + std::to_string(g.height) + ") from its centre");
+                                      Number(K.cx) + ", " + Number(K.cy) + ") lies over 10 times max(size, focal length) (" +
+                                      std::to_string(g.width) + " x " + std::to_string(g.height) + ", " +
+                                      Number(std::max(K.fx, K.fy)) + " px) from its centre");
         // COLMAP's convention puts the top-left pixel's centre at (0.5, 0.5).
         if (std::abs(K.fx - K.fy) > 1e-9 * K.fx) {
           c.model = CameraModelId::kPinhole;

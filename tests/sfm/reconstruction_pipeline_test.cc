@@ -210,25 +210,33 @@ TEST(ReconstructionPipeline, IntrinsicsThatMakeNoCameraAreRefused) {
     EXPECT_FALSE(std::filesystem::exists(o.output_dir + "/sparse"));
     return s;
   };
-  // The images are 96 x 64: focal lengths up to 96,000 px, principal points up to 960 px
-  // from the centre (47.5, 31.5) make cameras (the noise then makes no model: not InvalidInput).
-  Status s = run("* 96000 96000 47.5 31.5\n");
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.code(), StatusCode::kInvalidInput) << s.message();
-  s = run("* 500 500 1007.5 -928.5\n");
-  EXPECT_NE(s.code(), StatusCode::kInvalidInput) << s.message();
-  s = run("* 96001 96000 47.5 31.5\n");
-  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
-  EXPECT_NE(s.message().find("K.txt: the focal length of image 'im0.jpg' (96001, 96000 px) is over 1000 times its size (96 x 64)"),
-            std::string::npos) << s.message();
-  s = run("* 1e300 1e300 47.5 31.5\n");
-  EXPECT_EQ(s.code(), StatusCode::kInvalidInput) << s.message();
-  s = run("* 500 500 1008 31.5\n");
-  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
-  EXPECT_NE(s.message().find("K.txt: the principal point of image 'im0.jpg' (1008, 31.5) lies over 10 image sizes"),
-            std::string::npos) << s.message();
-  s = run("* 500 500 47.5 -929\n");
-  EXPECT_EQ(s.code(), StatusCode::kInvalidInput) << s.message();
+  // The images are 96 x 64: focal lengths from 0.96 to 96,000 px make cameras, principal
+  // points within 10 x max(96, f) of the centre (47.5, 31.5) too (the noise then makes no
+  // model: another error than InvalidInput).
+  auto accepted = [&](const std::string& line) {
+    const Status s = run(line);
+    EXPECT_FALSE(s.ok()) << line;
+    EXPECT_NE(s.code(), StatusCode::kInvalidInput) << line << ": " << s.message();
+  };
+  auto refused = [&](const std::string& line, const std::string& message) {
+    const Status s = run(line);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidInput) << line << ": " << s.message();
+    EXPECT_NE(s.message().find(message), std::string::npos) << line << ": " << s.message();
+  };
+  accepted("* 96000 96000 47.5 31.5\n");
+  accepted("* 0.97 0.97 47.5 31.5\n");  // 0.96 itself is a rounding away
+  accepted("* 50 50 1007.5 -928.5\n");       // 960 px from the centre, f < 96
+  accepted("* 5000 5000 50047.5 31.5\n");    // a corner tile of a large frame: 10 f away
+  refused("* 96001 96000 47.5 31.5\n",
+          "K.txt: the focal length of image 'im0.jpg' (96001, 96000 px) is not within 0.01 to 1000 times its size (96 x 64)");
+  refused("* 96000 96001 47.5 31.5\n", "the focal length of image 'im0.jpg'");
+  refused("* 0.95 0.97 47.5 31.5\n", "the focal length of image 'im0.jpg'");
+  refused("* 0.97 0.95 47.5 31.5\n", "the focal length of image 'im0.jpg'");
+  refused("* 1e300 1e300 47.5 31.5\n", "the focal length of image 'im0.jpg'");
+  refused("* 50 50 1008 31.5\n",
+          "K.txt: the principal point of image 'im0.jpg' (1008, 31.5) lies over 10 times max(size, focal length) (96 x 64, 50 px)");
+  refused("* 50 50 47.5 -929\n", "the principal point of image 'im0.jpg'");
+  refused("* 5000 5000 50048 31.5\n", "the principal point of image 'im0.jpg'");
 }
 
 // A model's cameras against the Middlebury ground truth: a similarity from the centres,
