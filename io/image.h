@@ -46,6 +46,12 @@ namespace tiepoint {
 constexpr int kMaxImageSide = 65535;
 constexpr long long kMaxImagePixels = 1LL << 28;
 
+// Whether (x, y) lies on an image of width x height pixels under the pixel convention above
+// ([-0.5, width - 0.5] x [-0.5, height - 0.5], the outer edges included); false for NaN.
+inline bool InsideImage(double x, double y, int width, int height) {
+  return x >= -0.5 && x <= width - 0.5 && y >= -0.5 && y <= height - 0.5;
+}
+
 // A single-channel image, row-major: the value of pixel (x, y) is pixels[y * width + x],
 // in [0, 1] for decoded images. See the pixel convention above.
 struct GrayImage {

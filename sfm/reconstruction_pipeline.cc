@@ -814,10 +814,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                       " is not among the " + std::to_string(n_in) + " images given");
         const int k = frame_to_image[t.frame];
         if (k < 0) continue;
-        // Pixel centres at integers (as `tiepoint track` writes them): the image spans
-        // [-0.5, size - 0.5] on each axis.
+        // Pixel centres at integers, as `tiepoint track` writes them (io/image.h).
         const GrayImage& gi = gray[usable[k]];
-        if (!(t.x >= -0.5 && t.x <= gi.width - 0.5 && t.y >= -0.5 && t.y <= gi.height - 0.5))
+        if (!InsideImage(t.x, t.y, gi.width, gi.height))
           return Status::InvalidInput(o.tracks_file + ": track " + std::to_string(t.track_id) + " in frame " +
                                       std::to_string(t.frame) + " at (" + Number(t.x) + ", " + Number(t.y) +
                                       ") lies outside image '" + names[k] + "' (" + std::to_string(gi.width) +

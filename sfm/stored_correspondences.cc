@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "io/image.h"
+
 namespace tiepoint {
 namespace {
 
@@ -48,10 +50,9 @@ Status ReadStoredFeatures(const std::string& dir, const std::vector<std::string>
     Features& f = (*features)[k];
     status[k] = ReadFeatures(path, &f);
     if (!status[k].ok()) continue;
-    const double w = sizes[k].first, h = sizes[k].second;
     for (size_t i = 0; i < f.size(); ++i) {
       const Keypoint& kp = f.keypoints[i];
-      if (kp.x >= -0.5 && kp.x <= w - 0.5 && kp.y >= -0.5 && kp.y <= h - 0.5) continue;
+      if (InsideImage(kp.x, kp.y, sizes[k].first, sizes[k].second)) continue;
       status[k] = Status::InvalidInput(path + ": keypoint " + std::to_string(i) + " at (" + Number(kp.x) +
                                        ", " + Number(kp.y) + ") lies outside image '" + names[k] + "' (" +
                                        std::to_string(sizes[k].first) + " x " + std::to_string(sizes[k].second) +

@@ -143,6 +143,12 @@ std::vector<MapperPair> MakePairs(const Scene& s, std::vector<PairCorrespondence
   return pairs;
 }
 
+// The angle of a rotation, accurate for small ones (atan2 of its sine and cosine parts).
+double RotationAngleDeg(const Eigen::Matrix3d& R) {
+  const Eigen::Vector3d w(R(2, 1) - R(1, 2), R(0, 2) - R(2, 0), R(1, 0) - R(0, 1));
+  return std::atan2(0.5 * w.norm(), 0.5 * (R.trace() - 1)) * 180 / M_PI;
+}
+
 void CheckAgainstTruth(const Reconstruction& rec, const Scene& s, double max_rot_deg, double max_centre_frac) {
   std::vector<int> idx;
   Eigen::Matrix3Xd A(3, rec.images.size()), B(3, rec.images.size());
@@ -165,7 +171,7 @@ void CheckAgainstTruth(const Reconstruction& rec, const Scene& s, double max_rot
     QuaternionToRotation(im.qvec, R);
     const Eigen::Matrix3d Rm = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(R);
     const Eigen::Matrix3d E = Rm * Q.transpose() * s.truth.R[id - 1].transpose();
-    const double rot = std::acos(std::clamp((E.trace() - 1) / 2, -1.0, 1.0)) * 180 / M_PI;
+    const double rot = RotationAngleDeg(E);
     const Eigen::Vector3d c = scale * Q * A.col(k) + T.block<3, 1>(0, 3);
     EXPECT_LT(rot, max_rot_deg) << im.name;
     EXPECT_LT((c - B.col(k)).norm() / 14.0, max_centre_frac) << im.name;
@@ -242,12 +248,6 @@ Scene MakeStreetScene(double noise, uint64_t seed) {
     s.point_of.push_back(pof);
   }
   return s;
-}
-
-// The angle of a rotation, accurate for small ones (atan2 of its sine and cosine parts).
-double RotationAngleDeg(const Eigen::Matrix3d& R) {
-  const Eigen::Vector3d w(R(2, 1) - R(1, 2), R(0, 2) - R(2, 0), R(1, 0) - R(0, 1));
-  return std::atan2(0.5 * w.norm(), 0.5 * (R.trace() - 1)) * 180 / M_PI;
 }
 
 TEST(IncrementalMapper, RecoversARingWithKnownIntrinsics) {
