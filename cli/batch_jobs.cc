@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "io/base/input_file.h"
 #include "tiepoint/build_info.h"
 
 namespace tiepoint::cli {
@@ -591,6 +592,7 @@ bool IsMetaKey(const std::string& key) {
 Status LoadJobFile(const JobFileOptions& options, const CommandCatalog& catalog,
                    std::vector<BatchJob>* jobs) {
   jobs->clear();
+  TIEPOINT_RETURN_IF_ERROR(RefuseDirectory(options.path, "a job file"));
   std::ifstream in(options.path, std::ios::binary);
   if (!in) {
     return Status::IoError(options.path + ": cannot open the job file (" + std::strerror(errno) + ")");

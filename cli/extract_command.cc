@@ -32,6 +32,7 @@
 
 #include "cli/commands.h"
 #include "cli/extract_fast.h"
+#include "cli/output_dir.h"
 #include "cli/progress.h"
 #include "features/sift.h"
 #include "io/base/atomic_file.h"
@@ -91,12 +92,8 @@ int RunExtract(const ExtractArgs& a) {
   options.edge_threshold = a.edge_threshold;
   options.num_threads = a.threads;
   options.cuda_streams = a.cuda_streams;
-  std::error_code ec;
-  fs::create_directories(a.output_dir, ec);
-  if (ec || !fs::is_directory(a.output_dir)) {
-    return ReportError(cmd, Status::IoError(a.output_dir + ": cannot create output directory (" +
-                                            (ec ? ec.message() : "not a directory") + ")"));
-  }
+  OutputDirectory out_dir;
+  if (!(s = out_dir.Create(a.output_dir)).ok()) return ReportError(cmd, s);
 
   const bool show = !a.quiet && StderrIsTerminal();
   std::vector<std::pair<std::string, std::string>> failed;  // image, reason
@@ -281,6 +278,7 @@ int RunExtract(const ExtractArgs& a) {
     }
     return exit_code;
   }
+  out_dir.Keep();
   return 0;
 }
 

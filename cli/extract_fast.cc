@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 #include "cli/progress.h"
 #include "features/frontend.h"
 #include "io/base/atomic_file.h"
@@ -83,12 +84,8 @@ int RunExtractFast(const std::vector<std::string>& images, const std::string& ou
   std::unique_ptr<FastLkFrontEnd> frontend;
   if (!(s = FastLkFrontEnd::Create(options, device, &frontend)).ok()) return ReportError(cmd, s);
 
-  std::error_code ec;
-  fs::create_directories(output_dir, ec);
-  if (ec || !fs::is_directory(output_dir)) {
-    return ReportError(cmd, Status::IoError(output_dir + ": cannot create output directory (" +
-                                            (ec ? ec.message() : "not a directory") + ")"));
-  }
+  OutputDirectory out_dir;
+  if (!(s = out_dir.Create(output_dir)).ok()) return ReportError(cmd, s);
   const bool show = !quiet && StderrIsTerminal();
   std::vector<std::string> failed;
   std::map<std::string, std::string> written_by;
@@ -134,6 +131,7 @@ int RunExtractFast(const std::vector<std::string>& images, const std::string& ou
     for (const std::string& p : failed) std::fprintf(stderr, "  %s\n", p.c_str());
     return exit_code;
   }
+  out_dir.Keep();
   return 0;
 }
 

@@ -27,10 +27,12 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 #include "cli/progress.h"
 #include "features/matcher.h"
 #include "io/base/atomic_file.h"
 #include "io/base/device.h"
+#include "io/base/input_file.h"
 #include "io/base/timer.h"
 #include "io/features.h"
 #include "io/image.h"
@@ -94,6 +96,7 @@ Status BuildPairs(const std::string& spec, const std::vector<std::string>& files
       for (long d = 1; d <= k && i + d < n; ++d) pairs->emplace_back(i, static_cast<int>(i + d));
     return Status::Ok();
   }
+  TIEPOINT_RETURN_IF_ERROR(RefuseDirectory(spec, "a pairs file"));
   std::ifstream in(spec);
   if (!in) {
     return Status::InvalidOptions("--pairs '" + spec +
@@ -341,12 +344,8 @@ int RunMatch(const MatchArgs& a) {
 
   std::unique_ptr<DescriptorMatcher> matcher;
   if (!(s = DescriptorMatcher::Create(options, device, &matcher)).ok()) return ReportError(cmd, s);
-  std::error_code ec;
-  fs::create_directories(a.output_dir, ec);
-  if (ec || !fs::is_directory(a.output_dir)) {
-    return ReportError(cmd, Status::IoError(a.output_dir + ": cannot create output directory (" +
-                                            (ec ? ec.message() : "not a directory") + ")"));
-  }
+  OutputDirectory out_dir;
+  if (!(s = out_dir.Create(a.output_dir)).ok()) return ReportError(cmd, s);
 
   std::vector<const Features*> ptrs;
   for (const Features& f : features) ptrs.push_back(&f);
@@ -632,6 +631,7 @@ int RunMatch(const MatchArgs& a) {
                      : "",
               match_s, ToString(device),
               verify ? (", verification " + Fmt("%.3f", verify_s) + " s").c_str() : "");
+  out_dir.Keep();
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 #include "cli/progress.h"
 #include "io/features.h"
 #include "sfm/reconstruction_pipeline.h"
@@ -22,8 +23,8 @@ namespace {
 
 // The output directory made (with its parents) before the work, or an error naming the cause:
 // a path that is a file, a symbolic link to nothing (mkdir -p refuses it too), a parent that
-// cannot be written.
-Status PrepareOutputDirectory(const std::string& dir) {
+// cannot be written. `made` takes back what it made if the run fails.
+Status PrepareOutputDirectory(const std::string& dir, OutputDirectory* made) {
   struct stat st;
   if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::stat(dir.c_str(), &st) != 0) {
     char target[4096];
@@ -35,9 +36,7 @@ Status PrepareOutputDirectory(const std::string& dir) {
   if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     return Status::IoError(dir + ": exists and is not a directory");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::IoError(dir + ": cannot create the output directory (" + ec.message() + ")");
+  TIEPOINT_RETURN_IF_ERROR(made->Create(dir));
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     return Status::IoError(dir + ": the output directory is not writable (" + std::strerror(errno) + ")");
   }
@@ -182,10 +181,12 @@ int RunReconstruct(const ReconstructArgs& a) {
   }
   o.show_progress = !a.quiet && StderrIsTerminal();
   if (!(s = o.Check()).ok()) return ReportError(cmd, s);
-  if (!(s = PrepareOutputDirectory(a.output)).ok()) return ReportError(cmd, s);
+  OutputDirectory out_dir;
+  if (!(s = PrepareOutputDirectory(a.output, &out_dir)).ok()) return ReportError(cmd, s);
   ReconstructionPipelineResult result;
   s = RunReconstructionPipeline(o, &result);
   if (!s.ok()) return ReportError(cmd, s);
+  out_dir.Keep();
   const auto& models = result.report["models"];
   std::printf("%zu model(s) in %s/sparse (%.2f s)\n", models.size(), a.output.c_str(),
               result.report.value("total_seconds", 0.0));

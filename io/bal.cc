@@ -51,6 +51,7 @@
 #include "io/bal_internal.h"
 #include "io/base/atomic_file.h"
 #include "io/base/file_bytes.h"
+#include "io/base/input_file.h"
 #include "io/base/timer.h"
 #include "io/bz2_cuda.h"
 #include "io/bz2_parallel.h"
@@ -1171,6 +1172,7 @@ Status BalReadOptions::Check() const {
 Status ReadBal(const std::string& path, const BalReadOptions& options, Scene* scene,
                BalReadSummary* summary) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());
+  TIEPOINT_RETURN_IF_ERROR(RefuseDirectory(path, "a BAL file"));
   BalReadSummary local;
   BalReadSummary& sum = summary != nullptr ? *summary : local;
   sum = BalReadSummary();

@@ -24,6 +24,7 @@
 #include <jerror.h>
 
 #include "io/base/atomic_file.h"
+#include "io/base/input_file.h"
 
 namespace tiepoint {
 namespace {
@@ -619,7 +620,7 @@ Status ReadFile(const std::string& path, std::vector<unsigned char>* out_bytes) 
   if (::stat(path.c_str(), &st) != 0) {
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
   }
-  if (S_ISDIR(st.st_mode)) return Status::IoError(path + ": is a directory, not an image");
+  if (S_ISDIR(st.st_mode)) return RefuseDirectory(path, "an image");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");

@@ -2,9 +2,6 @@
 // (formats in matches.h).
 #include "io/matches.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "io/base/atomic_file.h"
+#include "io/base/input_file.h"
 #include "io/base/binary_io.h"
 
 namespace tiepoint {
@@ -123,7 +121,7 @@ Status WriteMatches(const std::string& path, const PairMatches& m) {
 
 Status ReadMatches(const std::string& path, PairMatches* matches) {
   std::vector<unsigned char> bytes;
-  TIEPOINT_RETURN_IF_ERROR(ReadWholeFile(path, "file", &bytes));
+  TIEPOINT_RETURN_IF_ERROR(ReadWholeFile(path, "matches file", &bytes));
   return ParseMatches(bytes.data(), bytes.size(), path, matches);
 }
 
@@ -271,10 +269,8 @@ Status WriteMatchesText(const std::string& path, const PairMatches& m) {
 
 Status ReadIntrinsicsTable(const std::string& path,
                            std::map<std::string, CameraIntrinsics>* table) {
-  std::ifstream in(path);
-  if (!in) {
-    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
-  }
+  std::ifstream in;
+  TIEPOINT_RETURN_IF_ERROR(OpenInputFile(path, "an intrinsics file", &in));
   return ReadIntrinsicsTable(in, path, table);
 }
 

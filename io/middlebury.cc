@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +9,7 @@
 #include <sstream>
 
 #include "io/base/atomic_file.h"
+#include "io/base/input_file.h"
 
 namespace tiepoint {
 namespace {
@@ -30,8 +30,8 @@ std::array<double, 3> MiddleburyCamera::Centre() const {
 }
 
 Status ReadMiddleburyCameras(const std::string& path, std::vector<MiddleburyCamera>* cameras) {
-  std::ifstream in(path);
-  if (!in) return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  std::ifstream in;
+  TIEPOINT_RETURN_IF_ERROR(OpenInputFile(path, "a camera file", &in));
   return ReadMiddleburyCameras(in, path, cameras);
 }
 

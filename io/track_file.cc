@@ -4,8 +4,9 @@
 #include <cmath>
 #include <fstream>
 #include <set>
-#include <sys/stat.h>
 #include <utility>
+
+#include "io/base/input_file.h"
 
 namespace tiepoint {
 namespace {
@@ -66,11 +67,8 @@ Status ReadTrackFile(std::istream& in, const std::string& name,
 }
 
 Status ReadTrackFile(const std::string& path, std::vector<TrackObservation>* observations) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return Status::IoError(path + ": is a directory, not a tracks file");
-  std::ifstream in(path);
-  if (!in) return Status::IoError(path + ": cannot open the tracks file");
+  std::ifstream in;
+  TIEPOINT_RETURN_IF_ERROR(OpenInputFile(path, "a tracks file", &in));
   return ReadTrackFile(in, path, observations);
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "io/base/atomic_file.h"
+#include "io/base/input_file.h"
 #include "io/colmap_model.h"
 #include "io/exif.h"
 #include "io/image.h"
@@ -148,8 +149,8 @@ Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n && j <= i + o.sequential_overlap; ++j) pairs->push_back({i, j});
   } else {
-    std::ifstream in(o.pairs_file);
-    if (!in) return Status::IoError(o.pairs_file + ": cannot open the pairs file");
+    std::ifstream in;
+    TIEPOINT_RETURN_IF_ERROR(OpenInputFile(o.pairs_file, "a pairs file", &in));
     std::map<std::string, int> index;
     for (int i = 0; i < n; ++i) index[names[i]] = i;
     std::set<std::pair<int, int>> seen;
@@ -172,6 +173,8 @@ Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std
       const auto p = std::minmax(ia->second, ib->second);
       if (seen.insert(p).second) pairs->push_back(p);
     }
+    if (in.bad()) return Status::IoError(o.pairs_file + ": read error");
+    if (line_no == 0 || pairs->empty()) return Status::InvalidInput(o.pairs_file + ": no pairs in the file");
   }
   return Status::Ok();
 }

@@ -61,7 +61,7 @@ grep -q "broken.png" "$d/rec2/report.json" || fail "the broken image is not in t
 "$tp" reconstruct "${imgs[0]}" "$d/broken.png" -o "$d/rec3" -q > /dev/null 2> "$d/err3"; rc=$?
 [ $rc = 1 ] || fail "one usable image: exit $rc, expected 1"
 grep -q "fewer than two usable images" "$d/err3" || fail "message: $(cat "$d/err3")"
-[ -e "$d/rec3/sparse" ] && fail "sparse/ written without a model"
+[ -e "$d/rec3" ] && fail "output folder left without a model"
 
 # 4. Duplicate file names: exit 2 naming both paths.
 mkdir -p "$d/dup"; cp "${imgs[0]}" "$d/dup/"
@@ -73,7 +73,7 @@ grep -q "${imgs[0]}" "$d/err4" && grep -q "$d/dup/" "$d/err4" || fail "duplicate
 "$tp" reconstruct "${imgs[@]}" -o "$d/rec4b" --max-tri-angle 200 -q > /dev/null 2> "$d/err4b"; rc=$?
 [ $rc = 2 ] || fail "--max-tri-angle 200: exit $rc, expected 2"
 grep -q -- "--max-tri-angle" "$d/err4b" || fail "message lacks --max-tri-angle: $(cat "$d/err4b")"
-[ -e "$d/rec4b/sparse" ] && fail "sparse/ written with a bad option"
+[ -e "$d/rec4b" ] && fail "output folder made for a bad option"
 "$tp" reconstruct "${imgs[@]}" -o "$d/rec4c" --guided-matching sometimes -q > /dev/null 2> "$d/err4c"; rc=$?
 [ $rc = 2 ] || fail "--guided-matching sometimes: exit $rc, expected 2"
 grep -q -- "--guided-matching 'sometimes'" "$d/err4c" || fail "message lacks --guided-matching: $(cat "$d/err4c")"
@@ -84,7 +84,7 @@ grep -q -- "--guided-matching 'sometimes'" "$d/err4c" || fail "message lacks --g
 "$tp" reconstruct "$d/other/"*.png -o "$d/rec5" -q --no-upsample > /dev/null 2> "$d/err5"; rc=$?
 [ $rc = 1 ] || fail "no initial pair: exit $rc, expected 1: $(cat "$d/err5")"
 grep -q "no image pair initialises" "$d/err5" || fail "message: $(cat "$d/err5")"
-[ -e "$d/rec5/sparse" ] && fail "sparse/ written without a model"
+[ -e "$d/rec5" ] && fail "output folder left without a model"
 
 # 6. --device cuda without a GPU: exit 3 naming --device cpu.
 if ! "$tp" version | grep -q "^cuda device"; then
@@ -95,6 +95,6 @@ if ! "$tp" version | grep -q "^cuda device"; then
   "$tp" reconstruct "${imgs[@]}" -o "$d/rec7" --ba-solver iterative-cuda -q > /dev/null 2> "$d/err7"; rc=$?
   [ $rc = 3 ] || fail "--ba-solver iterative-cuda without GPU: exit $rc, expected 3"
   grep -q -- "use --ba-solver iterative" "$d/err7" || fail "message lacks --ba-solver iterative: $(cat "$d/err7")"
-  [ -e "$d/rec7/sparse" ] && fail "sparse/ written without a GPU"
+  [ -e "$d/rec7" ] && fail "output folder left without a GPU"
 fi
 echo ok

@@ -21,6 +21,7 @@
 #include "io/image.h"
 #include "io/matches.h"
 #include "io/middlebury.h"
+#include "io/track_file.h"
 #include "tests/common/image_encoders.h"
 #include "tests/common/scratch_dir.h"
 
@@ -189,6 +190,36 @@ TEST(MalformedInputs, ParsersAgreeWithFileReaders) {
 }
 
 // --- outputs ---------------------------------------------------------------------------
+
+// A directory opens on Linux as a stream that reads as empty; each reader names it as what
+// it is, not as an empty or unparsable file (before: "read error", "no observations", or
+// nothing at all from the intrinsics table).
+TEST(MalformedInputs, DirectoryIsNamedByEveryReader) {
+  ScratchDir dir("input_dir");
+  const std::string d = dir.path();
+  auto expect = [&](const Status& s, const std::string& what) {
+    EXPECT_EQ(s.code(), StatusCode::kIoError) << s.message();
+    EXPECT_EQ(s.message(), d + ": is a directory, not " + what);
+  };
+  Scene scene;
+  expect(ReadBal(d, BalReadOptions(), &scene, nullptr), "a BAL file");
+  std::vector<TrackObservation> tracks;
+  expect(ReadTrackFile(d, &tracks), "a tracks file");
+  std::map<std::string, CameraIntrinsics> table;
+  expect(ReadIntrinsicsTable(d, &table), "an intrinsics file");
+  EXPECT_TRUE(table.empty());
+  std::vector<MiddleburyCamera> cameras;
+  expect(ReadMiddleburyCameras(d, &cameras), "a camera file");
+  Features features;
+  expect(ReadFeatures(d, &features), "a feature file");
+  PairMatches matches;
+  expect(ReadMatches(d, &matches), "a matches file");
+  GrayImage gray;
+  expect(ReadImageGray(d, &gray), "an image");
+  // A missing file is a failed open, with the system's reason.
+  const Status missing = ReadTrackFile(dir.File("none.txt"), &tracks);
+  EXPECT_EQ(missing.message(), dir.File("none.txt") + ": cannot open for reading (No such file or directory)");
+}
 
 TEST(AtomicFileFaults, DanglingLinkIsWrittenThroughAndKept) {
   ScratchDir dir("atomic_link");

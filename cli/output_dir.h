@@ -1,0 +1,31 @@
+// An output folder made for a command's run, and taken back if the run fails before
+// writing anything into it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/base/status.h"
+
+namespace tiepoint::cli {
+
+class OutputDirectory {
+ public:
+  OutputDirectory() = default;
+  OutputDirectory(const OutputDirectory&) = delete;
+  OutputDirectory& operator=(const OutputDirectory&) = delete;
+  // Removes the folders Create made, deepest first, where they are still empty, unless
+  // Keep() was called: a run that fails leaves no empty folder behind (what it wrote stays).
+  ~OutputDirectory();
+
+  // Makes `dir` and its missing parents. Errors (kIoError) name the path:
+  //   "<dir>: cannot create the output directory (<reason>)"
+  Status Create(const std::string& dir);
+  // The run succeeded: what Create made stays, empty or not.
+  void Keep() { made_.clear(); }
+
+ private:
+  std::vector<std::string> made_;  // deepest first
+};
+
+}  // namespace tiepoint::cli

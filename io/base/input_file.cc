@@ -1,0 +1,29 @@
+#include "io/base/input_file.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tiepoint {
+
+Status RefuseDirectory(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::IoError(path + ": is a directory, not " + what);
+  return Status::Ok();
+}
+
+Status OpenInputFile(const std::string& path, const std::string& what, std::ifstream* in,
+                     std::ios::openmode mode) {
+  TIEPOINT_RETURN_IF_ERROR(RefuseDirectory(path, what));
+  errno = 0;
+  in->open(path, mode | std::ios::in);
+  if (!*in) {
+    return Status::IoError(path + ": cannot open for reading (" +
+                           (errno != 0 ? std::strerror(errno) : "unknown error") + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace tiepoint

@@ -1,0 +1,25 @@
+// Opening an input file, with the errors every reader gives in the same words.
+#pragma once
+
+#include <fstream>
+#include <string>
+
+#include "io/base/status.h"
+
+namespace tiepoint {
+
+// OK when `path` is not a directory (or does not exist: the open that follows says so);
+// else kIoError "<path>: is a directory, not <what>" (`what` with its article: "a pairs
+// file", "an image"). On Linux a directory opens as a
+// stream that reads as empty, which a reader would report as "no pairs", "no observations"
+// or a parse error at its first byte.
+Status RefuseDirectory(const std::string& path, const std::string& what);
+
+// Opens `path` into `in` for reading as <what> ("a tracks file"). Errors
+// (kIoError) name the path:
+//   "<path>: cannot open for reading (<strerror>)"
+//   "<path>: is a directory, not <what>"
+Status OpenInputFile(const std::string& path, const std::string& what, std::ifstream* in,
+                     std::ios::openmode mode = std::ios::in);
+
+}  // namespace tiepoint
