@@ -286,7 +286,7 @@ int RunExtract(const ExtractArgs& a) {
 
 Runner RegisterExtract(CLI::App& app) {
   auto a = std::make_shared<ExtractArgs>();
-  app.add_option("images", a->images, "Images: PNG, JPEG, PGM or PPM (8 or 16 bit)")
+  app.add_option("images", a->images, "Images: PNG, JPEG, PGM or PPM (8 or 16 bit); a folder: the image files in it, in name order")
       ->required();
   app.add_option("--detector", a->detector, "sift | fast (corners only, no descriptors)")
       ->capture_default_str();
@@ -315,7 +315,10 @@ Runner RegisterExtract(CLI::App& app) {
   app.add_flag("--txt", a->txt,
                "Also write <image file name>.txt (x y scale orientation d0..d127)");
   app.add_flag("--quiet", a->quiet, "No progress on the terminal");
-  return [a] { return RunExtract(*a); };
+  return [a] {  // a folder among the images stands for the images in it
+    if (Status s = ExpandImageArguments(a->images, &a->images); !s.ok()) return ReportError("extract", s);
+    return RunExtract(*a);
+  };
 }
 
 }  // namespace tiepoint::cli

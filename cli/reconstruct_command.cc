@@ -16,6 +16,7 @@
 #include "cli/output_dir.h"
 #include "cli/progress.h"
 #include "io/features.h"
+#include "io/image.h"
 #include "sfm/reconstruction_pipeline.h"
 
 namespace tiepoint::cli {
@@ -207,7 +208,8 @@ int RunReconstruct(const ReconstructArgs& a) {
 
 Runner RegisterReconstruct(CLI::App& app) {
   auto a = std::make_shared<ReconstructArgs>();
-  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM); with --features, optional (see --image-path)");
+  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM), or a folder of them (the image files in it, in name order); with --features, "
+                 "optional (see --image-path)");
   app.add_option("-o,--output", a->output, "Output folder: sparse/N/, points.ply, report.json, overview.svg")
       ->required();
   app.add_option("--device", a->device, "cpu | cuda (feature extraction and matching)")->capture_default_str();
@@ -270,7 +272,10 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: images in flight")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the RANSAC samplers")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress lines");
-  return [a] { return RunReconstruct(*a); };
+  return [a] {  // a folder among the images stands for the images in it
+    if (Status s = ExpandImageArguments(a->images, &a->images); !s.ok()) return ReportError("reconstruct", s);
+    return RunReconstruct(*a);
+  };
 }
 
 }  // namespace tiepoint::cli

@@ -346,7 +346,7 @@ int RunTrack(const TrackArgs& a) {
 
 Runner RegisterTrack(CLI::App& app) {
   auto a = std::make_shared<TrackArgs>();
-  app.add_option("frames", a->frames, "Frames in order: PNG, JPEG, PGM or PPM, all the same size")
+  app.add_option("frames", a->frames, "Frames in order: PNG, JPEG, PGM or PPM, all the same size; a folder: the image files in it, in name order")
       ->required();
   app.add_option("-o,--output", a->output, "Tracks file: lines 'track_id frame x y'")->required();
   app.add_option("--svg", a->svg_dir, "Also draw the tracks over each frame: DIR/<frame>.svg");
@@ -376,7 +376,10 @@ Runner RegisterTrack(CLI::App& app) {
   app.add_option("--trail", a->trail, "SVG: earlier positions drawn per track")->capture_default_str();
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress line");
-  return [a]() { return RunTrack(*a); };
+  return [a] {  // a folder among the frames stands for the images in it
+    if (Status s = ExpandImageArguments(a->frames, &a->frames); !s.ok()) return ReportError("track", s);
+    return RunTrack(*a);
+  };
 }
 
 }  // namespace tiepoint::cli

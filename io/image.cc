@@ -10,11 +10,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -615,6 +617,14 @@ Status DecodeImage(const unsigned char* data, size_t size, const std::string& na
                               " (the file starts with " + FirstBytes(data, size) + ")");
 }
 
+bool HasImageExtension(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  std::string ext = name.substr(dot + 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == "png" || ext == "jpg" || ext == "jpeg" || ext == "pgm" || ext == "ppm" || ext == "pnm";
+}
+
 Status ReadFile(const std::string& path, std::vector<unsigned char>* out_bytes) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -809,6 +819,33 @@ Status WritePng(const std::string& path, const GrayImage& image, int compression
     grey.pixels[i] = static_cast<unsigned char>(v * 255.0f + 0.5f);
   }
   return WritePng(path, grey, compression_level);
+}
+
+Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const std::string& arg : args) {
+    std::error_code ec;
+    if (!fs::is_directory(arg, ec)) {
+      out.push_back(arg);
+      continue;
+    }
+    std::vector<std::string> names;
+    fs::directory_iterator it(arg, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      std::error_code ec2;
+      if (HasImageExtension(name) && !it->is_directory(ec2)) names.push_back(name);
+    }
+    if (ec) return Status::IoError(arg + ": cannot list the folder (" + ec.message() + ")");
+    if (names.empty()) {
+      return Status::InvalidInput(arg + ": no image files (*.png, *.jpg, *.jpeg, *.pgm, *.ppm, *.pnm) in the folder");
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) out.push_back((fs::path(arg) / n).string());
+  }
+  *files = std::move(out);
+  return Status::Ok();
 }
 
 }  // namespace tiepoint

@@ -52,6 +52,15 @@ inline bool InsideImage(double x, double y, int width, int height) {
   return x >= -0.5 && x <= width - 0.5 && y >= -0.5 && y <= height - 0.5;
 }
 
+// The IMAGES arguments of a command as files: a folder stands for the image files directly
+// in it (named *.png, *.jpg, *.jpeg, *.pgm, *.ppm or *.pnm, any case; subfolders and other
+// files such as README.txt or *_par.txt are passed over), in byte order of their names, as
+// `colmap feature_extractor --image_path` and `ls` in the C locale take them; any other
+// argument is kept as given (a missing file is named later, by the reader). Errors name the
+// folder: "<dir>: no image files (*.png, *.jpg, ...) in the folder" (kInvalidInput),
+// "<dir>: cannot list the folder (<reason>)" (kIoError).
+Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files);
+
 // A single-channel image, row-major: the value of pixel (x, y) is pixels[y * width + x],
 // in [0, 1] for decoded images. See the pixel convention above.
 struct GrayImage {

@@ -9,7 +9,8 @@
 #   input-cut       an input that ends early while it is read (a FIFO fed half a file)
 #   input-swapped   an input whose bytes change mid-read (the start of one file, the end of
 #                   another); and an input removed while ba reads it
-#   in-dir          a directory given where each command takes an input file
+#   in-dir          a directory given where each command takes an input file (a folder of
+#                   no images where it takes images)
 #   out-dir, out-dangling-link, out-readonly, out-same-as-input
 #   memory          RLIMIT_AS (ulimit -v) too small for the work: exit 3, a message
 # <cmd> is ba, synth, extract, match or track.
@@ -228,9 +229,10 @@ case $case_name in
     run 2 "d: is a directory, not a pairs file" -- "$tp" match "$f1" "$f2" --pairs d -o m2
     run 2 "d: is a directory, not an intrinsics file" -- \
       "$tp" match "$f1" "$f2" --verify essential --intrinsics d -o m3
-    run 2 "d: is a directory, not an image" -- "$tp" extract d -o e1
-    run 2 "d: is a directory, not an image" -- "$tp" extract --detector fast d -o e2
-    run 2 "d: is a directory, not an image" -- "$tp" track d "$dir/frames/f1.pgm" -o t.txt
+    # A folder among the images stands for the image files in it; one with none is named.
+    run 2 "d: no image files \(\*.png" -- "$tp" extract d -o e1
+    run 2 "d: no image files" -- "$tp" extract --detector fast d -o e2
+    run 2 "d: no image files" -- "$tp" track d "$dir/frames/f1.pgm" -o t.txt
     run 2 "d: is a directory, not a job file" -- "$tp" batch d -o run1
     rec=("$tp" reconstruct "$dir/frames/f0.pgm" "$dir/frames/f1.pgm" "$dir/frames/f2.pgm")
     run 2 "d: is a directory, not a pairs file" -- "${rec[@]}" --pairs d -o r1/sub/
@@ -238,9 +240,10 @@ case $case_name in
     run 2 "d: is a directory, not a tracks file" -- "${rec[@]}" --tracks d -o r3
     printf '# only a comment\n' >pairs.txt
     run 2 "pairs.txt: no pairs in the file" -- "${rec[@]}" --pairs pairs.txt -o r4
+    run 2 "d: no image files" -- "$tp" reconstruct d "$dir/frames/f0.pgm" -o r5
     # Fewer than two readable images: exit 1, and the folder it made is taken back.
-    run 1 "fewer than two usable images" -- "$tp" reconstruct d "$dir/frames/f0.pgm" -o r5
-    for o in out.bal m1 m2 m3 e1 e2 t.txt run1 r1 r2 r3 r4 r5; do
+    run 1 "fewer than two usable images" -- "$tp" reconstruct nothing.pgm "$dir/frames/f0.pgm" -o r6
+    for o in out.bal m1 m2 m3 e1 e2 t.txt run1 r1 r2 r3 r4 r5 r6; do
       [ ! -e "$o" ] || fail "$o was left behind by a run that failed"
     done
     # A folder that existed before stays, empty or not.

@@ -50,6 +50,14 @@ print("BAL initial RMS per coordinate", rms, "model mean error", mean)
 sys.exit(0 if rms < 2 * mean + 0.05 and ba["num_observations"] == rep["models"][0]["observations"] else 1)
 PY
 
+# 1b. The folder in place of its images (scene_par.txt in it is passed over): the same images
+# in the same order, so the same model, byte for byte.
+"$tp" reconstruct "$d/scene/" -o "$d/rec_dir" --single-camera --no-upsample -q > /dev/null 2> "$d/stderr_dir" \
+  || { cat "$d/stderr_dir"; fail "reconstruct on the folder exited $?"; }
+for f in cameras.txt images.txt points3D.txt; do
+  cmp -s "$d/rec/sparse/0/$f" "$d/rec_dir/sparse/0/$f" || fail "the folder gave another $f than its images"
+done
+
 # 2. An unreadable image is named, skipped and listed; the rest still reconstructs.
 printf 'not an image' > "$d/broken.png"
 "$tp" reconstruct "${imgs[@]}" "$d/broken.png" -o "$d/rec2" --single-camera --no-upsample -q > /dev/null 2> "$d/err2" \

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -255,6 +256,31 @@ TEST(ImageTest, MissingFileAndDirectoryAreIoErrors) {
   s = ReadImageGray(dir.File(""), &img);
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find("directory"), std::string::npos);
+}
+
+TEST(ImageTest, FolderArgumentsStandForTheImagesInThem) {
+  namespace fs = std::filesystem;
+  ScratchDir dir("expand");
+  const std::string d = dir.File("photos");
+  fs::create_directories(d + "/sub.png");  // a folder named like an image: passed over
+  for (const char* name : {"B.png", "a.jpg", "c.JPEG", "a_par.txt", "README.txt", "e.pnm", "d.Pgm", "f.ppm", ".png"})
+    std::ofstream(d + "/" + name) << "x";
+  std::vector<std::string> files;
+  ASSERT_TRUE(ExpandImageArguments({"first.png", d, "last.png"}, &files).ok());
+  // Byte order of the names ('B' < 'a'); the readers judge the contents later.
+  const std::vector<std::string> want = {"first.png", d + "/B.png", d + "/a.jpg", d + "/c.JPEG",
+                                         d + "/d.Pgm", d + "/e.pnm", d + "/f.ppm", "last.png"};
+  EXPECT_EQ(files, want);
+  // The arguments may be the output (the command line's own vector).
+  files = {d + "/"};
+  ASSERT_TRUE(ExpandImageArguments(files, &files).ok());
+  EXPECT_EQ(files.size(), 6u);
+  // A folder with no image files is named; a missing path is left to the reader.
+  const Status s = ExpandImageArguments({d + "/sub.png"}, &files);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(s.message(), d + "/sub.png: no image files (*.png, *.jpg, *.jpeg, *.pgm, *.ppm, *.pnm) in the folder");
+  ASSERT_TRUE(ExpandImageArguments({dir.File("none.png")}, &files).ok());
+  EXPECT_EQ(files, std::vector<std::string>{dir.File("none.png")});
 }
 
 TEST(ImageTest, EveryTruncationIsAnError) {
