@@ -60,6 +60,7 @@ struct ReconstructArgs {
   int threads = 0;
   std::string ba_solver = "auto";
   int max_features = 8192;
+  int max_image_size = 3200;
   bool no_upsample = false;
   int min_features = 500;
   double min_contrast_threshold = 0.01;
@@ -133,6 +134,7 @@ int RunReconstruct(const ReconstructArgs& a) {
     return ReportError(cmd, Status::InvalidOptions("--ba-solver: " + s.message() + " (or auto)"));
   }
   o.sift.max_features = a.max_features;
+  o.max_image_size = a.max_image_size;
   o.sift.upsample = !a.no_upsample;
   o.min_features_per_image = a.min_features;
   o.min_contrast_threshold = a.min_contrast_threshold;
@@ -244,6 +246,10 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "dense | sparse (CHOLMOD) | iterative (PCG) | iterative-cuda (PCG on the GPU)")
       ->capture_default_str();
   app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
+  app.add_option("--max-image-size", a->max_image_size,
+                 "SIFT runs on images shrunk to fit this many pixels a side (as COLMAP's max_image_size); "
+                 "features and cameras stay in the full image's pixels (0 = never shrink)")
+      ->capture_default_str();
   app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");
   app.add_option("--min-features", a->min_features,
                  "An image with fewer SIFT features is extracted again at half the contrast threshold, "

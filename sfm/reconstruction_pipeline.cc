@@ -15,6 +15,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "features/resize.h"
 #include "io/base/atomic_file.h"
 #include "io/base/input_file.h"
 #include "io/colmap_model.h"
@@ -351,6 +352,9 @@ Status ReconstructionPipelineOptions::Check() const {
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
   if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
+  if (max_image_size != 0 && max_image_size < 16)
+    return Status::InvalidOptions("reconstruct: --max-image-size " + std::to_string(max_image_size) +
+                                  ": must be 0 (never shrink) or at least 16 pixels");
   if (!(min_contrast_threshold > 0) || !std::isfinite(min_contrast_threshold))
     return Status::InvalidOptions("reconstruct: --min-contrast-threshold must be > 0");
   if (self_calibration_first_model_images < 0)
@@ -654,14 +658,30 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       t0 = std::chrono::steady_clock::now();
       std::vector<Features> features;
       std::vector<char> lowered_image(n, 0);
+      int num_shrunk = 0;
       if (!o.features_dir.empty()) {
         // The features of `tiepoint extract`, each checked against its image's size.
         std::vector<std::pair<int, int>> sizes;
         for (int k = 0; k < n; ++k) sizes.push_back({gray[usable[k]].width, gray[usable[k]].height});
         TIEPOINT_RETURN_IF_ERROR(ReadStoredFeatures(o.features_dir, names, sizes, threads, &features));
       } else {
+        // Images over max_image_size: SIFT runs on a shrunk copy (scale sx, sy per axis).
+        std::vector<GrayImage> shrunk(n);
+        std::vector<std::array<double, 2>> shrink(n, {1.0, 1.0});
         std::vector<const GrayImage*> ptrs;
-        for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
+        for (int k = 0; k < n; ++k) {
+          const GrayImage& g = gray[usable[k]];
+          int w = g.width, h = g.height;
+          SizeWithin(g.width, g.height, o.max_image_size, &w, &h);
+          if (w == g.width && h == g.height) {
+            ptrs.push_back(&g);
+            continue;
+          }
+          TIEPOINT_RETURN_IF_ERROR(ShrinkGray(g, w, h, threads, &shrunk[k]));
+          shrink[k] = {static_cast<double>(g.width) / w, static_cast<double>(g.height) / h};
+          ptrs.push_back(&shrunk[k]);
+          ++num_shrunk;
+        }
         std::vector<Status> fstatus;
         ex->ExtractBatch(ptrs, &features, &fstatus);
         for (int k = 0; k < n; ++k)
@@ -698,6 +718,16 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
             }
         }
         TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ext.sift.contrast_threshold));
+        // Features of shrunk images back to the full image's pixels (features/resize.h).
+        for (int k = 0; k < n; ++k) {
+          const auto [sx, sy] = shrink[k];
+          if (sx == 1.0 && sy == 1.0) continue;
+          for (Keypoint& kp : features[k].keypoints) {
+            kp.x = static_cast<float>((kp.x + 0.5) * sx - 0.5);
+            kp.y = static_cast<float>((kp.y + 0.5) * sy - 0.5);
+            kp.scale = static_cast<float>(kp.scale * std::sqrt(sx * sy));
+          }
+        }
       }
       int64_t total_features = 0;
       for (int k = 0; k < n; ++k) {
@@ -718,6 +748,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         for (int k = 0; k < n; ++k) *num_fallback += features[k].contrast_threshold <= min_ct_x * (1 + 1e-9);
       report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features},
                                      {"images_at_lower_contrast_threshold", *num_lowered}};
+      if (num_shrunk > 0) {
+        report["stages"]["extract"]["images_shrunk"] = num_shrunk;
+        report["stages"]["extract"]["max_image_size"] = o.max_image_size;
+      }
       if (ext.fallback_min_features > 0)
         report["stages"]["extract"]["images_given_more_features"] = *num_fallback;
       if (!o.features_dir.empty()) report["stages"]["extract"]["read_from"] = o.features_dir;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "features/resize.h"
 #include "io/base/cuda_device.h"
 #include "io/base/timer.h"
 #include "tests/common/shared_data.h"
@@ -238,6 +239,74 @@ TEST(SiftTest, BlobKeypointAtCentreWithBlobScale) {
       EXPECT_GE(k.orientation, 0.0f);
       EXPECT_LT(k.orientation, 2 * kPi);
     }
+  }
+}
+
+// features/resize.h, which reconstruct's max_image_size runs before SIFT: a constant stays
+// constant up to the borders, a linear ramp is sampled where the pixel-centre mapping
+// x = (x' + 0.5) s - 0.5 puts each output pixel (within 0.02 input pixels: the triangle's
+// weights, taken at whole pixels, have their mean up to 0.01 px from its centre; a mapping
+// by x' s would be 0.75 px off), and sizes outside the image are refused.
+TEST(ShrinkGrayTest, ConstantStaysAndRampIsSampledAtMappedCentres) {
+  int w = 0, h = 0;
+  SizeWithin(6000, 4000, 3200, &w, &h);
+  EXPECT_EQ(w, 3200);
+  EXPECT_EQ(h, 2133);
+  SizeWithin(640, 480, 3200, &w, &h);
+  EXPECT_EQ(w, 640);
+  SizeWithin(640, 480, 0, &w, &h);
+  EXPECT_EQ(h, 480);
+  SizeWithin(100000, 3, 16, &w, &h);
+  EXPECT_EQ(w, 16);
+  EXPECT_EQ(h, 1);
+
+  GrayImage flat, ramp, out;
+  flat.width = ramp.width = 300;
+  flat.height = ramp.height = 200;
+  for (int y = 0; y < 200; ++y)
+    for (int x = 0; x < 300; ++x) {
+      flat.pixels.push_back(0.3f);
+      ramp.pixels.push_back(static_cast<float>(0.001 * x + 0.002 * y));
+    }
+  ASSERT_TRUE(ShrinkGray(flat, 120, 80, 2, &out).ok());
+  for (float v : out.pixels) ASSERT_NEAR(v, 0.3f, 1e-6f);
+  ASSERT_TRUE(ShrinkGray(ramp, 120, 80, 2, &out).ok());
+  ASSERT_EQ(out.pixels.size(), 120u * 80u);
+  const double s = 2.5;
+  for (int y = 2; y < 78; ++y)
+    for (int x = 2; x < 118; ++x)
+      ASSERT_NEAR(out.at(x, y), 0.001 * ((x + 0.5) * s - 0.5) + 0.002 * ((y + 0.5) * s - 0.5), 6e-5)
+          << "at (" << x << ", " << y << ")";
+  ASSERT_TRUE(ShrinkGray(ramp, 300, 200, 1, &out).ok());  // the same size: the same pixels
+  EXPECT_EQ(out.pixels, ramp.pixels);
+  EXPECT_EQ(ShrinkGray(ramp, 301, 200, 1, &out).code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(ShrinkGray(ramp, 0, 200, 1, &out).code(), StatusCode::kInvalidInput);
+  EXPECT_EQ(ShrinkGray(GrayImage(), 1, 1, 1, &out).code(), StatusCode::kInvalidInput);
+}
+
+// A blob found on the image shrunk 2.5 times maps back to its centre and scale in the full
+// image's pixels (a mapping by x' s instead would put it 0.75 px off).
+TEST(ShrinkGrayTest, BlobOnTheShrunkImageMapsBackToItsCentre) {
+  for (const auto& centre : {std::pair<double, double>{401.3, 388.7}, {400.0, 392.5}}) {
+    SCOPED_TRACE("blob at (" + std::to_string(centre.first) + ", " + std::to_string(centre.second) + ")");
+    const double sigma = 12.0;
+    const GrayImage full = BlobImage(805, 785, centre.first, centre.second, sigma);
+    GrayImage small;
+    ASSERT_TRUE(ShrinkGray(full, 322, 314, 2, &small).ok());
+    SiftOptions options;
+    options.upsample = true;  // as reconstruct
+    const Features f = Extract(small, options);
+    const double sx = 805.0 / 322, sy = 785.0 / 314;
+    double best = std::numeric_limits<double>::infinity(), scale = 0;
+    for (const Keypoint& k : f.keypoints) {
+      const double d = std::hypot((k.x + 0.5) * sx - 0.5 - centre.first, (k.y + 0.5) * sy - 0.5 - centre.second);
+      if (d < best) {
+        best = d;
+        scale = k.scale * std::sqrt(sx * sy);
+      }
+    }
+    EXPECT_LT(best, 0.15);
+    EXPECT_NEAR(scale / sigma, 1.0, 0.05);
   }
 }
 
