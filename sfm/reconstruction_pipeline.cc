@@ -460,6 +460,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   auto t0 = std::chrono::steady_clock::now();
   const int n_in = static_cast<int>(o.image_paths.size());
   std::vector<GrayImage> gray(n_in);
+  // The images' own sizes, which their cameras keep: an image SIFT will see shrunk (over
+  // max_image_size) is held shrunk from here on, a quarter or less of its memory.
+  std::vector<std::array<int, 2>> full_size(n_in, {0, 0});
+  const bool shrink = o.max_image_size > 0 && o.tracks_file.empty() && o.features_dir.empty();
   std::vector<Status> read_status(n_in);
   // The focal length priors of the JPEGs' EXIF (not read when --intrinsics gives them).
   std::vector<std::optional<ExifFocalPrior>> exif(n_in);
@@ -467,9 +471,15 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (int i = 0; i < n_in; ++i) {
     read_status[i] = ReadImageGray(o.image_paths[i], &gray[i]);
-    if (!read_status[i].ok() || gray[i].empty() || !known.empty()) continue;
-    const Status s = ReadExifFocalPrior(o.image_paths[i], gray[i].width, gray[i].height, &exif[i], &exif_note[i]);
-    if (!s.ok()) exif_note[i] = s.message();
+    if (!read_status[i].ok() || gray[i].empty()) continue;
+    full_size[i] = {gray[i].width, gray[i].height};
+    if (known.empty()) {
+      const Status s = ReadExifFocalPrior(o.image_paths[i], gray[i].width, gray[i].height, &exif[i], &exif_note[i]);
+      if (!s.ok()) exif_note[i] = s.message();
+    }
+    int w = gray[i].width, h = gray[i].height;
+    if (shrink) SizeWithin(w, h, o.max_image_size, &w, &h);
+    if (w != gray[i].width || h != gray[i].height) read_status[i] = ShrinkGray(gray[i], w, h, 1, &gray[i]);
   }
   std::vector<int> usable;
   json skipped = json::array();
@@ -489,6 +499,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     return Status::Numerical("fewer than two usable images (" + std::to_string(usable.size()) + " of " +
                              std::to_string(n_in) + " could be read): nothing to reconstruct");
   const int n = static_cast<int>(usable.size());
+  // Image k's full size over the size it is held at: (1, 1) unless shrunk for SIFT.
+  auto Shrinkage = [&](int k) -> std::array<double, 2> {
+    const GrayImage& g = gray[usable[k]];
+    return {static_cast<double>(full_size[usable[k]][0]) / g.width,
+            static_cast<double>(full_size[usable[k]][1]) / g.height};
+  };
   std::vector<std::string> names(n);
   for (int k = 0; k < n; ++k) names[k] = BaseName(o.image_paths[usable[k]]);
   Progress(o, "read " + std::to_string(n) + " images" +
@@ -504,7 +520,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   {
     std::map<std::array<double, 6>, uint32_t> shared;  // (w, h, fx, fy, cx, cy) -> camera
     for (int k = 0; k < n; ++k) {
-      const GrayImage& g = gray[usable[k]];
+      const struct {
+        int width, height;
+      } g{full_size[usable[k]][0], full_size[usable[k]][1]};
       Camera c;
       c.width = g.width;
       c.height = g.height;
@@ -665,23 +683,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         for (int k = 0; k < n; ++k) sizes.push_back({gray[usable[k]].width, gray[usable[k]].height});
         TIEPOINT_RETURN_IF_ERROR(ReadStoredFeatures(o.features_dir, names, sizes, threads, &features));
       } else {
-        // Images over max_image_size: SIFT runs on a shrunk copy (scale sx, sy per axis).
-        std::vector<GrayImage> shrunk(n);
-        std::vector<std::array<double, 2>> shrink(n, {1.0, 1.0});
         std::vector<const GrayImage*> ptrs;
-        for (int k = 0; k < n; ++k) {
-          const GrayImage& g = gray[usable[k]];
-          int w = g.width, h = g.height;
-          SizeWithin(g.width, g.height, o.max_image_size, &w, &h);
-          if (w == g.width && h == g.height) {
-            ptrs.push_back(&g);
-            continue;
-          }
-          TIEPOINT_RETURN_IF_ERROR(ShrinkGray(g, w, h, threads, &shrunk[k]));
-          shrink[k] = {static_cast<double>(g.width) / w, static_cast<double>(g.height) / h};
-          ptrs.push_back(&shrunk[k]);
-          ++num_shrunk;
-        }
+        for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
         std::vector<Status> fstatus;
         ex->ExtractBatch(ptrs, &features, &fstatus);
         for (int k = 0; k < n; ++k)
@@ -720,8 +723,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ext.sift.contrast_threshold));
         // Features of shrunk images back to the full image's pixels (features/resize.h).
         for (int k = 0; k < n; ++k) {
-          const auto [sx, sy] = shrink[k];
+          const auto [sx, sy] = Shrinkage(k);
           if (sx == 1.0 && sy == 1.0) continue;
+          ++num_shrunk;
           for (Keypoint& kp : features[k].keypoints) {
             kp.x = static_cast<float>((kp.x + 0.5) * sx - 0.5);
             kp.y = static_cast<float>((kp.y + 0.5) * sy - 0.5);
@@ -734,12 +738,13 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         const GrayImage& g = gray[usable[k]];
         mimages[k].name = names[k];
         mimages[k].camera_id = image_camera[k];
+        const auto [sx, sy] = Shrinkage(k);
         for (const Keypoint& kp : features[k].keypoints) {
           Point2D p;
           p.x = kp.x + 0.5;
           p.y = kp.y + 0.5;
           mimages[k].keypoints.push_back(p);
-          mimages[k].gray.push_back(GrayAt(g, kp.x, kp.y));
+          mimages[k].gray.push_back(GrayAt(g, (kp.x + 0.5) / sx - 0.5, (kp.y + 0.5) / sy - 0.5));
         }
         total_features += static_cast<int64_t>(features[k].size());
       }

@@ -70,10 +70,12 @@ struct ReconstructionPipelineOptions {
   std::string matches_dir;
   int num_threads = 0;
   SiftOptions sift;             // max_features 8192, upsample on (set by the constructor)
-  // Images with a side over this many pixels are shrunk to fit before SIFT
-  // (features/resize.h), as COLMAP's SiftExtraction.max_image_size; the features are mapped
-  // back to the full image, whose size the camera keeps (`reconstruct --max-image-size`;
-  // 0: never). SIFT's upsampled scale space of a 6000 x 4000 photo took 2.6 GB an image.
+  // Images with a side over this many pixels are held shrunk to fit from their reading on
+  // and SIFT runs on them so (features/resize.h), as COLMAP's SiftExtraction.max_image_size;
+  // the features are mapped back to the full image, whose size the camera keeps
+  // (`reconstruct --max-image-size`; 0: never; not with tracks_file or features_dir, which
+  // bring their own correspondences). Three 6000 x 4000 views with 2 threads: 7.9 GB of
+  // memory at full size (SIFT's upsampled scale space), 2.3 GB shrunk.
   int max_image_size = 3200;
   // Images of little contrast (the dark Middlebury dino: ~170 features at the default
   // threshold) are extracted again with sift.contrast_threshold halved, not below
