@@ -34,6 +34,7 @@
 #include "cli/extract_fast.h"
 #include "cli/output_dir.h"
 #include "cli/progress.h"
+#include "features/resize.h"
 #include "features/sift.h"
 #include "io/base/atomic_file.h"
 #include "io/base/device.h"
@@ -55,6 +56,7 @@ struct ExtractArgs {
   std::string detector = "sift";
   std::string device = "cpu";
   int max_features = 0;
+  int max_image_size = 0;
   bool upsample = false;
   bool root_sift = false;
   double contrast_threshold = SiftOptions().contrast_threshold;
@@ -83,6 +85,9 @@ int RunExtract(const ExtractArgs& a) {
   Device device = Device::kCpu;
   Status s = DeviceFromString(a.device, &device);
   if (!s.ok()) return ReportError(cmd, Status::InvalidOptions("--" + s.message()));
+  if (a.max_image_size != 0 && a.max_image_size < 16)
+    return ReportError(cmd, Status::InvalidOptions("--max-image-size " + std::to_string(a.max_image_size) +
+                                                   ": must be 0 (full size) or at least 16 pixels"));
 
   SiftOptions options;
   options.max_features = a.max_features;
@@ -113,7 +118,8 @@ int RunExtract(const ExtractArgs& a) {
   };
   struct Job {
     std::string path, name, out;
-    GrayImage image;
+    GrayImage image;  // shrunk to fit --max-image-size
+    int width = 0, height = 0;  // the image's own size
     Status status;
     double read_s = 0, extract_s = 0;
     Features features;
@@ -164,6 +170,12 @@ int RunExtract(const ExtractArgs& a) {
         Job& job = jobs[i];
         const Timer timer;
         job.status = ReadImageGray(job.path, &job.image);
+        job.width = job.image.width;
+        job.height = job.image.height;
+        int w = job.width, h = job.height;
+        SizeWithin(job.width, job.height, a.max_image_size, &w, &h);
+        if (job.status.ok() && (w != job.width || h != job.height))
+          job.status = ShrinkGray(job.image, w, h, 1, &job.image);
         job.read_s = timer.Seconds();
         {
           std::lock_guard<std::mutex> lock(decode_mutex);
@@ -217,8 +229,12 @@ int RunExtract(const ExtractArgs& a) {
         continue;
       }
       total_features += static_cast<long long>(job.features.size());
-      std::printf("%s: %d x %d, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
-                  job.path.c_str(), job.image.width, job.image.height, job.features.size(),
+      const std::string shrunk = job.image.width == job.width && job.image.height == job.height
+                                     ? ""
+                                     : " (SIFT at " + std::to_string(job.image.width) + " x " +
+                                           std::to_string(job.image.height) + ")";
+      std::printf("%s: %d x %d%s, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
+                  job.path.c_str(), job.width, job.height, shrunk.c_str(), job.features.size(),
                   job.read_s + job.extract_s, job.read_s, job.extract_s, job.out.c_str());
       job.features = Features();
       if (j + 1 == num_jobs || (j + 1) % 8 == 0) {
@@ -259,6 +275,8 @@ int RunExtract(const ExtractArgs& a) {
         job.extract_s = started[i].Seconds();
         job.status = std::move(status);
         job.features = std::move(features);
+        KeypointsToFullImage(static_cast<double>(job.width) / job.image.width,
+                             static_cast<double>(job.height) / job.image.height, &job.features);
         // The pixels are not needed any more (the writer prints only the size).
         std::vector<float>().swap(job.image.pixels);
         finish(i);
@@ -294,6 +312,10 @@ Runner RegisterExtract(CLI::App& app) {
   app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
   app.add_option("--max-features", a->max_features,
                  "Keep the N strongest features per image (0 = all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--max-image-size", a->max_image_size,
+                 "SIFT on images shrunk to fit this many pixels a side, features in the full image's pixels "
+                 "(0 = full size; reconstruct's default, as COLMAP's, is 3200)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--upsample", a->upsample, "First octave from the image upsampled 2x");
   app.add_flag("--root-sift", a->root_sift, "Root-SIFT descriptors (L1 normalise, sqrt)");

@@ -93,4 +93,14 @@ Status ShrinkGray(const GrayImage& in, int width, int height, int num_threads, G
   return Status::Ok();
 }
 
+void KeypointsToFullImage(double sx, double sy, Features* features) {
+  if (sx == 1.0 && sy == 1.0) return;
+  const double s = std::sqrt(sx * sy);
+  for (Keypoint& kp : features->keypoints) {
+    kp.x = static_cast<float>((kp.x + 0.5) * sx - 0.5);
+    kp.y = static_cast<float>((kp.y + 0.5) * sy - 0.5);
+    kp.scale = static_cast<float>(kp.scale * s);
+  }
+}
+
 }  // namespace tiepoint

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "io/base/status.h"
+#include "io/features.h"
 #include "io/image.h"
 
 namespace tiepoint {
@@ -23,5 +24,9 @@ void SizeWithin(int width, int height, int max_side, int* out_width, int* out_he
 // `in` resampled to width x height, each no larger than in's side (kInvalidInput
 // otherwise, or for an empty image). OpenMP over rows with `num_threads` (0: all).
 Status ShrinkGray(const GrayImage& in, int width, int height, int num_threads, GrayImage* out);
+
+// Keypoints found on an image shrunk by sx, sy (full size over shrunk size, per axis) moved
+// to the full image's pixels: x = (x' + 0.5) sx - 0.5, y likewise, scale times sqrt(sx sy).
+void KeypointsToFullImage(double sx, double sy, Features* features);
 
 }  // namespace tiepoint

@@ -726,11 +726,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           const auto [sx, sy] = Shrinkage(k);
           if (sx == 1.0 && sy == 1.0) continue;
           ++num_shrunk;
-          for (Keypoint& kp : features[k].keypoints) {
-            kp.x = static_cast<float>((kp.x + 0.5) * sx - 0.5);
-            kp.y = static_cast<float>((kp.y + 0.5) * sy - 0.5);
-            kp.scale = static_cast<float>(kp.scale * std::sqrt(sx * sy));
-          }
+          KeypointsToFullImage(sx, sy, &features[k]);
         }
       }
       int64_t total_features = 0;

@@ -35,6 +35,13 @@ add_test(NAME cli.extract.device_cuda
 add_test(NAME cli.extract.unwritable_output
          COMMAND ${_expect} 2 "/proc/tiepoint-out" -- ${_tp} extract ${_good} -o /proc/tiepoint-out)
 add_test(NAME cli.extract.help COMMAND ${_tp} extract --help)
+# --max-image-size: SIFT on the shrunk image, features in the full image's pixels (a mapping
+# half a pixel off finds 30% of the large blobs at full size instead of 83%).
+add_test(NAME cli.extract.max_image_size
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/extract_shrunk.sh ${_tp} ${_xout}/shrunk)
+add_test(NAME cli.extract.bad_max_image_size
+         COMMAND ${_expect} 2 "--max-image-size 8: must be 0" ${_xout}/tiny/blobs.pgm.tpfeat --
+                 ${_tp} extract ${_good} --max-image-size 8 -o ${_xout}/tiny)
 
 # features/ tests beyond sift_test.
 include(${CMAKE_CURRENT_SOURCE_DIR}/features/features_tests.cmake)
