@@ -76,6 +76,9 @@ struct ExtractArgs {
 int RunExtract(const ExtractArgs& a) {
   const char* cmd = "extract";
   if (a.detector == "fast") {
+    if (a.max_image_size != 0)
+      return ReportError(cmd, Status::InvalidOptions("--max-image-size applies to --detector sift; FAST keeps the "
+                                                     "full image (see --levels)"));
     return RunExtractFast(a.images, a.output_dir, a.device, a.threads, a.quiet, a.fast);
   }
   if (a.detector != "sift") {

@@ -42,6 +42,9 @@ add_test(NAME cli.extract.max_image_size
 add_test(NAME cli.extract.bad_max_image_size
          COMMAND ${_expect} 2 "--max-image-size 8: must be 0" ${_xout}/tiny/blobs.pgm.tpfeat --
                  ${_tp} extract ${_good} --max-image-size 8 -o ${_xout}/tiny)
+add_test(NAME cli.extract.fast_max_image_size
+         COMMAND ${_expect} 2 "--max-image-size applies to --detector sift" ${_xout}/fastmax/blobs.pgm.txt --
+                 ${_tp} extract ${_good} --detector fast --max-image-size 64 -o ${_xout}/fastmax)
 
 # features/ tests beyond sift_test.
 include(${CMAKE_CURRENT_SOURCE_DIR}/features/features_tests.cmake)
