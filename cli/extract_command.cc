@@ -307,7 +307,7 @@ int RunExtract(const ExtractArgs& a) {
 
 Runner RegisterExtract(CLI::App& app) {
   auto a = std::make_shared<ExtractArgs>();
-  app.add_option("images", a->images, "Images: PNG, JPEG, PGM or PPM (8 or 16 bit); a folder: the image files in it, in name order")
+  app.add_option("images", a->images, "Images: PNG, JPEG, TIFF, PGM or PPM (8 or 16 bit); a folder: the image files in it, in name order")
       ->required();
   app.add_option("--detector", a->detector, "sift | fast (corners only, no descriptors)")
       ->capture_default_str();

@@ -210,7 +210,7 @@ int RunReconstruct(const ReconstructArgs& a) {
 
 Runner RegisterReconstruct(CLI::App& app) {
   auto a = std::make_shared<ReconstructArgs>();
-  app.add_option("images", a->images, "Images (PNG, JPEG, PGM/PPM), or a folder of them (the image files in it, in name order); with --features, "
+  app.add_option("images", a->images, "Images (PNG, JPEG, TIFF, PGM/PPM), or a folder of them (the image files in it, in name order); with --features, "
                  "optional (see --image-path)");
   app.add_option("-o,--output", a->output, "Output folder: sparse/N/, points.ply, report.json, overview.svg")
       ->required();

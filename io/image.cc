@@ -13,10 +13,12 @@
 #include <cctype>
 #include <cerrno>
 #include <csetjmp>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,8 @@
 // jpeglib.h needs size_t and FILE declared before it.
 #include <jpeglib.h>
 #include <jerror.h>
+
+#include <tiffio.h>
 
 #include "io/base/atomic_file.h"
 #include "io/base/input_file.h"
@@ -567,6 +571,144 @@ Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& nam
 }
 
 // ---------------------------------------------------------------------------------------
+// TIFF (libtiff: its RGBA interface decodes every photometric interpretation, bit depth,
+// compression, strip and tile layout it supports to 8-bit RGBA, oriented top-left)
+
+// A raster may decode to at most this many times the file's bytes: more than any of
+// TIFF's codecs gives (LZW, at most about 2,700; deflate 1,032), so a larger header is a
+// corrupt one, refused before the raster is allocated.
+constexpr long long kMaxTiffRatio = 4096;
+
+struct TiffContext {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  uint64_t pos = 0;
+  std::string error;  // libtiff's first error message
+};
+
+int TiffErrorHook(TIFF*, void* user, const char* module, const char* fmt, va_list ap) {
+  auto* ctx = static_cast<TiffContext*>(user);
+  if (ctx->error.empty()) {
+    char buf[512];
+    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    ctx->error = (module != nullptr && *module != '\0' ? std::string(module) + ": " : std::string()) + buf;
+  }
+  return 1;  // handled: nothing goes to stderr
+}
+int TiffWarningHook(TIFF*, void*, const char*, const char*, va_list) { return 1; }
+
+tmsize_t TiffRead(thandle_t h, void* out, tmsize_t n) {
+  auto* ctx = static_cast<TiffContext*>(h);
+  if (n <= 0 || ctx->pos >= ctx->size) return 0;
+  const size_t k = std::min<uint64_t>(static_cast<uint64_t>(n), ctx->size - ctx->pos);
+  std::memcpy(out, ctx->data + ctx->pos, k);
+  ctx->pos += k;
+  return static_cast<tmsize_t>(k);
+}
+tmsize_t TiffWrite(thandle_t, void*, tmsize_t) { return -1; }
+toff_t TiffSeek(thandle_t h, toff_t off, int whence) {
+  auto* ctx = static_cast<TiffContext*>(h);
+  uint64_t base = whence == SEEK_CUR ? ctx->pos : whence == SEEK_END ? ctx->size : 0;
+  if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) return static_cast<toff_t>(-1);
+  ctx->pos = base + off;
+  return ctx->pos;
+}
+int TiffClose(thandle_t) { return 0; }
+toff_t TiffSize(thandle_t h) { return static_cast<TiffContext*>(h)->size; }
+int TiffMap(thandle_t, void**, toff_t*) { return 0; }
+void TiffUnmap(thandle_t, void*, toff_t) {}
+
+bool IsTiff(const unsigned char* data, size_t size) {
+  if (size < 4) return false;
+  return (data[0] == 'I' && data[1] == 'I' && (data[2] == 42 || data[2] == 43) && data[3] == 0) ||
+         (data[0] == 'M' && data[1] == 'M' && data[2] == 0 && (data[3] == 42 || data[3] == 43));
+}
+
+Status DecodeTiff(const unsigned char* data, size_t size, const std::string& name,
+                  const DecodeTarget& target) {
+  TiffContext ctx;
+  ctx.data = data;
+  ctx.size = size;
+  TIFFOpenOptions* opts = TIFFOpenOptionsAlloc();
+  if (opts == nullptr) return Status::OutOfMemory(name + ": cannot create a TIFF decoder");
+  TIFFOpenOptionsSetErrorHandlerExtR(opts, TiffErrorHook, &ctx);
+  TIFFOpenOptionsSetWarningHandlerExtR(opts, TiffWarningHook, &ctx);
+  // No single allocation over the largest raster accepted (4 bytes a pixel).
+  TIFFOpenOptionsSetMaxSingleMemAlloc(opts, static_cast<tmsize_t>(4 * kMaxImagePixels));
+  // "m": no memory mapping (the bytes are already in memory, read through TiffRead).
+  TIFF* tif = TIFFClientOpenExt(name.c_str(), "rm", &ctx, TiffRead, TiffWrite, TiffSeek, TiffClose,
+                                TiffSize, TiffMap, TiffUnmap, opts);
+  TIFFOpenOptionsFree(opts);
+  if (tif == nullptr)
+    return Status::InvalidInput(name + ": corrupt or truncated TIFF: " +
+                                (ctx.error.empty() ? std::string("cannot read its header") : ctx.error));
+  struct Closer {
+    TIFF* t;
+    ~Closer() { TIFFClose(t); }
+  } closer{tif};
+  uint32_t w = 0, h = 0;
+  uint16_t spp = 1, photometric = PHOTOMETRIC_MINISBLACK;
+  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h))
+    return Status::InvalidInput(name + ": corrupt TIFF: no image width or length");
+  TIEPOINT_RETURN_IF_ERROR(CheckDimensions(name, "TIFF", w, h));
+  TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+  TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
+  const long long pixels = static_cast<long long>(w) * h;
+  if (pixels > kMaxTiffRatio * static_cast<long long>(size)) {
+    return Status::InvalidInput(name + ": corrupt or truncated TIFF: the header gives " + Dimensions(w, h) +
+                                " pixels, more than " + std::to_string(kMaxTiffRatio) + " times the file's " +
+                                std::to_string(size) + " bytes");
+  }
+  char why[1024] = "";
+  if (!TIFFRGBAImageOK(tif, why)) {
+    return Status::InvalidInput(name + ": unsupported TIFF: " + (why[0] != '\0' ? std::string(why) : ctx.error));
+  }
+  std::vector<uint32_t> raster;
+  try {
+    raster.resize(static_cast<size_t>(pixels));
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(name + ": out of memory decoding a " + Dimensions(w, h) + " TIFF");
+  }
+  if (!TIFFReadRGBAImageOriented(tif, w, h, raster.data(), ORIENTATION_TOPLEFT, 0) || !ctx.error.empty()) {
+    return Status::InvalidInput(name + ": corrupt or truncated TIFF: " +
+                                (ctx.error.empty() ? std::string("its raster does not decode") : ctx.error));
+  }
+  // Grey files (one sample, black or white is zero) stay one channel for ReadImage8.
+  const bool grey = spp == 1 && (photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE);
+  const size_t n = static_cast<size_t>(pixels);
+  if (target.image8 != nullptr) {
+    Image8* out = target.image8;
+    out->width = static_cast<int>(w);
+    out->height = static_cast<int>(h);
+    out->channels = grey ? 1 : 3;
+    std::vector<unsigned char> px(n * out->channels);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t v = raster[i];
+      if (grey) {
+        px[i] = static_cast<unsigned char>(TIFFGetR(v));
+      } else {
+        px[3 * i] = static_cast<unsigned char>(TIFFGetR(v));
+        px[3 * i + 1] = static_cast<unsigned char>(TIFFGetG(v));
+        px[3 * i + 2] = static_cast<unsigned char>(TIFFGetB(v));
+      }
+    }
+    out->pixels = std::move(px);
+    return Status::Ok();
+  }
+  GrayImage* out = target.gray;
+  std::vector<float> g(n);
+  const float* unit = UnitFloat8();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t v = raster[i];
+    g[i] = grey ? unit[TIFFGetR(v)] : Luma(unit[TIFFGetR(v)], unit[TIFFGetG(v)], unit[TIFFGetB(v)]);
+  }
+  out->width = static_cast<int>(w);
+  out->height = static_cast<int>(h);
+  out->pixels = std::move(g);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------
 
 std::string FirstBytes(const unsigned char* data, size_t size) {
   char hex[8];
@@ -597,6 +739,7 @@ Status DecodeImage(const unsigned char* data, size_t size, const std::string& na
   if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
     return DecodeJpeg(data, size, name, out);
   }
+  if (IsTiff(data, size)) return DecodeTiff(data, size, name, out);
   if (size >= 2 && data[0] == 'P') {
     switch (data[1]) {
       case '2': case '3': case '5': case '6': {
@@ -613,7 +756,7 @@ Status DecodeImage(const unsigned char* data, size_t size, const std::string& na
         break;
     }
   }
-  return Status::InvalidInput(name + ": not a PNG, JPEG, PGM or PPM image" + ExtensionHint(name) +
+  return Status::InvalidInput(name + ": not a PNG, JPEG, TIFF, PGM or PPM image" + ExtensionHint(name) +
                               " (the file starts with " + FirstBytes(data, size) + ")");
 }
 
@@ -622,7 +765,8 @@ bool HasImageExtension(const std::string& name) {
   if (dot == std::string::npos || dot == 0) return false;
   std::string ext = name.substr(dot + 1);
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext == "png" || ext == "jpg" || ext == "jpeg" || ext == "pgm" || ext == "ppm" || ext == "pnm";
+  return ext == "png" || ext == "jpg" || ext == "jpeg" || ext == "tif" || ext == "tiff" || ext == "pgm" ||
+         ext == "ppm" || ext == "pnm";
 }
 
 Status ReadFile(const std::string& path, std::vector<unsigned char>* out_bytes) {
@@ -839,7 +983,8 @@ Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<st
     }
     if (ec) return Status::IoError(arg + ": cannot list the folder (" + ec.message() + ")");
     if (names.empty()) {
-      return Status::InvalidInput(arg + ": no image files (*.png, *.jpg, *.jpeg, *.pgm, *.ppm, *.pnm) in the folder");
+      return Status::InvalidInput(arg + ": no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) "
+                                  "in the folder");
     }
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) out.push_back((fs::path(arg) / n).string());

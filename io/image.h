@@ -13,6 +13,13 @@
 //                   tolerated is "extraneous bytes before marker", common in camera files.
 //   PGM/PPM P2 (ASCII grey), P5 (binary grey), P3 (ASCII RGB), P6 (binary RGB); maxval
 //                   1..65535 (above 255: two bytes per sample, big-endian, as Netpbm).
+//   TIFF  (libtiff) classic and BigTIFF, either byte order, strips or tiles, any codec and
+//                   photometric interpretation libtiff's RGBA interface decodes (grey,
+//                   RGB, palette, YCbCr, CMYK...), at 8 bits a sample (16-bit samples are
+//                   reduced by libtiff); the first image of a multi-page file. Floating-
+//                   point samples are refused with libtiff's reason. A raster over 4096
+//                   times the file's size is refused as corrupt before it is allocated;
+//                   libtiff's messages are quoted, never printed.
 // Colour is converted to grey with the ITU-R BT.601 luma weights applied to the stored
 // (gamma-encoded) values: Y = 0.299 R + 0.587 G + 0.114 B. For YCbCr JPEGs this is the
 // decoded Y channel itself. Alpha is ignored. Values are scaled to [0, 1] by the
@@ -53,7 +60,7 @@ inline bool InsideImage(double x, double y, int width, int height) {
 }
 
 // The IMAGES arguments of a command as files: a folder stands for the image files directly
-// in it (named *.png, *.jpg, *.jpeg, *.pgm, *.ppm or *.pnm, any case; subfolders and other
+// in it (named *.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm or *.pnm, any case; subfolders and other
 // files such as README.txt or *_par.txt are passed over), in byte order of their names, as
 // `colmap feature_extractor --image_path` and `ls` in the C locale take them; any other
 // argument is kept as given (a missing file is named later, by the reader). Errors name the
@@ -73,7 +80,7 @@ struct GrayImage {
   bool empty() const { return width == 0 || height == 0; }
 };
 
-// Decodes a PNG, JPEG, PGM or PPM file (detected by magic bytes) to grey in [0, 1].
+// Decodes a PNG, JPEG, TIFF, PGM or PPM file (detected by magic bytes) to grey in [0, 1].
 Status ReadImageGray(const std::string& path, GrayImage* out);
 
 // Decodes an image held in memory; `name` stands in for the path in error messages.
@@ -97,7 +104,7 @@ struct Image8 {
   bool empty() const { return width == 0 || height == 0; }
 };
 
-// Decodes a PNG, JPEG, PGM or PPM file (detected by magic bytes) to 8-bit samples as
+// Decodes a PNG, JPEG, TIFF, PGM or PPM file (detected by magic bytes) to 8-bit samples as
 // stored, for colours: 1 channel for grey files (PGM, grey PNG and JPEG), 3 for colour
 // ones (PPM; RGB and palette PNG; YCbCr and RGB JPEG, YCbCr converted by libjpeg); alpha
 // is dropped; 16-bit samples and PNM maxvals other than 255 are scaled to 0..255 and

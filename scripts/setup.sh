@@ -8,7 +8,7 @@ TIEPOINT_PACKAGES=(
   build-essential cmake git pkg-config bzip2
   libeigen3-dev libsuitesparse-dev libceres-dev libcli11-dev libgtest-dev
   libbz2-dev nlohmann-json3-dev libopenblas-dev
-  libpng-dev libjpeg62-turbo-dev libexif-dev
+  libpng-dev libjpeg62-turbo-dev libexif-dev libtiff-dev
 )
 
 tiepoint_install_packages() {

@@ -15,6 +15,7 @@
 
 #include "tests/common/image_encoders.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/tiff_encoder.h"
 
 namespace tiepoint {
 namespace {
@@ -24,6 +25,8 @@ using testing::Bytes;
 using testing::EncodeJpeg;
 using testing::EncodePng;
 using testing::EncodePnm;
+using testing::EncodeTiff;
+using testing::TiffLayout;
 
 using testing::ScratchDir;
 
@@ -182,6 +185,57 @@ std::vector<uint8_t> SmoothSamples(int w, int h, int channels) {
   return s;
 }
 
+// TIFF (libtiff's RGBA interface): strips and tiles, no compression, LZW and deflate, both
+// byte orders, 8 and 16 bits (16-bit samples to 8 bits by libtiff's RGBA interface: its
+// grey path takes the high byte, its RGB path rounds v / 257; 257 v gives v either way),
+// grey stored min-is-white; grey decodes to its samples / 255, colour to their luma, and
+// ReadImage8 keeps 1 channel for grey and 3 for colour, row-major with y down.
+TEST(ImageTest, TiffLayoutsDecodeToTheirSamples) {
+  const int w = 37, h = 21;  // not a multiple of the 32 x 32 tiles
+  struct Case {
+    const char* what;
+    int channels;
+    TiffLayout layout;
+  };
+  TiffLayout lzw, deflate16, tiled_be, white;
+  lzw.compression = COMPRESSION_LZW;
+  deflate16.compression = COMPRESSION_ADOBE_DEFLATE;
+  deflate16.bits = 16;
+  tiled_be.tiled = true;
+  tiled_be.big_endian = true;
+  white.min_is_white = true;
+  for (const Case& c : {Case{"grey", 1, TiffLayout()}, Case{"rgb lzw", 3, lzw}, Case{"grey 16 deflate", 1, deflate16},
+                        Case{"rgb 16 deflate", 3, deflate16}, Case{"rgb tiled big-endian", 3, tiled_be},
+                        Case{"grey min-is-white", 1, white}}) {
+    SCOPED_TRACE(c.what);
+    const std::vector<uint8_t> s8 = SmoothSamples(w, h, c.channels);
+    std::vector<uint16_t> stored(s8.begin(), s8.end());
+    if (c.layout.bits == 16)
+      for (uint16_t& v : stored) v = static_cast<uint16_t>(v * 257);
+    if (c.layout.min_is_white)
+      for (uint16_t& v : stored) v = static_cast<uint16_t>(255 - v);
+    const Bytes tiff = EncodeTiff(w, h, c.channels, stored, c.layout);
+    ASSERT_FALSE(tiff.empty());
+    EXPECT_EQ(tiff[0], c.layout.big_endian ? 'M' : 'I');
+    GrayImage g;
+    ASSERT_TRUE(Decode(tiff, &g).ok()) << Decode(tiff, &g).ToString();
+    ASSERT_EQ(g.width, w);
+    ASSERT_EQ(g.height, h);
+    Image8 im;
+    ASSERT_TRUE(DecodeImage8(tiff.data(), tiff.size(), "mem", &im).ok());
+    ASSERT_EQ(im.channels, c.channels);
+    ASSERT_EQ(im.pixels.size(), static_cast<size_t>(w) * h * c.channels);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const uint8_t* s = &s8[(static_cast<size_t>(y) * w + x) * c.channels];
+        const double want = c.channels == 1 ? s[0] / 255.0 : (0.299 * s[0] + 0.587 * s[1] + 0.114 * s[2]) / 255.0;
+        ASSERT_NEAR(g.at(x, y), want, 1e-5) << "at (" << x << ", " << y << ")";
+        for (int k = 0; k < c.channels; ++k)
+          ASSERT_EQ(im.pixels[(static_cast<size_t>(y) * w + x) * c.channels + k], s[k]) << "at (" << x << ", " << y << ")";
+      }
+  }
+}
+
 TEST(ImageTest, JpegGreyAndColour) {
   const int w = 48, h = 40;
   for (int channels : {1, 3}) {
@@ -215,7 +269,7 @@ TEST(ImageTest, BadImageCorpusGivesClearErrors) {
       {"truncated.png", "truncated PNG: file ends early"},
       {"bad_crc.png", "CRC error"},
       {"absurd_dimensions.png", "absurd dimensions 70000 x 70000"},
-      {"not_an_image.png", "not a PNG, JPEG, PGM or PPM image despite its '.png' extension"},
+      {"not_an_image.png", "not a PNG, JPEG, TIFF, PGM or PPM image despite its '.png' extension"},
       {"truncated.jpg", "Premature end of JPEG file"},
       {"corrupt.jpg", "Bogus Huffman table"},
       {"corrupt_data.jpg", "Corrupt JPEG data"},
@@ -263,22 +317,24 @@ TEST(ImageTest, FolderArgumentsStandForTheImagesInThem) {
   ScratchDir dir("expand");
   const std::string d = dir.File("photos");
   fs::create_directories(d + "/sub.png");  // a folder named like an image: passed over
-  for (const char* name : {"B.png", "a.jpg", "c.JPEG", "a_par.txt", "README.txt", "e.pnm", "d.Pgm", "f.ppm", ".png"})
+  for (const char* name : {"B.png", "a.jpg", "c.JPEG", "a_par.txt", "README.txt", "e.pnm", "d.Pgm", "f.ppm", ".png",
+                           "g.tif", "h.TIFF"})
     std::ofstream(d + "/" + name) << "x";
   std::vector<std::string> files;
   ASSERT_TRUE(ExpandImageArguments({"first.png", d, "last.png"}, &files).ok());
   // Byte order of the names ('B' < 'a'); the readers judge the contents later.
-  const std::vector<std::string> want = {"first.png", d + "/B.png", d + "/a.jpg", d + "/c.JPEG",
-                                         d + "/d.Pgm", d + "/e.pnm", d + "/f.ppm", "last.png"};
+  const std::vector<std::string> want = {"first.png", d + "/B.png", d + "/a.jpg", d + "/c.JPEG", d + "/d.Pgm",
+                                         d + "/e.pnm", d + "/f.ppm", d + "/g.tif", d + "/h.TIFF", "last.png"};
   EXPECT_EQ(files, want);
   // The arguments may be the output (the command line's own vector).
   files = {d + "/"};
   ASSERT_TRUE(ExpandImageArguments(files, &files).ok());
-  EXPECT_EQ(files.size(), 6u);
+  EXPECT_EQ(files.size(), 8u);
   // A folder with no image files is named; a missing path is left to the reader.
   const Status s = ExpandImageArguments({d + "/sub.png"}, &files);
   EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
-  EXPECT_EQ(s.message(), d + "/sub.png: no image files (*.png, *.jpg, *.jpeg, *.pgm, *.ppm, *.pnm) in the folder");
+  EXPECT_EQ(s.message(),
+            d + "/sub.png: no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) in the folder");
   ASSERT_TRUE(ExpandImageArguments({dir.File("none.png")}, &files).ok());
   EXPECT_EQ(files, std::vector<std::string>{dir.File("none.png")});
 }
@@ -292,7 +348,14 @@ TEST(ImageTest, EveryTruncationIsAnError) {
       {"png-interlaced", EncodePng(w, h, PNG_COLOR_TYPE_RGB, 8, s16, true)},
       {"jpeg", EncodeJpeg(w, h, 3, s8, 90)},
       {"ppm", EncodePnm(w, h, 3, 255, s16)},
-      {"ppm-ascii", EncodePnm(w, h, 3, 255, s16, true)}};
+      {"ppm-ascii", EncodePnm(w, h, 3, 255, s16, true)},
+      {"tiff", EncodeTiff(w, h, 3, s16)},
+      {"tiff-lzw-tiled", EncodeTiff(w, h, 3, s16, [] {
+         TiffLayout l;
+         l.compression = COMPRESSION_LZW;
+         l.tiled = true;
+         return l;
+       }())}};
   for (const auto& [kind, full] : files) {
     GrayImage img;
     ASSERT_TRUE(Decode(full, &img).ok()) << kind;
@@ -314,7 +377,8 @@ TEST(ImageTest, RandomCorruptionNeverCrashes) {
   const std::vector<Bytes> files = {EncodePng(w, h, PNG_COLOR_TYPE_GRAY, 8, s16),
                                     EncodeJpeg(w, h, 1, s8, 90),
                                     EncodeJpeg(w, h, 1, s8, 60),
-                                    EncodePnm(w, h, 1, 255, s16)};
+                                    EncodePnm(w, h, 1, 255, s16),
+                                    EncodeTiff(w, h, 1, s16)};
   std::mt19937 rng(7);
   int failures = 0, successes = 0;
   for (const Bytes& full : files) {
