@@ -16,7 +16,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-600}
 shift || true
-all=(bal_text bal_bz2 image_png image_jpeg image_pnm features matches intrinsics middlebury
+all=(bal_text bal_bz2 image_png image_jpeg image_pnm image_tiff features matches intrinsics middlebury
      colmap_text colmap_binary track_file batch_jobs exif bz2_staged)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")

@@ -1,4 +1,4 @@
-// Writes the image seed corpora (corpus/image_{png,jpeg,pnm}/): small crops of real
+// Writes the image seed corpora (corpus/image_{png,jpeg,pnm,tiff}/): small crops of real
 // images from ../shared/data, encoded in each layout the decoders handle. Run once by
 // tests/fuzz/make_seeds.sh; the output is committed, so CI never needs it.
 //   make_image_seeds SHARED_DATA_DIR CORPUS_DIR
@@ -9,6 +9,7 @@
 
 #include "io/image.h"
 #include "tests/common/image_encoders.h"
+#include "tests/common/tiff_encoder.h"
 
 namespace {
 
@@ -149,5 +150,22 @@ int main(int argc, char** argv) {
   ok &= Write(pnm + "p6.ppm", EncodePnm(w, h, 3, 255, Colour<uint16_t>(g2, 3, 1)));
   const std::vector<uint16_t> c2 = Colour<uint16_t>(g2, 3, 1);
   ok &= Write(pnm + "p3.ppm", EncodePnm(8, 4, 3, 255, std::vector<uint16_t>(c2.begin(), c2.begin() + 96), true));
+  using tiepoint::testing::EncodeTiff;
+  using tiepoint::testing::TiffLayout;
+  const std::string tif = out + "/image_tiff/";
+  auto layout = [](int bits, uint16_t compression, bool tiled, bool big_endian, bool white) {
+    TiffLayout l;
+    l.bits = bits;
+    l.compression = compression;
+    l.tiled = tiled;
+    l.big_endian = big_endian;
+    l.min_is_white = white;
+    return l;
+  };
+  ok &= Write(tif + "grey8.tif", EncodeTiff(w, h, 1, g4w));
+  ok &= Write(tif + "rgb8_lzw.tif", EncodeTiff(w, h, 3, Colour<uint16_t>(g2, 3, 1), layout(8, COMPRESSION_LZW, false, false, false)));
+  ok &= Write(tif + "grey16_deflate_be.tif", EncodeTiff(w, h, 1, g1x16, layout(16, COMPRESSION_ADOBE_DEFLATE, false, true, false)));
+  ok &= Write(tif + "rgb8_tiled.tif", EncodeTiff(w, h, 3, Colour<uint16_t>(g3, 3, 1), layout(8, COMPRESSION_NONE, true, false, false)));
+  ok &= Write(tif + "grey8_white_packbits.tif", EncodeTiff(w, h, 1, g1w, layout(8, COMPRESSION_PACKBITS, false, false, true)));
   return ok ? 0 : 1;
 }

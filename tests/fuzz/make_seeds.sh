@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Regenerates the seed corpora under tests/fuzz/corpus/ from small slices of the real
 # files in ../shared/data (or $TIEPOINT_SHARED_DATA). The output is committed; run this
-# only to change the seeds. Needs python3, bzip2 and a C++ compiler with libpng/libjpeg.
+# only to change the seeds. Needs python3, bzip2 and a C++ compiler with libpng/libjpeg/libtiff.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 data=${TIEPOINT_SHARED_DATA:-$root/../shared/data}
 corpus=$here/corpus
-mkdir -p "$corpus"/{bal_text,bal_bz2,image_png,image_jpeg,image_pnm,features,matches,intrinsics,middlebury}
+mkdir -p "$corpus"/{bal_text,bal_bz2,image_png,image_jpeg,image_pnm,image_tiff,features,matches,intrinsics,middlebury}
 
 # Images: crops of real images in each layout (tests/fuzz/make_image_seeds.cc).
 tool=$(mktemp -d)
 trap 'rm -rf "$tool"' EXIT
 g++ -std=c++17 -O1 -I"$root" "$here/make_image_seeds.cc" "$root/io/image.cc" \
-  "$root/io/base/status.cc" "$root/io/base/atomic_file.cc" -lpng -ljpeg -o "$tool/make_image_seeds"
+  "$root/io/base/status.cc" "$root/io/base/atomic_file.cc" "$root/io/base/input_file.cc" -lpng -ljpeg -ltiff \
+  -o "$tool/make_image_seeds"
 "$tool/make_image_seeds" "$data" "$corpus" >/dev/null
 
 # BAL: the GTSAM subsets whole, a slice of problem-49 (3 cameras, the points two of them
