@@ -10,28 +10,33 @@ namespace tiepoint::cli {
 namespace fs = std::filesystem;
 
 OutputDirectory::~OutputDirectory() {
-  for (const std::string& d : made_) {
-    if (::rmdir(d.c_str()) != 0) break;  // not empty (or gone): its parents are not either
-  }
+  // rmdir removes only empty folders: one the run wrote into stays, and so do its parents.
+  for (const std::string& d : made_) ::rmdir(d.c_str());
 }
 
 Status OutputDirectory::Create(const std::string& dir) {
   made_.clear();
   std::error_code ec;
-  // The missing folders, deepest first, as create_directories will make them.
+  // The missing folders, deepest first, as create_directories will make them from the path
+  // as given ("x/../y" makes x, then y; "." and ".." name no folder of their own).
   std::vector<std::string> missing;
-  for (fs::path p = fs::path(dir).lexically_normal(); !p.empty(); p = p.parent_path()) {
-    if (p.filename().empty()) p = p.parent_path();  // "a/b/" normalises to "a/b/"
-    if (p.empty() || fs::symlink_status(p, ec).type() != fs::file_type::not_found) break;
-    missing.push_back(p.string());
+  for (fs::path p = fs::path(dir); !p.empty(); p = p.parent_path()) {
+    if (p.filename().empty()) p = p.parent_path();  // "a/b/": the folder a/b
+    if (p.empty()) break;
+    const std::string leaf = p.filename().string();
+    if (leaf != "." && leaf != "..") {
+      if (fs::symlink_status(p, ec).type() != fs::file_type::not_found) break;
+      missing.push_back(p.string());
+    }
     if (p == p.parent_path()) break;
   }
+  // Even when the creation fails part way, what it made is taken back.
+  made_ = std::move(missing);
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
     return Status::IoError(dir + ": cannot create the output directory (" +
                            (ec ? ec.message() : std::string("not a directory")) + ")");
   }
-  made_ = std::move(missing);
   return Status::Ok();
 }
 

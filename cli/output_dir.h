@@ -15,7 +15,9 @@ class OutputDirectory {
   OutputDirectory(const OutputDirectory&) = delete;
   OutputDirectory& operator=(const OutputDirectory&) = delete;
   // Removes the folders Create made, deepest first, where they are still empty, unless
-  // Keep() was called: a run that fails leaves no empty folder behind (what it wrote stays).
+  // Keep() was called: a run that fails with an error leaves no empty folder behind (what it
+  // wrote stays). A run stopped by a signal or out of memory (cli/main.cc ends those at
+  // once) keeps the folder.
   ~OutputDirectory();
 
   // Makes `dir` and its missing parents. Errors (kIoError) name the path:

@@ -227,7 +227,7 @@ Runner RegisterReconstruct(CLI::App& app) {
   auto* features_opt = app.add_option(
       "--features", a->features_dir,
       "Features of `tiepoint extract` (DIR/<image file name>.tpfeat) in place of extraction (--max-features, "
-      "--no-upsample, --min-features, --min-contrast-threshold, --cuda-streams and the second attempt then do not "
+      "--max-image-size, --no-upsample, --min-features, --min-contrast-threshold, --cuda-streams and the second attempt then do not "
       "apply)");
   features_opt->excludes(tracks_opt);
   app.add_option("--matches", a->matches_dir,
@@ -248,7 +248,7 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
   app.add_option("--max-image-size", a->max_image_size,
                  "SIFT runs on images shrunk to fit this many pixels a side (as COLMAP's max_image_size); "
-                 "features and cameras stay in the full image's pixels (0 = never shrink)")
+                 "features and cameras stay in the full image's pixels (0 = never shrink; not with --tracks or --features)")
       ->capture_default_str();
   app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");
   app.add_option("--min-features", a->min_features,

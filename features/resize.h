@@ -7,7 +7,7 @@
 // s = W / W' (and the same for y), which is also how a feature found at x' maps back.
 // Each output pixel is the input weighted by a triangle of half-width s input pixels about
 // that point (bilinear interpolation widened to the footprint, as Pillow's BILINEAR
-// resampling): no aliasing, and a blur of about 0.5 output pixels, which SIFT assumes of
+// resampling): little aliasing, and a blur of about 0.5 output pixels, which SIFT assumes of
 // its input. Weights at the borders are renormalised over the pixels inside.
 #pragma once
 
@@ -22,7 +22,8 @@ namespace tiepoint {
 void SizeWithin(int width, int height, int max_side, int* out_width, int* out_height);
 
 // `in` resampled to width x height, each no larger than in's side (kInvalidInput
-// otherwise, or for an empty image). OpenMP over rows with `num_threads` (0: all).
+// otherwise, or for an empty image). OpenMP over rows with `num_threads` (0: all). `out`
+// may be `in` (it is read whole before *out is written).
 Status ShrinkGray(const GrayImage& in, int width, int height, int num_threads, GrayImage* out);
 
 // Keypoints found on an image shrunk by sx, sy (full size over shrunk size, per axis) moved

@@ -22,6 +22,7 @@
 //   "<name>:<line>: expected <what>, file ends after <count>"   (line of the last token)
 //   "<name>: corrupt bzip2 data ..." / "<name>: not a bzip2 file ..." (no line)
 //   "<path>: cannot open for reading (<strerror>)"                (kIoError)
+//   "<path>: is a directory, not a BAL file"                      (kIoError)
 // On failure *scene is left unchanged.
 #pragma once
 

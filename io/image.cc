@@ -30,7 +30,6 @@
 #include <tiffio.h>
 
 #include "io/base/atomic_file.h"
-#include "io/base/input_file.h"
 
 namespace tiepoint {
 namespace {
@@ -574,15 +573,18 @@ Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& nam
 // TIFF (libtiff: its RGBA interface decodes every photometric interpretation, bit depth,
 // compression, strip and tile layout it supports to 8-bit RGBA, oriented top-left)
 
-// A raster may decode to at most this many times the file's bytes: more than any of
-// TIFF's codecs gives (LZW, at most about 2,700; deflate 1,032), so a larger header is a
-// corrupt one, refused before the raster is allocated.
+// A raster's samples (w h spp bits / 8 bytes) may be at most this many times the file's
+// bytes: more than TIFF's byte-oriented codecs give (LZW, at most about 2,700; deflate
+// 1,032), so a larger header is a corrupt one, refused before the raster is allocated.
+// Bilevel fax and JBIG codecs store a blank row in a few bits and are not bounded so (their
+// rasters are bounded by kMaxImagePixels alone).
 constexpr long long kMaxTiffRatio = 4096;
 
 struct TiffContext {
   const unsigned char* data = nullptr;
   size_t size = 0;
   uint64_t pos = 0;
+  std::string name;
   std::string error;  // libtiff's first error message
 };
 
@@ -591,7 +593,9 @@ int TiffErrorHook(TIFF*, void* user, const char* module, const char* fmt, va_lis
   if (ctx->error.empty()) {
     char buf[512];
     std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    ctx->error = (module != nullptr && *module != '\0' ? std::string(module) + ": " : std::string()) + buf;
+    // libtiff passes the file's name as the module: the message names it already.
+    const bool named = module != nullptr && *module != '\0' && ctx->name != module;
+    ctx->error = (named ? std::string(module) + ": " : std::string()) + buf;
   }
   return 1;  // handled: nothing goes to stderr
 }
@@ -629,6 +633,7 @@ Status DecodeTiff(const unsigned char* data, size_t size, const std::string& nam
   TiffContext ctx;
   ctx.data = data;
   ctx.size = size;
+  ctx.name = name;
   TIFFOpenOptions* opts = TIFFOpenOptionsAlloc();
   if (opts == nullptr) return Status::OutOfMemory(name + ": cannot create a TIFF decoder");
   TIFFOpenOptionsSetErrorHandlerExtR(opts, TiffErrorHook, &ctx);
@@ -647,17 +652,27 @@ Status DecodeTiff(const unsigned char* data, size_t size, const std::string& nam
     ~Closer() { TIFFClose(t); }
   } closer{tif};
   uint32_t w = 0, h = 0;
-  uint16_t spp = 1, photometric = PHOTOMETRIC_MINISBLACK;
+  uint16_t spp = 1, bits = 1, compression = COMPRESSION_NONE, photometric = PHOTOMETRIC_MINISBLACK;
+  uint16_t num_extra = 0;
+  uint16_t* extra = nullptr;
   if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h))
     return Status::InvalidInput(name + ": corrupt TIFF: no image width or length");
   TIEPOINT_RETURN_IF_ERROR(CheckDimensions(name, "TIFF", w, h));
   TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bits);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_EXTRASAMPLES, &num_extra, &extra);
   TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photometric);
   const long long pixels = static_cast<long long>(w) * h;
-  if (pixels > kMaxTiffRatio * static_cast<long long>(size)) {
+  const long long raw_bytes = pixels * spp * bits / 8;
+  const bool bilevel_codec = compression == COMPRESSION_CCITTRLE || compression == COMPRESSION_CCITTRLEW ||
+                             compression == COMPRESSION_CCITTFAX3 || compression == COMPRESSION_CCITTFAX4 ||
+                             compression == COMPRESSION_JBIG;
+  if (!bilevel_codec && raw_bytes > kMaxTiffRatio * static_cast<long long>(size)) {
     return Status::InvalidInput(name + ": corrupt or truncated TIFF: the header gives " + Dimensions(w, h) +
-                                " pixels, more than " + std::to_string(kMaxTiffRatio) + " times the file's " +
-                                std::to_string(size) + " bytes");
+                                " pixels, " + std::to_string(raw_bytes) + " bytes of samples, more than " +
+                                std::to_string(kMaxTiffRatio) + " times the file's " + std::to_string(size) +
+                                " bytes");
   }
   char why[1024] = "";
   if (!TIFFRGBAImageOK(tif, why)) {
@@ -673,8 +688,10 @@ Status DecodeTiff(const unsigned char* data, size_t size, const std::string& nam
     return Status::InvalidInput(name + ": corrupt or truncated TIFF: " +
                                 (ctx.error.empty() ? std::string("its raster does not decode") : ctx.error));
   }
-  // Grey files (one sample, black or white is zero) stay one channel for ReadImage8.
-  const bool grey = spp == 1 && (photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE);
+  // Grey files (one sample besides alpha and other extra samples; black or white is zero)
+  // stay one channel for ReadImage8.
+  const bool grey = spp - num_extra == 1 &&
+                    (photometric == PHOTOMETRIC_MINISBLACK || photometric == PHOTOMETRIC_MINISWHITE);
   const size_t n = static_cast<size_t>(pixels);
   if (target.image8 != nullptr) {
     Image8* out = target.image8;
@@ -774,7 +791,7 @@ Status ReadFile(const std::string& path, std::vector<unsigned char>* out_bytes) 
   if (::stat(path.c_str(), &st) != 0) {
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
   }
-  if (S_ISDIR(st.st_mode)) return RefuseDirectory(path, "an image");
+  if (S_ISDIR(st.st_mode)) return Status::IoError(path + ": is a directory, not an image");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");

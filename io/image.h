@@ -16,10 +16,11 @@
 //   TIFF  (libtiff) classic and BigTIFF, either byte order, strips or tiles, any codec and
 //                   photometric interpretation libtiff's RGBA interface decodes (grey,
 //                   RGB, palette, YCbCr, CMYK...), at 8 bits a sample (16-bit samples are
-//                   reduced by libtiff); the first image of a multi-page file. Floating-
-//                   point samples are refused with libtiff's reason. A raster over 4096
-//                   times the file's size is refused as corrupt before it is allocated;
-//                   libtiff's messages are quoted, never printed.
+//                   reduced by libtiff); the first image of a multi-page file; grey with
+//                   alpha stays grey. Floating-point samples are refused with libtiff's
+//                   reason. Samples of over 4096 times the file's size in bytes (fax and
+//                   JBIG codecs exempt) are refused as corrupt before the raster is
+//                   allocated; libtiff's messages are quoted, never printed.
 // Colour is converted to grey with the ITU-R BT.601 luma weights applied to the stored
 // (gamma-encoded) values: Y = 0.299 R + 0.587 G + 0.114 B. For YCbCr JPEGs this is the
 // decoded Y channel itself. Alpha is ignored. Values are scaled to [0, 1] by the
@@ -60,10 +61,11 @@ inline bool InsideImage(double x, double y, int width, int height) {
 }
 
 // The IMAGES arguments of a command as files: a folder stands for the image files directly
-// in it (named *.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm or *.pnm, any case; subfolders and other
-// files such as README.txt or *_par.txt are passed over), in byte order of their names, as
-// `colmap feature_extractor --image_path` and `ls` in the C locale take them; any other
-// argument is kept as given (a missing file is named later, by the reader). Errors name the
+// in it (named *.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm or *.pnm, any case;
+// subfolders and other files such as README.txt or *_par.txt are passed over), in byte
+// order of their names, as `ls` in the C locale sorts them (COLMAP's --image_path also
+// descends into subfolders; this does not); any other argument is kept as given (a missing
+// file is named later, by the reader). Errors name the
 // folder: "<dir>: no image files (*.png, *.jpg, ...) in the folder" (kInvalidInput),
 // "<dir>: cannot list the folder (<reason>)" (kIoError).
 Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files);

@@ -349,6 +349,17 @@ Status ReconstructionPipelineOptions::Check() const {
   if (!features_dir.empty() && !tracks_file.empty())
     return Status::InvalidOptions("reconstruct: --features and --tracks are two sources of correspondences: give one");
   if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
+  if (pairs == PairSelection::kFile) {
+    // Before the images are read and extracted: a folder, a missing file or one with no
+    // pairs fails at once (the names are checked against the images later).
+    std::ifstream in;
+    TIEPOINT_RETURN_IF_ERROR(OpenInputFile(pairs_file, "a pairs file", &in));
+    std::string line, first;
+    bool any = false;
+    while (!any && std::getline(in, line)) any = (std::istringstream(line) >> first) && first[0] != '#';
+    if (in.bad()) return Status::IoError(pairs_file + ": read error");
+    if (!any) return Status::InvalidInput(pairs_file + ": no pairs in the file");
+  }
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
   if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
@@ -461,7 +472,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   const int n_in = static_cast<int>(o.image_paths.size());
   std::vector<GrayImage> gray(n_in);
   // The images' own sizes, which their cameras keep: an image SIFT will see shrunk (over
-  // max_image_size) is held shrunk from here on, a quarter or less of its memory.
+  // max_image_size) is held shrunk from here on: (max_image_size / its larger side)^2 of its
+  // memory, a quarter for a 6400-pixel side.
   std::vector<std::array<int, 2>> full_size(n_in, {0, 0});
   const bool shrink = o.max_image_size > 0 && o.tracks_file.empty() && o.features_dir.empty();
   std::vector<Status> read_status(n_in);

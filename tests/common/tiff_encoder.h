@@ -18,14 +18,15 @@
 namespace tiepoint::testing {
 
 struct TiffLayout {
-  int bits = 8;                            // 8 or 16 bits a sample
+  int bits = 8;                            // 8 or 16 bits a sample; 1 (bilevel, grey, strips)
   uint16_t compression = COMPRESSION_NONE;  // COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE, ...
   bool tiled = false;                      // 32 x 32 tiles instead of strips
   bool big_endian = false;                 // "MM" instead of "II"
   bool min_is_white = false;               // grey stored inverted (PHOTOMETRIC_MINISWHITE)
 };
 
-// Samples row-major, interleaved by channel (1: grey, 3: RGB); as stored (min_is_white:
+// Samples row-major, interleaved by channel (1: grey, 2: grey + alpha, 3: RGB, 4: RGBA); as
+// stored (min_is_white:
 // already inverted). Empty on failure.
 inline std::vector<unsigned char> EncodeTiff(int width, int height, int channels,
                                              const std::vector<uint16_t>& samples,
@@ -45,8 +46,18 @@ inline std::vector<unsigned char> EncodeTiff(int width, int height, int channels
     TIFFSetField(tif, TIFFTAG_PHOTOMETRIC,
                  channels == 3 ? PHOTOMETRIC_RGB : layout.min_is_white ? PHOTOMETRIC_MINISWHITE : PHOTOMETRIC_MINISBLACK);
     TIFFSetField(tif, TIFFTAG_COMPRESSION, layout.compression);
+    if (channels == 2 || channels == 4) {  // the last sample is alpha
+      const uint16_t alpha = EXTRASAMPLE_UNASSALPHA;
+      TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, 1, &alpha);
+    }
     const int bps = layout.bits / 8;
     auto pack = [&](int x0, int y0, int w, int h, std::vector<unsigned char>* out) {
+      if (layout.bits == 1) {  // one grey row, 8 pixels a byte, the first in the high bit
+        out->assign((static_cast<size_t>(w) + 7) / 8, 0);
+        for (int x = 0; x < w; ++x)
+          if (samples[static_cast<size_t>(y0) * width + x] != 0) (*out)[x / 8] |= static_cast<unsigned char>(0x80 >> (x % 8));
+        return;
+      }
       out->assign(static_cast<size_t>(w) * h * channels * bps, 0);
       for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x)
@@ -74,7 +85,7 @@ inline std::vector<unsigned char> EncodeTiff(int width, int height, int channels
           ok = TIFFWriteTile(tif, buf.data(), x, y, 0, 0) >= 0;
         }
     } else {
-      TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, 4u);
+      TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, layout.bits == 1 ? static_cast<uint32_t>(height) : 4u);
       for (int y = 0; y < height && ok; ++y) {
         pack(0, y, width, 1, &buf);
         ok = TIFFWriteScanline(tif, buf.data(), static_cast<uint32_t>(y), 0) >= 0;
