@@ -243,7 +243,9 @@ case $case_name in
     run 2 "d: no image files" -- "$tp" reconstruct d "$dir/frames/f0.pgm" -o r5
     # Fewer than two readable images: exit 1, and the folder it made is taken back.
     run 1 "fewer than two usable images" -- "$tp" reconstruct nothing.pgm "$dir/frames/f0.pgm" -o r6
-    for o in out.bal m1 m2 m3 e1 e2 t.txt run1 r1 r2 r3 r4 r5 r6; do
+    # Paths through "..", "." and a trailing slash: every folder made is taken back.
+    run 1 "fewer than two usable images" -- "$tp" reconstruct nothing.pgm "$dir/frames/f0.pgm" -o x1/../x2/./x3/
+    for o in out.bal m1 m2 m3 e1 e2 t.txt run1 r1 r2 r3 r4 r5 r6 x1 x2; do
       [ ! -e "$o" ] || fail "$o was left behind by a run that failed"
     done
     # A folder that existed before stays, empty or not.
