@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "io/base/status.h"
+#include "io/image.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -30,6 +31,13 @@ inline void CheckFailure(const Status& s, const char* name) {
   TIEPOINT_FUZZ_CHECK(!s.message().empty());
   TIEPOINT_FUZZ_CHECK(s.message().find(name) != std::string::npos);
   TIEPOINT_FUZZ_CHECK(s.code() != StatusCode::kInternal);
+}
+
+// An image a decoder accepted: a positive size, its pixels, every value in [0, 1].
+inline void CheckGrayImage(const GrayImage& image) {
+  TIEPOINT_FUZZ_CHECK(image.width > 0 && image.height > 0);
+  TIEPOINT_FUZZ_CHECK(image.pixels.size() == static_cast<size_t>(image.width) * image.height);
+  for (float v : image.pixels) TIEPOINT_FUZZ_CHECK(v >= 0.0f && v <= 1.0f);
 }
 
 }  // namespace tiepoint::fuzz

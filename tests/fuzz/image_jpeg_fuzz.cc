@@ -12,10 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GrayImage image;
   const Status s = DecodeImageGray(data, size, "fuzz.img", &image);
   fuzz::CheckFailure(s, "fuzz.img");
-  if (s.ok()) {
-    TIEPOINT_FUZZ_CHECK(image.width > 0 && image.height > 0);
-    TIEPOINT_FUZZ_CHECK(image.pixels.size() == static_cast<size_t>(image.width) * image.height);
-    for (float v : image.pixels) TIEPOINT_FUZZ_CHECK(v >= 0.0f && v <= 1.0f);
-  }
+  if (s.ok()) fuzz::CheckGrayImage(image);
   return 0;
 }
