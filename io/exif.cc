@@ -5,6 +5,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include <libexif/exif-data.h>
 #include <libexif/exif-log.h>
@@ -211,13 +213,28 @@ Status DecodeExifFocalPrior(const unsigned char* data, size_t size, const std::s
     return Status::InvalidOptions(name + ": EXIF focal prior asked for a " + std::to_string(width) +
                                   " x " + std::to_string(height) + " image");
   }
-  if (!(size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)) {
-    if (why_none != nullptr) *why_none = "not a JPEG (no EXIF read)";
+  const bool jpeg = size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff;
+  // A classic TIFF is itself the structure an EXIF block holds: its IFD0 (the image's
+  // tags) points to the EXIF IFD. libexif reads it behind the "Exif\0\0" header of an APP1
+  // segment, which is prepended to a copy. (BigTIFF is not EXIF's format: no prior.)
+  const bool tiff = size >= 8 && ((data[0] == 'I' && data[1] == 'I' && data[2] == 42 && data[3] == 0) ||
+                                  (data[0] == 'M' && data[1] == 'M' && data[2] == 0 && data[3] == 42));
+  if (!jpeg && !tiff) {
+    if (why_none != nullptr) *why_none = "not a JPEG or TIFF (no EXIF read)";
     return Status::Ok();
   }
   const unsigned char* segment = nullptr;
   size_t segment_size = 0;
-  TIEPOINT_RETURN_IF_ERROR(FindExifSegment(data, size, name, &segment, &segment_size));
+  std::vector<unsigned char> wrapped;
+  if (jpeg) {
+    TIEPOINT_RETURN_IF_ERROR(FindExifSegment(data, size, name, &segment, &segment_size));
+  } else if (size <= std::numeric_limits<unsigned int>::max() - 6) {
+    wrapped.reserve(size + 6);
+    wrapped.insert(wrapped.end(), {'E', 'x', 'i', 'f', 0, 0});
+    wrapped.insert(wrapped.end(), data, data + size);
+    segment = wrapped.data();
+    segment_size = wrapped.size();
+  }
   if (segment == nullptr) {
     if (why_none != nullptr) *why_none = "no EXIF block";
     return Status::Ok();
@@ -240,8 +257,15 @@ Status DecodeExifFocalPrior(const unsigned char* data, size_t size, const std::s
   PriorFromTags(ed, width, height, prior, &why);
   const bool any_focal_tag = FindEntry(ed, EXIF_TAG_FOCAL_LENGTH) != nullptr ||
                              FindEntry(ed, EXIF_TAG_FOCAL_LENGTH_IN_35MM_FILM) != nullptr;
+  const bool has_exif_ifd = ed->ifd[EXIF_IFD_EXIF] != nullptr && ed->ifd[EXIF_IFD_EXIF]->count > 0;
   exif_data_unref(ed);
   exif_log_unref(log);
+  // A TIFF without an EXIF IFD has no EXIF block; whatever libexif made of its image tags
+  // is not ours to report.
+  if (tiff && !has_exif_ifd && !prior->has_value()) {
+    if (why_none != nullptr) *why_none = "no EXIF block";
+    return Status::Ok();
+  }
   if (!prior->has_value() && !any_focal_tag && !state.first_corrupt.empty()) {
     return Status::InvalidInput(name + ": corrupt EXIF block (" + std::to_string(segment_size) +
                                 " bytes): " + state.first_corrupt);

@@ -1,4 +1,4 @@
-// The focal length prior of a photo, from the EXIF block of a JPEG (libexif).
+// The focal length prior of a photo, from the EXIF block of a JPEG or a TIFF (libexif).
 //
 // What `tiepoint reconstruct` uses as a camera's initial focal length when no
 // --intrinsics are given: COLMAP's order of preference, in pixels of the image as stored
@@ -15,9 +15,10 @@
 // max(width, height) (a 35 mm equivalent of 3.6 mm to 360 mm), is no prior either; the
 // reason is said in *why_none so the caller can report it.
 //
-// Only JPEG files carry the block read here (the first APP1 segment that starts with
-// "Exif\0\0", found by walking the markers before the first scan); PNG, PGM and PPM
-// files have no prior (Ok, nullopt). Malformed input never crashes: marker segments that
+// JPEG files carry the block read here in the first APP1 segment that starts with
+// "Exif\0\0", found by walking the markers before the first scan; a classic TIFF file is
+// itself that block's structure (its IFD0 points to the EXIF IFD; a TIFF without one has
+// "no EXIF block"). PNG, PGM, PPM and BigTIFF files have no prior (Ok, nullopt). Malformed input never crashes: marker segments that
 // run past the end of the file, an APP1 too short for its header, or an EXIF block that
 // libexif reports corrupt and that holds no focal tags give kInvalidInput naming the file
 // and what is wrong; an unreadable path gives kIoError. Focal tags that libexif could read

@@ -1,6 +1,7 @@
 // The EXIF focal length prior (io/exif.h: the JPEG marker walk, then libexif on the APP1
-// block), through DecodeExifFocalPrior for a 640 x 480 image. Inputs that are not JPEGs
-// are dropped from the corpus; the seeds are SOI + an EXIF APP1 + EOI (make_seeds.sh).
+// block; or libexif on a whole TIFF), through DecodeExifFocalPrior for a 640 x 480 image.
+// Inputs that are neither JPEGs nor TIFFs are dropped from the corpus; the seeds are SOI +
+// an EXIF APP1 + EOI (make_seeds.sh), and the TIFF image seeds are replayed too.
 #include <cmath>
 
 #include "io/exif.h"
@@ -8,7 +9,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tiepoint;
-  if (!(size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)) return -1;
+  const bool jpeg = size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff;
+  const bool tiff = size >= 2 && ((data[0] == 'I' && data[1] == 'I') || (data[0] == 'M' && data[1] == 'M'));
+  if (!jpeg && !tiff) return -1;
   std::optional<ExifFocalPrior> prior;
   std::string why;
   const Status s = DecodeExifFocalPrior(data, size, "fuzz.jpg", 640, 480, &prior, &why);

@@ -55,6 +55,44 @@ TEST(ExifFocalPrior, From35mmEquivalent) {
   EXPECT_TRUE(r.why.empty());
 }
 
+// A TIFF is itself the structure an EXIF block holds: its IFD0 points to the EXIF IFD. The
+// APP1 segment's TIFF part (after the marker, length and "Exif\0\0") stands for the file, in
+// both byte orders; a TIFF whose IFD0 has no EXIF pointer has no EXIF block.
+TEST(ExifFocalPrior, TiffFilesCarryTheirOwn) {
+  for (const bool big_endian : {false, true}) {
+    SCOPED_TRACE(big_endian ? "MM" : "II");
+    const Bytes app1 = ExifApp1({{kFocalLengthIn35mm, kShort, 50}}, big_endian);
+    const Bytes tiff(app1.begin() + 10, app1.end());
+    ASSERT_EQ(tiff[0], big_endian ? 'M' : 'I');
+    const Result r = Decode(tiff, 320, 240);
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    ASSERT_TRUE(r.prior.has_value()) << r.why;
+    EXPECT_NEAR(r.prior->focal_px, 50.0 / 36.0 * 320, 1e-9);
+    EXPECT_EQ(r.prior->source, "FocalLengthIn35mmFilm");
+  }
+  // IFD0 with one entry, ImageWidth 64: no EXIF pointer.
+  const Bytes plain = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0, 1, 3, 0, 1, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0};
+  const Result p = Decode(plain, 64, 48);
+  ASSERT_TRUE(p.status.ok()) << p.status.message();
+  EXPECT_FALSE(p.prior.has_value());
+  EXPECT_EQ(p.why, "no EXIF block");
+  // Every cut of the TIFF: an error naming the file, or a prior only once the tag's entry
+  // (bytes 28-39, after IFD0 and the EXIF IFD's count) is whole; never a crash.
+  const Bytes app1 = ExifApp1({{kFocalLengthIn35mm, kShort, 50}});
+  const Bytes tiff(app1.begin() + 10, app1.end());
+  for (size_t len = 0; len < tiff.size(); ++len) {
+    const Result c = Decode(Bytes(tiff.begin(), tiff.begin() + len), 320, 240);
+    if (!c.status.ok()) {
+      EXPECT_EQ(c.status.code(), StatusCode::kInvalidInput);
+      EXPECT_NE(c.status.message().find("photo.jpg"), std::string::npos) << c.status.message();
+    }
+    if (c.prior.has_value()) {
+      EXPECT_GE(len, 40u);
+      EXPECT_NEAR(c.prior->focal_px, 50.0 / 36.0 * 320, 1e-9);
+    }
+  }
+}
+
 TEST(ExifFocalPrior, PortraitUsesTheLongerSide) {
   const Result r = Decode(Jpeg(240, 320, ExifApp1({{kFocalLengthIn35mm, kShort, 28}})), 240, 320);
   ASSERT_TRUE(r.prior.has_value()) << r.why;
