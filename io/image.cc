@@ -777,6 +777,36 @@ Status DecodeImage(const unsigned char* data, size_t size, const std::string& na
                               " (the file starts with " + FirstBytes(data, size) + ")");
 }
 
+// Natural order, as `ls -v`: runs of digits compare as numbers (frame_2 before frame_10;
+// with equal values the shorter run, fewer leading zeros, first), everything else byte by
+// byte; names equal so are ordered by their bytes. Zero-padded names keep their byte order.
+bool NaturalLess(const std::string& a, const std::string& b) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      size_t is = i, js = j;  // the runs without leading zeros
+      while (is + 1 < ie && a[is] == '0') ++is;
+      while (js + 1 < je && b[js] == '0') ++js;
+      if (ie - is != je - js) return ie - is < je - js;
+      const int c = a.compare(is, ie - is, b, js, je - js);
+      if (c != 0) return c < 0;
+      if (ie - i != je - j) return ie - i < je - j;
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  return a < b;
+}
+
 bool HasImageExtension(const std::string& name) {
   const size_t dot = name.rfind('.');
   if (dot == std::string::npos || dot == 0) return false;
@@ -1003,7 +1033,7 @@ Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<st
       return Status::InvalidInput(arg + ": no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) "
                                   "in the folder");
     }
-    std::sort(names.begin(), names.end());
+    std::sort(names.begin(), names.end(), NaturalLess);
     for (const std::string& n : names) out.push_back((fs::path(arg) / n).string());
   }
   *files = std::move(out);

@@ -62,8 +62,10 @@ inline bool InsideImage(double x, double y, int width, int height) {
 
 // The IMAGES arguments of a command as files: a folder stands for the image files directly
 // in it (named *.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm or *.pnm, any case;
-// subfolders and other files such as README.txt or *_par.txt are passed over), in byte
-// order of their names, as `ls` in the C locale sorts them (COLMAP's --image_path also
+// subfolders and other files such as README.txt or *_par.txt are passed over), in natural
+// order of their names, as `ls -v` sorts them: digit runs compare as numbers, so video
+// frames frame_1, frame_2, ..., frame_10 keep their sequence without zero padding, and
+// zero-padded names keep their byte order (COLMAP's --image_path sorts bytes and also
 // descends into subfolders; this does not); any other argument is kept as given (a missing
 // file is named later, by the reader). Errors name the
 // folder: "<dir>: no image files (*.png, *.jpg, ...) in the folder" (kInvalidInput),

@@ -367,6 +367,16 @@ TEST(ImageTest, FolderArgumentsStandForTheImagesInThem) {
   files = {d + "/"};
   ASSERT_TRUE(ExpandImageArguments(files, &files).ok());
   EXPECT_EQ(files.size(), 8u);
+  // Natural order: digit runs as numbers, so unpadded frame numbers keep their sequence.
+  const std::string v = dir.File("frames");
+  fs::create_directories(v);
+  for (const char* name : {"f10.png", "f2.png", "f1.png", "f02.png", "f1b.png", "f9.png", "g.png", "F3.png"})
+    std::ofstream(v + "/" + name) << "x";
+  ASSERT_TRUE(ExpandImageArguments({v}, &files).ok());
+  std::vector<std::string> order;
+  for (const std::string& f : files) order.push_back(fs::path(f).filename().string());
+  EXPECT_EQ(order, (std::vector<std::string>{"F3.png", "f1.png", "f1b.png", "f2.png", "f02.png", "f9.png",
+                                             "f10.png", "g.png"}));
   // A folder with no image files is named; a missing path is left to the reader.
   const Status s = ExpandImageArguments({d + "/sub.png"}, &files);
   EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
