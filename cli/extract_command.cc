@@ -88,9 +88,7 @@ int RunExtract(const ExtractArgs& a) {
   Device device = Device::kCpu;
   Status s = DeviceFromString(a.device, &device);
   if (!s.ok()) return ReportError(cmd, Status::InvalidOptions("--" + s.message()));
-  if (a.max_image_size != 0 && a.max_image_size < 16)
-    return ReportError(cmd, Status::InvalidOptions("--max-image-size " + std::to_string(a.max_image_size) +
-                                                   ": must be 0 (full size) or at least 16 pixels"));
+  if (!(s = CheckMaxImageSize(a.max_image_size)).ok()) return ReportError(cmd, s);
 
   SiftOptions options;
   options.max_features = a.max_features;
@@ -175,10 +173,7 @@ int RunExtract(const ExtractArgs& a) {
         job.status = ReadImageGray(job.path, &job.image);
         job.width = job.image.width;
         job.height = job.image.height;
-        int w = job.width, h = job.height;
-        SizeWithin(job.width, job.height, a.max_image_size, &w, &h);
-        if (job.status.ok() && (w != job.width || h != job.height))
-          job.status = ShrinkGray(job.image, w, h, 1, &job.image);
+        if (job.status.ok()) job.status = ShrinkToFit(a.max_image_size, 1, &job.image);
         job.read_s = timer.Seconds();
         {
           std::lock_guard<std::mutex> lock(decode_mutex);

@@ -93,6 +93,19 @@ Status ShrinkGray(const GrayImage& in, int width, int height, int num_threads, G
   return Status::Ok();
 }
 
+Status CheckMaxImageSize(int max_side) {
+  if (max_side == 0 || max_side >= kMinMaxImageSize) return Status::Ok();
+  return Status::InvalidOptions("--max-image-size " + std::to_string(max_side) + ": must be 0 (full size) or at least " +
+                                std::to_string(kMinMaxImageSize) + " pixels");
+}
+
+Status ShrinkToFit(int max_side, int num_threads, GrayImage* image) {
+  int w = image->width, h = image->height;
+  SizeWithin(image->width, image->height, max_side, &w, &h);
+  if (w == image->width && h == image->height) return Status::Ok();
+  return ShrinkGray(*image, w, h, num_threads, image);
+}
+
 void KeypointsToFullImage(double sx, double sy, Features* features) {
   if (sx == 1.0 && sy == 1.0) return;
   const double s = std::sqrt(sx * sy);

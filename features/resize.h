@@ -26,6 +26,16 @@ void SizeWithin(int width, int height, int max_side, int* out_width, int* out_he
 // may be `in` (it is read whole before *out is written).
 Status ShrinkGray(const GrayImage& in, int width, int height, int num_threads, GrayImage* out);
 
+// The --max-image-size of `extract` and `reconstruct`: 0 (never shrink) or at least
+// kMinMaxImageSize; else kInvalidOptions "--max-image-size N: must be 0 (full size) or at
+// least 16 pixels".
+constexpr int kMinMaxImageSize = 16;
+Status CheckMaxImageSize(int max_side);
+
+// `image` shrunk in place to SizeWithin(max_side) when it does not fit (max_side > 0);
+// untouched otherwise. The errors of ShrinkGray.
+Status ShrinkToFit(int max_side, int num_threads, GrayImage* image);
+
 // Keypoints found on an image shrunk by sx, sy (full size over shrunk size, per axis) moved
 // to the full image's pixels: x = (x' + 0.5) sx - 0.5, y likewise, scale times sqrt(sx sy).
 void KeypointsToFullImage(double sx, double sy, Features* features);

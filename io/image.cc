@@ -816,7 +816,9 @@ bool HasImageExtension(const std::string& name) {
          ext == "ppm" || ext == "pnm";
 }
 
-Status ReadFile(const std::string& path, std::vector<unsigned char>* out_bytes) {
+}  // namespace
+
+Status ReadImageFile(const std::string& path, std::vector<unsigned char>* out_bytes) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
@@ -840,8 +842,6 @@ Status ReadFile(const std::string& path, std::vector<unsigned char>* out_bytes) 
   return Status::Ok();
 }
 
-}  // namespace
-
 Status DecodeImageGray(const unsigned char* data, size_t size, const std::string& name,
                        GrayImage* out) {
   DecodeTarget target;
@@ -857,13 +857,13 @@ Status DecodeImage8(const unsigned char* data, size_t size, const std::string& n
 
 Status ReadImageGray(const std::string& path, GrayImage* out) {
   std::vector<unsigned char> bytes;
-  TIEPOINT_RETURN_IF_ERROR(ReadFile(path, &bytes));
+  TIEPOINT_RETURN_IF_ERROR(ReadImageFile(path, &bytes));
   return DecodeImageGray(bytes.data(), bytes.size(), path, out);
 }
 
 Status ReadImage8(const std::string& path, Image8* out) {
   std::vector<unsigned char> bytes;
-  TIEPOINT_RETURN_IF_ERROR(ReadFile(path, &bytes));
+  TIEPOINT_RETURN_IF_ERROR(ReadImageFile(path, &bytes));
   return DecodeImage8(bytes.data(), bytes.size(), path, out);
 }
 

@@ -87,6 +87,11 @@ struct GrayImage {
 // Decodes a PNG, JPEG, TIFF, PGM or PPM file (detected by magic bytes) to grey in [0, 1].
 Status ReadImageGray(const std::string& path, GrayImage* out);
 
+// The bytes of an image file, read as ReadImageGray reads them (its errors: a missing or
+// unreadable path, a directory), for a caller that decodes them more than once (pixels and
+// EXIF) from one read.
+Status ReadImageFile(const std::string& path, std::vector<unsigned char>* bytes);
+
 // Decodes an image held in memory; `name` stands in for the path in error messages.
 Status DecodeImageGray(const unsigned char* data, size_t size, const std::string& name,
                        GrayImage* out);

@@ -175,7 +175,7 @@ Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std
       if (seen.insert(p).second) pairs->push_back(p);
     }
     if (in.bad()) return Status::IoError(o.pairs_file + ": read error");
-    if (line_no == 0 || pairs->empty()) return Status::InvalidInput(o.pairs_file + ": no pairs in the file");
+    if (pairs->empty()) return Status::InvalidInput(o.pairs_file + ": no pairs in the file");
   }
   return Status::Ok();
 }
@@ -363,9 +363,8 @@ Status ReconstructionPipelineOptions::Check() const {
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
   if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
-  if (max_image_size != 0 && max_image_size < 16)
-    return Status::InvalidOptions("reconstruct: --max-image-size " + std::to_string(max_image_size) +
-                                  ": must be 0 (never shrink) or at least 16 pixels");
+  if (const Status s = CheckMaxImageSize(max_image_size); !s.ok())
+    return Status::InvalidOptions("reconstruct: " + s.message());
   if (!(min_contrast_threshold > 0) || !std::isfinite(min_contrast_threshold))
     return Status::InvalidOptions("reconstruct: --min-contrast-threshold must be > 0");
   if (self_calibration_first_model_images < 0)
@@ -482,16 +481,19 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   std::vector<std::string> exif_note(n_in);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (int i = 0; i < n_in; ++i) {
-    read_status[i] = ReadImageGray(o.image_paths[i], &gray[i]);
+    // One read of the file for its pixels and its EXIF.
+    std::vector<unsigned char> bytes;
+    read_status[i] = ReadImageFile(o.image_paths[i], &bytes);
+    if (read_status[i].ok()) read_status[i] = DecodeImageGray(bytes.data(), bytes.size(), o.image_paths[i], &gray[i]);
     if (!read_status[i].ok() || gray[i].empty()) continue;
     full_size[i] = {gray[i].width, gray[i].height};
     if (known.empty()) {
-      const Status s = ReadExifFocalPrior(o.image_paths[i], gray[i].width, gray[i].height, &exif[i], &exif_note[i]);
+      const Status s = DecodeExifFocalPrior(bytes.data(), bytes.size(), o.image_paths[i], gray[i].width,
+                                            gray[i].height, &exif[i], &exif_note[i]);
       if (!s.ok()) exif_note[i] = s.message();
     }
-    int w = gray[i].width, h = gray[i].height;
-    if (shrink) SizeWithin(w, h, o.max_image_size, &w, &h);
-    if (w != gray[i].width || h != gray[i].height) read_status[i] = ShrinkGray(gray[i], w, h, 1, &gray[i]);
+    std::vector<unsigned char>().swap(bytes);  // not held while the image is shrunk
+    if (shrink) read_status[i] = ShrinkToFit(o.max_image_size, 1, &gray[i]);
   }
   std::vector<int> usable;
   json skipped = json::array();
