@@ -37,6 +37,7 @@
 #include "io/features.h"
 #include "io/image.h"
 #include "io/matches.h"
+#include "io/pairs_file.h"
 #include "io/report.h"
 #include "solver/geometry/fundamental_cuda.h"
 #include "solver/geometry/two_view_geometry.h"
@@ -73,8 +74,8 @@ struct MatchArgs {
 
 std::string Stem(const std::string& path) { return FeaturesFileStem(fs::path(path).filename().string()); }
 
-// --pairs: "exhaustive", "sequential:K" or a file of "NAME1 NAME2" lines (names as given
-// on the command line, their file names, or their stems).
+// --pairs: "exhaustive", "sequential:K" or a pairs file (io/pairs_file.h) of feature files
+// named as given on the command line, by their file names, or by their stems.
 Status BuildPairs(const std::string& spec, const std::vector<std::string>& files,
                   std::vector<std::pair<int, int>>* pairs) {
   const int n = static_cast<int>(files.size());
@@ -96,51 +97,11 @@ Status BuildPairs(const std::string& spec, const std::vector<std::string>& files
       for (long d = 1; d <= k && i + d < n; ++d) pairs->emplace_back(i, static_cast<int>(i + d));
     return Status::Ok();
   }
-  TIEPOINT_RETURN_IF_ERROR(RefuseDirectory(spec, "a pairs file"));
-  std::ifstream in(spec);
-  if (!in) {
-    return Status::InvalidOptions("--pairs '" + spec +
-                                  "': expected exhaustive, sequential:K or a readable file of "
-                                  "'NAME1 NAME2' lines");
-  }
-  std::map<std::string, int> index;
-  for (int i = 0; i < n; ++i) {
-    for (const std::string& key :
-         {files[i], fs::path(files[i]).filename().string(), Stem(files[i])}) {
-      auto [it, fresh] = index.emplace(key, i);
-      if (!fresh && it->second != i) it->second = -1;  // ambiguous
-    }
-  }
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const size_t hash = line.find('#');
-    if (hash != std::string::npos) line.resize(hash);
-    std::istringstream fields(line);
-    std::vector<std::string> names;
-    for (std::string t; fields >> t;) names.push_back(t);
-    if (names.empty()) continue;
-    const std::string where = spec + ":" + std::to_string(line_no) + ": ";
-    if (names.size() != 2) {
-      return Status::InvalidInput(where + "expected two feature names, found " +
-                                  std::to_string(names.size()));
-    }
-    int ij[2];
-    for (int k = 0; k < 2; ++k) {
-      const auto it = index.find(names[k]);
-      if (it == index.end() || it->second < 0) {
-        return Status::InvalidInput(where + "'" + names[k] + "' " +
-                                    (it == index.end() ? "is not one of the feature files given"
-                                                       : "names more than one feature file"));
-      }
-      ij[k] = it->second;
-    }
-    if (ij[0] == ij[1]) return Status::InvalidInput(where + "pairs a feature file with itself");
-    pairs->emplace_back(ij[0], ij[1]);
-  }
-  if (pairs->empty()) return Status::InvalidInput(spec + ": no pairs in the file");
-  return Status::Ok();
+  std::vector<NamePair> named;
+  TIEPOINT_RETURN_IF_ERROR(ReadPairsFile(spec, &named));
+  std::vector<std::vector<std::string>> names_of(n);
+  for (int i = 0; i < n; ++i) names_of[i] = {files[i], fs::path(files[i]).filename().string(), Stem(files[i])};
+  return ResolvePairs(spec, named, names_of, "feature file", pairs);
 }
 
 MatchModel ToMatchModel(TwoViewModel m) {

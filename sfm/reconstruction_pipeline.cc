@@ -22,6 +22,7 @@
 #include "io/exif.h"
 #include "io/image.h"
 #include "io/matches.h"
+#include "io/pairs_file.h"
 #include "io/reconstruction_export.h"
 #include "io/report.h"
 #include "io/track_file.h"
@@ -138,9 +139,10 @@ Status ColourReconstructionPoints(const std::map<std::string, std::string>& path
 
 namespace {
 
-// Image pairs (i < j) by the chosen selection.
+// Image pairs (i < j) by the chosen selection. A pairs file names images by their file
+// names (as in the model), their paths as given, or their stems.
 Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std::string>& names,
-                   std::vector<std::pair<int, int>>* pairs) {
+                   const std::vector<std::string>& paths, std::vector<std::pair<int, int>>* pairs) {
   const int n = static_cast<int>(names.size());
   pairs->clear();
   if (o.pairs == PairSelection::kExhaustive) {
@@ -150,32 +152,13 @@ Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n && j <= i + o.sequential_overlap; ++j) pairs->push_back({i, j});
   } else {
-    std::ifstream in;
-    TIEPOINT_RETURN_IF_ERROR(OpenInputFile(o.pairs_file, "a pairs file", &in));
-    std::map<std::string, int> index;
-    for (int i = 0; i < n; ++i) index[names[i]] = i;
-    std::set<std::pair<int, int>> seen;
-    std::string line;
-    int line_no = 0;
-    while (std::getline(in, line)) {
-      ++line_no;
-      std::istringstream ls(line);
-      std::string a, b, extra;
-      if (!(ls >> a) || a[0] == '#') continue;
-      if (!(ls >> b) || (ls >> extra))
-        return Status::InvalidInput(o.pairs_file + ":" + std::to_string(line_no) +
-                                    ": expected two image names");
-      auto ia = index.find(a), ib = index.find(b);
-      if (ia == index.end() || ib == index.end())
-        return Status::InvalidInput(o.pairs_file + ":" + std::to_string(line_no) + ": image '" +
-                                    (ia == index.end() ? a : b) + "' is not among the inputs");
-      if (ia->second == ib->second)
-        return Status::InvalidInput(o.pairs_file + ":" + std::to_string(line_no) + ": a pair of one image");
-      const auto p = std::minmax(ia->second, ib->second);
-      if (seen.insert(p).second) pairs->push_back(p);
-    }
-    if (in.bad()) return Status::IoError(o.pairs_file + ": read error");
-    if (pairs->empty()) return Status::InvalidInput(o.pairs_file + ": no pairs in the file");
+    std::vector<NamePair> named;
+    TIEPOINT_RETURN_IF_ERROR(ReadPairsFile(o.pairs_file, &named));
+    std::vector<std::vector<std::string>> names_of(n);
+    for (int i = 0; i < n; ++i)
+      names_of[i] = {names[i], paths[i], std::filesystem::path(names[i]).stem().string()};
+    TIEPOINT_RETURN_IF_ERROR(ResolvePairs(o.pairs_file, named, names_of, "image", pairs));
+    for (auto& p : *pairs) p = std::minmax(p.first, p.second);
   }
   return Status::Ok();
 }
@@ -350,15 +333,10 @@ Status ReconstructionPipelineOptions::Check() const {
     return Status::InvalidOptions("reconstruct: --features and --tracks are two sources of correspondences: give one");
   if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
   if (pairs == PairSelection::kFile) {
-    // Before the images are read and extracted: a folder, a missing file or one with no
-    // pairs fails at once (the names are checked against the images later).
-    std::ifstream in;
-    TIEPOINT_RETURN_IF_ERROR(OpenInputFile(pairs_file, "a pairs file", &in));
-    std::string line, first;
-    bool any = false;
-    while (!any && std::getline(in, line)) any = (std::istringstream(line) >> first) && first[0] != '#';
-    if (in.bad()) return Status::IoError(pairs_file + ": read error");
-    if (!any) return Status::InvalidInput(pairs_file + ": no pairs in the file");
+    // Before the images are read and extracted: a folder, a missing file, a malformed line or
+    // no pairs fail at once (the names are resolved against the images later).
+    std::vector<NamePair> named;
+    TIEPOINT_RETURN_IF_ERROR(ReadPairsFile(pairs_file, &named));
   }
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
@@ -777,7 +755,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       // 4. Matching.
       t0 = std::chrono::steady_clock::now();
       std::vector<std::pair<int, int>> pairs;
-      TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names, &pairs));
+      std::vector<std::string> paths(n);
+      for (int k = 0; k < n; ++k) paths[k] = o.image_paths[usable[k]];
+      TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names, paths, &pairs));
       std::vector<const Features*> fptrs;
       for (const Features& f : features) fptrs.push_back(&f);
       std::vector<std::vector<FeatureMatch>> matches;

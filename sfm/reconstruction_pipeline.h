@@ -59,7 +59,7 @@ struct ReconstructionPipelineOptions {
   std::string intrinsics_file;
   PairSelection pairs = PairSelection::kExhaustive;
   int sequential_overlap = 10;  // K of sequential:K
-  std::string pairs_file;       // lines "NAME1 NAME2"
+  std::string pairs_file;       // io/pairs_file.h: lines "NAME1 NAME2"
   std::string tracks_file;      // sequence mode
   // Correspondences from files (sfm/stored_correspondences.h): the features of `tiepoint
   // extract` in features_dir (<image file name>.tpfeat), in place of extraction, and the

@@ -240,12 +240,18 @@ case $case_name in
     run 2 "d: is a directory, not a tracks file" -- "${rec[@]}" --tracks d -o r3
     printf '# only a comment\n' >pairs.txt
     run 2 "pairs.txt: no pairs in the file" -- "${rec[@]}" --pairs pairs.txt -o r4
+    # A malformed line fails before any image is read; a name that is none of the images
+    # (each answers to its path, file name and stem), once the names are known.
+    printf 'f0 f1.pgm  # a comment\nf1 f2 f0\n' >pairs3.txt
+    run 2 "pairs3.txt:2: expected two names, found 3" -- "${rec[@]}" --pairs pairs3.txt -o r7
+    printf 'f0 %s\nf1.pgm nosuch  # a comment\n' "$dir/frames/f2.pgm" >pairs4.txt
+    run 2 "pairs4.txt:2: 'nosuch' is not one of the images given" -- "${rec[@]}" --pairs pairs4.txt -o r8
     run 2 "d: no image files" -- "$tp" reconstruct d "$dir/frames/f0.pgm" -o r5
     # Fewer than two readable images: exit 1, and the folder it made is taken back.
     run 1 "fewer than two usable images" -- "$tp" reconstruct nothing.pgm "$dir/frames/f0.pgm" -o r6
     # Paths through "..", "." and a trailing slash: every folder made is taken back.
     run 1 "fewer than two usable images" -- "$tp" reconstruct nothing.pgm "$dir/frames/f0.pgm" -o x1/../x2/./x3/
-    for o in out.bal m1 m2 m3 e1 e2 t.txt run1 r1 r2 r3 r4 r5 r6 x1 x2; do
+    for o in out.bal m1 m2 m3 e1 e2 t.txt run1 r1 r2 r3 r4 r5 r6 r7 r8 x1 x2; do
       [ ! -e "$o" ] || fail "$o was left behind by a run that failed"
     done
     # A folder that existed before stays, empty or not.
