@@ -53,6 +53,7 @@ constexpr int kCpuGroupSize = 4;
 
 struct ExtractArgs {
   std::vector<std::string> images;
+  std::vector<std::string> image_names;  // io/image.h ExpandImageArguments: "sub/x.png" from a folder
   std::string detector = "sift";
   std::string device = "cpu";
   int max_features = 0;
@@ -79,7 +80,7 @@ int RunExtract(const ExtractArgs& a) {
     if (a.max_image_size != 0)
       return ReportError(cmd, Status::InvalidOptions("--max-image-size applies to --detector sift; FAST keeps the "
                                                      "full image (see --levels)"));
-    return RunExtractFast(a.images, a.output_dir, a.device, a.threads, a.quiet, a.fast);
+    return RunExtractFast(a.images, a.image_names, a.output_dir, a.device, a.threads, a.quiet, a.fast);
   }
   if (a.detector != "sift") {
     return ReportError(cmd, Status::InvalidOptions("--detector '" + a.detector +
@@ -131,12 +132,12 @@ int RunExtract(const ExtractArgs& a) {
   for (int i = 0; i < num_images; ++i) {
     Job job;
     job.path = a.images[i];
-    job.name = fs::path(job.path).filename().string();
+    job.name = a.image_names.empty() ? fs::path(job.path).filename().string() : a.image_names[i];
     job.out = (fs::path(a.output_dir) / FeaturesFileName(job.name)).string();
     const auto [it, fresh] = written_by.emplace(job.out, job.path);
     if (!fresh) {
       fail(job.path, "its output " + job.out + " would overwrite the features of " + it->second +
-                         " (same file name)", true);
+                         " (the same name)", true);
       continue;
     }
     jobs.push_back(std::move(job));
@@ -214,6 +215,9 @@ int RunExtract(const ExtractArgs& a) {
       }
       Job& job = jobs[j];
       Status st = job.status;
+      // An image of a folder's subfolder: its features in the same subfolder of the output.
+      if (st.ok() && job.name.find('/') != std::string::npos)
+        st = out_dir.Create(fs::path(job.out).parent_path().string());
       if (st.ok()) st = WriteFeatures(job.out, job.features);
       if (st.ok() && a.txt) {
         st = WriteFeaturesText((fs::path(a.output_dir) / (job.name + ".txt")).string(), job.features);
@@ -302,7 +306,7 @@ int RunExtract(const ExtractArgs& a) {
 
 Runner RegisterExtract(CLI::App& app) {
   auto a = std::make_shared<ExtractArgs>();
-  app.add_option("images", a->images, "Images: PNG, JPEG, TIFF, PGM or PPM (8 or 16 bit); a folder: the image files in it, in name order")
+  app.add_option("images", a->images, "Images: PNG, JPEG, TIFF, PGM or PPM (8 or 16 bit); a folder: the image files in it and its subfolders, in name order")
       ->required();
   app.add_option("--detector", a->detector, "sift | fast (corners only, no descriptors)")
       ->capture_default_str();
@@ -330,13 +334,15 @@ Runner RegisterExtract(CLI::App& app) {
                  "With --device cuda: images in flight at once (1..64)")
       ->capture_default_str();
   app.add_option("-o,--output", a->output_dir,
-                 "Output directory (created if missing): <image file name>.tpfeat per image")
+                 "Output directory (created if missing): <image file name>.tpfeat per image (an image in a "
+                 "folder's subfolder SUB: SUB/<image file name>.tpfeat)")
       ->required();
   app.add_flag("--txt", a->txt,
                "Also write <image file name>.txt (x y scale orientation d0..d127)");
   app.add_flag("--quiet", a->quiet, "No progress on the terminal");
   return [a] {  // a folder among the images stands for the images in it
-    if (Status s = ExpandImageArguments(a->images, &a->images); !s.ok()) return ReportError("extract", s);
+    if (Status s = ExpandImageArguments(a->images, &a->images, &a->image_names); !s.ok())
+      return ReportError("extract", s);
     return RunExtract(*a);
   };
 }

@@ -62,7 +62,8 @@ void AddFastExtractOptions(CLI::App& app, FastExtractArgs* a) {
   app.add_option("--levels", a->levels, "FAST: pyramid levels (1..8)")->capture_default_str();
 }
 
-int RunExtractFast(const std::vector<std::string>& images, const std::string& output_dir,
+int RunExtractFast(const std::vector<std::string>& images, const std::vector<std::string>& names,
+                   const std::string& output_dir,
                    const std::string& device_name, int threads, bool quiet,
                    const FastExtractArgs& a) {
   const char* cmd = "extract";
@@ -94,8 +95,8 @@ int RunExtractFast(const std::vector<std::string>& images, const std::string& ou
   const Timer timer;
   for (size_t i = 0; i < images.size(); ++i) {
     const std::string& path = images[i];
-    const std::string out =
-        (fs::path(output_dir) / (fs::path(path).filename().string() + ".txt")).string();
+    const std::string name = names.empty() ? fs::path(path).filename().string() : names[i];
+    const std::string out = (fs::path(output_dir) / (name + ".txt")).string();
     ProgressLine progress(show);
     progress.Update("[" + std::to_string(i + 1) + "/" + std::to_string(images.size()) +
                     "] FAST " + path + " ...");
@@ -105,10 +106,11 @@ int RunExtractFast(const std::vector<std::string>& images, const std::string& ou
     const Timer t;
     if (!fresh) {
       s = Status::InvalidInput(path + ": its output " + out + " would overwrite the corners of " +
-                               it->second + " (same file name)");
+                               it->second + " (the same name)");
     } else if ((s = ReadImageGray(path, &gray)).ok() &&
                (s = frontend->SetFrame(0, QuantizeImage(gray))).ok() &&
-               (s = frontend->Detect(0, nullptr, &corners)).ok()) {
+               (s = frontend->Detect(0, nullptr, &corners)).ok() &&
+               (name.find('/') == std::string::npos || (s = out_dir.Create(fs::path(out).parent_path().string())).ok())) {
       s = WriteFastText(out, corners);
     }
     progress.Done();

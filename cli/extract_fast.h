@@ -29,7 +29,10 @@ struct FastExtractArgs {
 void AddFastExtractOptions(CLI::App& app, FastExtractArgs* args);
 
 // Runs FAST over `images`; returns the process exit code.
-int RunExtractFast(const std::vector<std::string>& images, const std::string& output_dir,
+// `names`: the images' names (io/image.h ExpandImageArguments; empty: their file names);
+// image NAME's corners go to output_dir/NAME.txt.
+int RunExtractFast(const std::vector<std::string>& images, const std::vector<std::string>& names,
+                   const std::string& output_dir,
                    const std::string& device, int threads, bool quiet, const FastExtractArgs& args);
 
 }  // namespace tiepoint::cli

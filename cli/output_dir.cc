@@ -15,7 +15,6 @@ OutputDirectory::~OutputDirectory() {
 }
 
 Status OutputDirectory::Create(const std::string& dir) {
-  made_.clear();
   std::error_code ec;
   // The missing folders, deepest first, as create_directories will make them from the path
   // as given ("x/../y" makes x, then y; "." and ".." name no folder of their own).
@@ -30,8 +29,9 @@ Status OutputDirectory::Create(const std::string& dir) {
     }
     if (p == p.parent_path()) break;
   }
-  // Even when the creation fails part way, what it made is taken back.
-  made_ = std::move(missing);
+  // Even when the creation fails part way, what it made is taken back. A later call makes
+  // folders inside those of earlier ones: they go first.
+  made_.insert(made_.begin(), missing.begin(), missing.end());
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
     return Status::IoError(dir + ": cannot create the output directory (" +

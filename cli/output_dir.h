@@ -22,6 +22,8 @@ class OutputDirectory {
 
   // Makes `dir` and its missing parents. Errors (kIoError) name the path:
   //   "<dir>: cannot create the output directory (<reason>)"
+  // It may be called again for folders inside the first (extract's subfolders for the
+  // images of a folder's subfolders): they are taken back too, before their parents.
   Status Create(const std::string& dir);
   // The run succeeded: what Create made stays, empty or not.
   void Keep() { made_.clear(); }

@@ -46,6 +46,7 @@ Status PrepareOutputDirectory(const std::string& dir, OutputDirectory* made) {
 
 struct ReconstructArgs {
   std::vector<std::string> images;
+  std::vector<std::string> image_names;  // as the model names them (io/image.h ExpandImageArguments)
   std::string output;
   std::string device = "cpu";
   std::string camera_model = "simple_radial";
@@ -73,8 +74,10 @@ struct ReconstructArgs {
 };
 
 // With --features: the folders must be folders, and without IMAGES the images are those
-// of the features files (NAME.tpfeat) in --image-path DIR.
-Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::string>* images) {
+// of the features files (NAME.tpfeat) in --features DIR and its subfolders (as `extract
+// PHOTOS/` writes them), found at the same relative paths NAME in --image-path DIR.
+Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::string>* images,
+                                  std::vector<std::string>* names) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& [flag, dir] : {std::pair<const char*, const std::string*>{"--features", &a.features_dir},
@@ -92,17 +95,20 @@ Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::str
   if (a.images_dir.empty())
     return Status::InvalidOptions("--features without IMAGES: name the images, or the folder that holds them with "
                                   "--image-path DIR (their sizes make the cameras, their pixels the points' colours)");
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(a.features_dir, ec)) {
-    const std::string f = e.path().filename().string();
+  names->clear();
+  fs::recursive_directory_iterator it(a.features_dir, fs::directory_options::none, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
     const std::string stem = FeaturesFileStem(f);
-    if (stem != f) names.push_back(stem);
+    std::error_code ec2;
+    if (stem != f && !it->is_directory(ec2))
+      names->push_back(it->path().parent_path().lexically_relative(a.features_dir).append(stem).lexically_normal().generic_string());
   }
   if (ec) return Status::IoError("--features " + a.features_dir + ": cannot list (" + ec.message() + ")");
-  if (names.empty()) return Status::InvalidInput("--features " + a.features_dir + ": no .tpfeat files (tiepoint extract writes them)");
-  std::sort(names.begin(), names.end());
+  if (names->empty()) return Status::InvalidInput("--features " + a.features_dir + ": no .tpfeat files (tiepoint extract writes them)");
+  std::sort(names->begin(), names->end());
   images->clear();
-  for (const std::string& n : names) {
+  for (const std::string& n : *names) {
     images->push_back((fs::path(a.images_dir) / n).string());
     if (!fs::exists(images->back(), ec))
       return Status::InvalidInput("--image-path " + a.images_dir + ": no image '" + n + "' for " +
@@ -119,7 +125,8 @@ int RunReconstruct(const ReconstructArgs& a) {
   if (!(s = CameraModelFromName(a.camera_model, &o.camera_model)).ok())
     return ReportError(cmd, Status::InvalidOptions("--camera-model: " + s.message()));
   o.image_paths = a.images;
-  if (!(s = StoredCorrespondenceImages(a, &o.image_paths)).ok()) return ReportError(cmd, s);
+  o.image_names = a.image_names;
+  if (!(s = StoredCorrespondenceImages(a, &o.image_paths, &o.image_names)).ok()) return ReportError(cmd, s);
   o.features_dir = a.features_dir;
   o.matches_dir = a.matches_dir;
   o.output_dir = a.output;
@@ -210,7 +217,7 @@ int RunReconstruct(const ReconstructArgs& a) {
 
 Runner RegisterReconstruct(CLI::App& app) {
   auto a = std::make_shared<ReconstructArgs>();
-  app.add_option("images", a->images, "Images (PNG, JPEG, TIFF, PGM/PPM), or a folder of them (the image files in it, in name order); with --features, "
+  app.add_option("images", a->images, "Images (PNG, JPEG, TIFF, PGM/PPM), or a folder of them (the image files in it and its subfolders, in name order, named by their paths relative to it); with --features, "
                  "optional (see --image-path)");
   app.add_option("-o,--output", a->output, "Output folder: sparse/N/, points.ply, report.json, overview.svg")
       ->required();
@@ -279,7 +286,8 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--seed", a->seed, "Seed of the RANSAC samplers")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress lines");
   return [a] {  // a folder among the images stands for the images in it
-    if (Status s = ExpandImageArguments(a->images, &a->images); !s.ok()) return ReportError("reconstruct", s);
+    if (Status s = ExpandImageArguments(a->images, &a->images, &a->image_names); !s.ok())
+      return ReportError("reconstruct", s);
     return RunReconstruct(*a);
   };
 }

@@ -346,7 +346,7 @@ int RunTrack(const TrackArgs& a) {
 
 Runner RegisterTrack(CLI::App& app) {
   auto a = std::make_shared<TrackArgs>();
-  app.add_option("frames", a->frames, "Frames in order: PNG, JPEG, TIFF, PGM or PPM, all the same size; a folder: the image files in it, in name order")
+  app.add_option("frames", a->frames, "Frames in order: PNG, JPEG, TIFF, PGM or PPM, all the same size; a folder: the image files in it and its subfolders, in name order")
       ->required();
   app.add_option("-o,--output", a->output, "Tracks file: lines 'track_id frame x y'")->required();
   app.add_option("--svg", a->svg_dir, "Also draw the tracks over each frame: DIR/<frame>.svg");

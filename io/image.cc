@@ -1012,31 +1012,52 @@ Status WritePng(const std::string& path, const GrayImage& image, int compression
   return WritePng(path, grey, compression_level);
 }
 
-Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files) {
+Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files,
+                            std::vector<std::string>* names) {
   namespace fs = std::filesystem;
-  std::vector<std::string> out;
+  std::vector<std::string> out, out_names;
   for (const std::string& arg : args) {
     std::error_code ec;
     if (!fs::is_directory(arg, ec)) {
       out.push_back(arg);
+      out_names.push_back(fs::path(arg).filename().string());
       continue;
     }
-    std::vector<std::string> names;
-    fs::directory_iterator it(arg, ec), end;
+    // Relative paths of the image files in the folder and its subfolders, as components.
+    std::vector<std::vector<std::string>> found;
+    fs::recursive_directory_iterator it(arg, fs::directory_options::none, ec), end;
+    std::string last = arg;  // the entry before an increment: a folder that fails to open
     for (; !ec && it != end; it.increment(ec)) {
+      last = it->path().string();
       const std::string name = it->path().filename().string();
       std::error_code ec2;
-      if (HasImageExtension(name) && !it->is_directory(ec2)) names.push_back(name);
+      if (name.empty() || name[0] == '.') {  // hidden: .thumbnails/, ._IMG_0001.JPG
+        if (it->is_directory(ec2)) it.disable_recursion_pending();
+        continue;
+      }
+      if (!HasImageExtension(name) || it->is_directory(ec2)) continue;
+      std::vector<std::string> parts;
+      for (const fs::path& part : it->path().lexically_relative(arg)) parts.push_back(part.string());
+      found.push_back(std::move(parts));
     }
-    if (ec) return Status::IoError(arg + ": cannot list the folder (" + ec.message() + ")");
-    if (names.empty()) {
+    if (ec) return Status::IoError(last + ": cannot list the folder (" + ec.message() + ")");
+    if (found.empty()) {
       return Status::InvalidInput(arg + ": no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) "
-                                  "in the folder");
+                                  "in the folder or its subfolders");
     }
-    std::sort(names.begin(), names.end(), NaturalLess);
-    for (const std::string& n : names) out.push_back((fs::path(arg) / n).string());
+    // Natural order, component by component: a folder's files stay together.
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), NaturalLess);
+    });
+    for (const auto& parts : found) {
+      std::string rel;
+      for (const std::string& part : parts) rel += (rel.empty() ? "" : "/") + part;
+      out.push_back((fs::path(arg) / rel).string());
+      out_names.push_back(rel);
+    }
   }
   *files = std::move(out);
+  if (names != nullptr) *names = std::move(out_names);
   return Status::Ok();
 }
 

@@ -60,17 +60,22 @@ inline bool InsideImage(double x, double y, int width, int height) {
   return x >= -0.5 && x <= width - 0.5 && y >= -0.5 && y <= height - 0.5;
 }
 
-// The IMAGES arguments of a command as files: a folder stands for the image files directly
-// in it (named *.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm or *.pnm, any case;
-// subfolders and other files such as README.txt or *_par.txt are passed over), in natural
-// order of their names, as `ls -v` sorts them: digit runs compare as numbers, so video
-// frames frame_1, frame_2, ..., frame_10 keep their sequence without zero padding, and
-// zero-padded names keep their byte order (COLMAP's --image_path sorts bytes and also
-// descends into subfolders; this does not); any other argument is kept as given (a missing
-// file is named later, by the reader). Errors name the
-// folder: "<dir>: no image files (*.png, *.jpg, ...) in the folder" (kInvalidInput),
-// "<dir>: cannot list the folder (<reason>)" (kIoError).
-Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files);
+// The IMAGES arguments of a command as files: a folder stands for the image files in it
+// and in its subfolders, as COLMAP's --image_path does (named *.png, *.jpg, *.jpeg, *.tif,
+// *.tiff, *.pgm, *.ppm or *.pnm, any case; other files such as README.txt or *_par.txt
+// are passed over, and so are hidden files and folders, whose names start with '.', such
+// as macOS's ._IMG_0001.JPG; symbolic links to folders are not followed). Their order is
+// natural, as `ls -v` sorts names, path component by component (a folder's files stay
+// together): digit runs compare as numbers, so video frames frame_1, frame_2, ...,
+// frame_10 keep their sequence without zero padding, and zero-padded names keep their
+// byte order. Any other argument is kept as given (a missing file is named later, by the
+// reader). `names`, when given, receives each file's name as a model names it: its path
+// relative to the folder given ("100MEDIA/DJI_0001.JPG", '/' between components, as in
+// COLMAP's image names), or for a file argument its file name. Errors name the folder:
+// "<dir>: no image files (*.png, *.jpg, ...) in the folder or its subfolders"
+// (kInvalidInput), "<dir>: cannot list the folder (<reason>)" (kIoError).
+Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files,
+                            std::vector<std::string>* names = nullptr);
 
 // A single-channel image, row-major: the value of pixel (x, y) is pixels[y * width + x],
 // in [0, 1] for decoded images. See the pixel convention above.

@@ -327,6 +327,9 @@ void GuidedMatch(const ReconstructionPipelineOptions& o, const Features& f1, con
 Status ReconstructionPipelineOptions::Check() const {
   if (output_dir.empty()) return Status::InvalidOptions("reconstruct: an output directory (-o) is required");
   if (image_paths.empty()) return Status::InvalidOptions("reconstruct: no images given");
+  if (!image_names.empty() && image_names.size() != image_paths.size())
+    return Status::InvalidOptions("reconstruct: " + std::to_string(image_names.size()) + " image names for " +
+                                  std::to_string(image_paths.size()) + " images");
   if (!matches_dir.empty() && features_dir.empty())
     return Status::InvalidOptions("reconstruct: --matches needs --features (the keypoints its matches index)");
   if (!features_dir.empty() && !tracks_file.empty())
@@ -365,10 +368,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   report["stages"] = json::object();
   const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
 
-  // Names must be unique: the model refers to images by file name.
+  // Names must be unique: the model refers to images by name.
+  const auto image_name = [&](size_t i) { return o.image_names.empty() ? BaseName(o.image_paths[i]) : o.image_names[i]; };
   std::map<std::string, std::string> by_name;
-  for (const std::string& p : o.image_paths) {
-    auto [it, inserted] = by_name.emplace(BaseName(p), p);
+  for (size_t i = 0; i < o.image_paths.size(); ++i) {
+    const std::string& p = o.image_paths[i];
+    auto [it, inserted] = by_name.emplace(image_name(i), p);
     if (!inserted)
       return Status::InvalidInput("duplicate image name '" + it->first + "': " + it->second + " and " + p);
   }
@@ -480,7 +485,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       usable.push_back(i);
     } else {
       const std::string why = read_status[i].ok() ? "empty image" : read_status[i].message();
-      skipped.push_back({{"image", BaseName(o.image_paths[i])}, {"path", o.image_paths[i]}, {"reason", why}});
+      skipped.push_back({{"image", image_name(i)}, {"path", o.image_paths[i]}, {"reason", why}});
       std::fprintf(stderr, "tiepoint reconstruct: skipping %s: %s\n", o.image_paths[i].c_str(), why.c_str());
       gray[i] = GrayImage();
     }
@@ -498,7 +503,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
             static_cast<double>(full_size[usable[k]][1]) / g.height};
   };
   std::vector<std::string> names(n);
-  for (int k = 0; k < n; ++k) names[k] = BaseName(o.image_paths[usable[k]]);
+  for (int k = 0; k < n; ++k) names[k] = image_name(usable[k]);
   Progress(o, "read " + std::to_string(n) + " images" +
                   (skipped.empty() ? "" : " (" + std::to_string(skipped.size()) + " skipped)"));
 
@@ -768,7 +773,14 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       } else {
         // The matches of `tiepoint match` (its verified pairs' inliers, where it verified).
         StoredMatchesSummary sm;
-        TIEPOINT_RETURN_IF_ERROR(ReadStoredMatches(o.matches_dir, names, features, pairs, threads, &matches, &sm));
+        // `match` names its files by the features' file names: images of a folder's
+        // subfolders ("cam0/a.png") are found by theirs ("a.png") where no two share one.
+        std::vector<std::string> match_names(n);
+        std::set<std::string> file_names;
+        for (int k = 0; k < n; ++k) match_names[k] = BaseName(names[k]);
+        for (const std::string& f : match_names) file_names.insert(f);
+        if (file_names.size() != match_names.size()) match_names = names;
+        TIEPOINT_RETURN_IF_ERROR(ReadStoredMatches(o.matches_dir, match_names, features, pairs, threads, &matches, &sm));
         report["stages"]["match"] = {{"seconds", Since(t0)},
                                      {"pairs", pairs.size()},
                                      {"read_from", o.matches_dir},

@@ -48,6 +48,10 @@ enum class GuidedMatching { kOff, kRetry, kOn };
 
 struct ReconstructionPipelineOptions {
   std::vector<std::string> image_paths;
+  // The images' names in the model (COLMAP's image names), one per path; empty: their file
+  // names. Images from a folder are named by their paths relative to it ("100MEDIA/
+  // DJI_0001.JPG", io/image.h ExpandImageArguments). Names must be unique.
+  std::vector<std::string> image_names;
   std::string output_dir;
   Device device = Device::kCpu;
   CameraModelId camera_model = CameraModelId::kSimpleRadial;

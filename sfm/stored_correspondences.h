@@ -3,7 +3,9 @@
 // as COLMAP's mapper starts from a database that its extractor and matcher filled.
 //
 // Files, as those commands name them:
-//   FEATURES_DIR/<image file name>.tpfeat                       (io/features.h)
+//   FEATURES_DIR/<image name>.tpfeat    (io/features.h; an image of a folder's subfolder,
+//                                        "cam0/a.png", in the same subfolder, as extract
+//                                        writes it)
 //   MATCHES_DIR/<image file name 1>--<image file name 2>.tpmatch  (io/matches.h)
 // A pair's file may name its images in either order; a folder with no file for any pair is
 // an error (the wrong folder), a pair without one has no matches. Its matches are the pair's
@@ -51,7 +53,9 @@ struct StoredMatchesSummary {
 
 // For each pair (i, j) of `pairs`: the matches of dir/<names[i]>--<names[j]>.tpmatch (or of
 // the file in the other order, indices swapped), filtered as above, with index1 into
-// features[i] and index2 into features[j].
+// features[i] and index2 into features[j]. `tiepoint match` names its files by the feature
+// files' file names: for images of subfolders ("cam0/a.png") pass their file names ("a.png"),
+// where those are unique.
 Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>& names,
                          const std::vector<Features>& features, const std::vector<std::pair<int, int>>& pairs,
                          int num_threads, std::vector<std::vector<FeatureMatch>>* matches,

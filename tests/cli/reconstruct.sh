@@ -58,6 +58,49 @@ for f in cameras.txt images.txt points3D.txt; do
   cmp -s "$d/rec/sparse/0/$f" "$d/rec_dir/sparse/0/$f" || fail "the folder gave another $f than its images"
 done
 
+# 1c. A folder with subfolders, as a camera card or a rig lays photos out (file names that
+# repeat across them; hidden files and folders, other files): the images are found in
+# them, named in the model by their paths relative to the folder (as COLMAP names them), in
+# the same order, so the same model but for the names; extract writes each image's
+# features in the same subfolder, and reconstruct --features finds them there.
+mkdir -p "$d/card/cam A" "$d/card/camB" "$d/card/.thumbs"
+for i in 0 1 2 3; do
+  cp "${imgs[$i]}" "$d/card/cam A/v$i.png"; cp "${imgs[$((i + 4))]}" "$d/card/camB/v$i.png"
+done
+printf 'junk' > "$d/card/.thumbs/v0.png"; printf 'junk' > "$d/card/camB/._v1.png"; cp "$d/scene/scene_par.txt" "$d/card/"
+"$tp" reconstruct "$d/card" -o "$d/rec_card" --single-camera --no-upsample -q > /dev/null 2> "$d/stderr_card" \
+  || { cat "$d/stderr_card"; fail "reconstruct on the folder with subfolders exited $?"; }
+[ -s "$d/stderr_card" ] && { cat "$d/stderr_card"; fail "a hidden file was read"; }
+for f in cameras.txt points3D.txt; do
+  cmp -s "$d/rec/sparse/0/$f" "$d/rec_card/sparse/0/$f" || fail "the subfolders gave another $f"
+done
+python3 - "$d/rec/sparse/0/images.txt" "$d/rec_card/sparse/0/images.txt" <<'PY' || fail "images.txt of the subfolders"
+import sys
+a, b = (open(p).read().splitlines() for p in sys.argv[1:])
+names = {"view_%03d.png" % i: ("cam A/v%d.png" if i < 4 else "camB/v%d.png") % (i % 4) for i in range(8)}
+want = [" ".join(l.split(" ")[:9] + [names[l.split(" ")[9]]]) if l and not l.startswith("#") and len(l.split(" ")) == 10
+        else l for l in a]
+sys.exit(0 if want == b and sum(1 for l in b if l.endswith(".png")) == 8 else 1)
+PY
+"$tp" extract "$d/card" -o "$d/card_feat" --quiet > /dev/null || fail "extract on the folder with subfolders"
+[ -s "$d/card_feat/cam A/v0.png.tpfeat" ] && [ -s "$d/card_feat/camB/v0.png.tpfeat" ] \
+  && [ "$(find "$d/card_feat" -type f | wc -l)" = 8 ] || fail "extract's outputs are not in the images' subfolders"
+"$tp" reconstruct --features "$d/card_feat" --image-path "$d/card" -o "$d/rec_card2" --single-camera -q > /dev/null \
+  || fail "reconstruct --features of the subfolders"
+grep -c "camB/v3.png" "$d/rec_card2/sparse/0/images.txt" | grep -q 1 || fail "--features: camB/v3.png not in the model"
+# Their matches from `match`, which names its files by the features' file names (unique here).
+for i in 0 1 2 3; do mv "$d/card_feat/camB/v$i.png.tpfeat" "$d/card_feat/camB/w$i.png.tpfeat"; mv "$d/card/camB/v$i.png" "$d/card/camB/w$i.png"; done
+"$tp" match "$d/card_feat/"*/*.tpfeat --verify fundamental -o "$d/card_match" --quiet > /dev/null || fail "match of the subfolders' features"
+"$tp" reconstruct --features "$d/card_feat" --matches "$d/card_match" --image-path "$d/card" -o "$d/rec_card3" \
+  --single-camera -q > /dev/null || fail "reconstruct --features --matches of the subfolders"
+python3 - "$d/rec_card3/report.json" <<'PY' || fail "--matches of the subfolders' images not read"
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["stages"]["match"]
+print("matches files read", m["files_read"], "registered", r["models"][0]["registered_images"])
+sys.exit(0 if m["files_read"] == 28 and r["models"][0]["registered_images"] == 8 else 1)
+PY
+
 # 2. An unreadable image is named, skipped and listed; the rest still reconstructs.
 printf 'not an image' > "$d/broken.png"
 "$tp" reconstruct "${imgs[@]}" "$d/broken.png" -o "$d/rec2" --single-camera --no-upsample -q > /dev/null 2> "$d/err2" \

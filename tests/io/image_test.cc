@@ -381,9 +381,54 @@ TEST(ImageTest, FolderArgumentsStandForTheImagesInThem) {
   const Status s = ExpandImageArguments({d + "/sub.png"}, &files);
   EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
   EXPECT_EQ(s.message(),
-            d + "/sub.png: no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) in the folder");
+            d + "/sub.png: no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) in the folder "
+                "or its subfolders");
   ASSERT_TRUE(ExpandImageArguments({dir.File("none.png")}, &files).ok());
   EXPECT_EQ(files, std::vector<std::string>{dir.File("none.png")});
+}
+
+TEST(ImageTest, FoldersAreSearchedWithTheirSubfoldersAndNamedRelativeToThem) {
+  namespace fs = std::filesystem;
+  ScratchDir dir("expand_tree");
+  const std::string d = dir.File("DCIM");
+  // A camera's card: numbering restarts in each folder, so the file names repeat.
+  for (const char* name : {"100MEDIA/DJI_0002.JPG", "100MEDIA/DJI_0001.JPG", "101MEDIA/DJI_0001.JPG",
+                           "10MEDIA/x.png", "b.png", "a.png", "deep/er/still.tif", ".thumbs/t.png", "._b.png",
+                           "100MEDIA/._DJI_0001.JPG", "100MEDIA/notes.txt"}) {
+    fs::create_directories(fs::path(d + "/" + name).parent_path());
+    std::ofstream(d + "/" + name) << "x";
+  }
+  fs::create_directory_symlink("100MEDIA", d + "/link");  // not followed: no file twice
+  fs::create_directories(d + "/empty");
+  std::vector<std::string> files, names;
+  ASSERT_TRUE(ExpandImageArguments({dir.File("first.png"), d + "/"}, &files, &names).ok());
+  const std::vector<std::string> want_names = {"first.png",
+                                               "10MEDIA/x.png",
+                                               "100MEDIA/DJI_0001.JPG",
+                                               "100MEDIA/DJI_0002.JPG",
+                                               "101MEDIA/DJI_0001.JPG",
+                                               "a.png",
+                                               "b.png",
+                                               "deep/er/still.tif"};
+  EXPECT_EQ(names, want_names);
+  ASSERT_EQ(files.size(), want_names.size());
+  EXPECT_EQ(files[0], dir.File("first.png"));
+  for (size_t i = 1; i < files.size(); ++i) {
+    EXPECT_EQ(files[i], d + "/" + want_names[i]);
+    EXPECT_TRUE(fs::is_regular_file(files[i])) << files[i];
+  }
+  // The folder of one subfolder: names relative to the folder given.
+  ASSERT_TRUE(ExpandImageArguments({d + "/100MEDIA"}, &files, &names).ok());
+  EXPECT_EQ(names, (std::vector<std::string>{"DJI_0001.JPG", "DJI_0002.JPG"}));
+  // A hidden folder named as the argument is searched; a folder whose only images are
+  // hidden has none.
+  ASSERT_TRUE(ExpandImageArguments({d + "/.thumbs"}, &files, &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"t.png"});
+  fs::create_directories(d + "/hid/.x");
+  std::ofstream(d + "/hid/.x/y.png") << "x";
+  std::ofstream(d + "/hid/.y.png") << "x";
+  const Status s = ExpandImageArguments({d + "/hid"}, &files);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
 }
 
 // An uncompressed 8-bit grey TIFF with its directory first and its pixels after, written by
