@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "io/base/input_file.h"
+#include "io/image.h"
 #include "tiepoint/build_info.h"
 
 namespace tiepoint::cli {
@@ -40,8 +41,9 @@ const std::vector<KindRules>& AllKindRules() {
   static const std::vector<KindRules> rules = {
       {"ba", {{"report", "report.json"}}, {"output", "ply"}, {}},
       {"bench", {{"out", "bench.json"}, {"plot", "bench.svg"}}, {}, {}},
-      // features, matches, image-path: folders (resolved against the job file; a folder's
-      // fingerprint is its stat, which changes with its entries, not with their contents).
+      // features, matches, image-path: folders (resolved against the job file). A folder of
+      // images is fingerprinted by the images in it and its subfolders (FingerprintInputs);
+      // one of none (--features, --matches) by its own stat, which changes with its entries.
       {"reconstruct", {{"output", "model"}}, {}, {"intrinsics", "pairs", "tracks", "features", "matches", "image-path"}},
   };
   return rules;
@@ -940,6 +942,29 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
     }
     in.size = static_cast<int64_t>(st.st_size);
     in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    std::vector<std::string> files, names;
+    if (S_ISDIR(st.st_mode) && ExpandImageArguments({in.path}, &files, &names).ok()) {
+      std::string listing, contents;
+      in.size = 0;
+      for (size_t i = 0; i < files.size(); ++i) {
+        struct stat fst;
+        if (::stat(files[i].c_str(), &fst) != 0) {
+          return Status::IoError("job '" + job->name + "': input '" + files[i] + "': " + std::strerror(errno));
+        }
+        in.size += static_cast<int64_t>(fst.st_size);
+        listing += names[i] + '\0' + std::to_string(fst.st_size) + '\0' + std::to_string(fst.st_mtim.tv_sec) + '.' +
+                   std::to_string(fst.st_mtim.tv_nsec) + '\n';
+        if (verify_inputs) {
+          std::string hash;
+          const Status s = HashFileContent(files[i], &hash);
+          if (!s.ok()) return Status::IoError("job '" + job->name + "': " + s.message());
+          contents += names[i] + '\0' + hash + '\n';
+        }
+      }
+      in.listing_hash = HashString(listing);
+      if (verify_inputs) in.content_hash = HashString(contents);
+      continue;
+    }
     if (verify_inputs && S_ISREG(st.st_mode)) {
       const Status s = HashFileContent(in.path, &in.content_hash);
       if (!s.ok()) return Status::IoError("job '" + job->name + "': " + s.message());
@@ -960,6 +985,7 @@ std::string JobKey(const BatchJob& job, bool by_content) {
       e["content"] = in.content_hash;
     } else {
       e["mtime_ns"] = in.mtime_ns;
+      if (!in.listing_hash.empty()) e["listing"] = in.listing_hash;
     }
     inputs.push_back(e);
   }

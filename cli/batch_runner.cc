@@ -532,6 +532,7 @@ void BatchRun::FinishJob(const Running& r, int wait_status, const rusage& usage)
   for (const JobInput& in : p.job.inputs) {
     nlohmann::json e = {{"path", in.path}, {"size", in.size}, {"mtime_ns", in.mtime_ns}};
     if (!in.content_hash.empty()) e["content_hash"] = in.content_hash;
+    if (!in.listing_hash.empty()) e["listing_hash"] = in.listing_hash;
     inputs.push_back(e);
   }
   std::vector<std::string> shown_args;

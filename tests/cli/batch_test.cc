@@ -435,6 +435,60 @@ TEST_F(BatchTest, ChangedOptionsOrInputsRerunExactlyTheAffectedJobs) {
   EXPECT_NE(r.out.find("0 this run, 6 already"), std::string::npos) << r.out;
 }
 
+// A folder of images stands for the image files in it and its subfolders (as reconstruct
+// reads it): an image changed, added or removed in a subfolder, which leaves the folder's
+// own stat as it was, changes the job's key. The images are junk (the job fails at once,
+// which is all a key needs; a changed failed job runs again without --retry-failed).
+TEST_F(BatchTest, AFolderOfImagesIsKeyedByTheImagesBelowIt) {
+  const std::string photos = dir_ + "/photos";
+  ASSERT_EQ(::mkdir(photos.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((photos + "/cam0").c_str(), 0755), 0);
+  WriteFile(photos + "/cam0/a.png", "junk a");
+  WriteFile(photos + "/cam0/b.png", "junk b");
+  WriteFile(dir_ + "/jobs.json", json({{"jobs", {{{"name", "rec"}, {"kind", "reconstruct"}, {"images", photos},
+                                                  {"threads", 1}}}}})
+                                         .dump());
+  const std::string run = dir_ + "/run", record = run + "/jobs/rec/job.json";
+  Result r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const std::string first = ReadFile(record);
+  ASSERT_FALSE(first.empty()) << r.out << r.err;
+  // Both images of the subfolder were found (and failed to decode).
+  EXPECT_NE(json::parse(first)["error"].get<std::string>().find("(0 of 2 could be read)"), std::string::npos) << first;
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
+  EXPECT_EQ(ReadFile(record), first);
+
+  struct stat top_before, top_after;
+  ASSERT_EQ(::stat(photos.c_str(), &top_before), 0);
+  WriteFile(photos + "/cam0/a.png", "junk A");  // in place, the same size
+  ASSERT_EQ(::stat(photos.c_str(), &top_after), 0);
+  EXPECT_EQ(top_before.st_mtim.tv_nsec, top_after.st_mtim.tv_nsec);  // the folder's own stat stays
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+  const std::string second = ReadFile(record);
+  EXPECT_NE(second, first);
+
+  ASSERT_EQ(::rename((photos + "/cam0/a.png").c_str(), (photos + "/cam0/d.png").c_str()), 0);  // renamed
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+  EXPECT_NE(ReadFile(record), second);
+  WriteFile(photos + "/cam0/c.png", "junk c");  // a new image in the subfolder
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+  EXPECT_NE(ReadFile(record).find("(0 of 3 could be read)"), std::string::npos) << ReadFile(record);
+
+  // With --verify-inputs the contents count: a touch does not, a change of content does.
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run, "--verify-inputs"});  // the record gains content hashes
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+  ::utimensat(AT_FDCWD, (photos + "/cam0/b.png").c_str(), nullptr, 0);
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run, "--verify-inputs"});
+  EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
+  WriteFile(photos + "/cam0/b.png", "junk B");  // same size
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run, "--verify-inputs"});
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+}
+
 TEST_F(BatchTest, TwoShardsInParallelEqualOneRun) {
   const std::string a = Synth("a", 10, 800, 5), b = Synth("b", 10, 900, 6), c = Synth("c", 10, 700, 7);
   json file = {{"defaults", {{"threads", 1}, {"max-iterations", 6}}},
