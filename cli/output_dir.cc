@@ -1,5 +1,7 @@
 #include "cli/output_dir.h"
 
+#include "io/base/atomic_file.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,6 +14,12 @@ namespace fs = std::filesystem;
 OutputDirectory::~OutputDirectory() {
   // rmdir removes only empty folders: one the run wrote into stays, and so do its parents.
   for (const std::string& d : made_) ::rmdir(d.c_str());
+  ForgetMadeFolders();
+}
+
+void OutputDirectory::Keep() {
+  made_.clear();
+  ForgetMadeFolders();
 }
 
 Status OutputDirectory::Create(const std::string& dir) {
@@ -32,6 +40,7 @@ Status OutputDirectory::Create(const std::string& dir) {
   // Even when the creation fails part way, what it made is taken back. A later call makes
   // folders inside those of earlier ones: they go first.
   made_.insert(made_.begin(), missing.begin(), missing.end());
+  RegisterMadeFolders(missing);  // for a stop by a signal or out of memory
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) {
     return Status::IoError(dir + ": cannot create the output directory (" +

@@ -16,8 +16,10 @@ class OutputDirectory {
   OutputDirectory& operator=(const OutputDirectory&) = delete;
   // Removes the folders Create made, deepest first, where they are still empty, unless
   // Keep() was called: a run that fails with an error leaves no empty folder behind (what it
-  // wrote stays). A run stopped by a signal or out of memory (cli/main.cc ends those at
-  // once) keeps the folder.
+  // wrote stays). A run stopped by SIGINT/SIGTERM or out of memory (cli/main.cc ends those
+  // at once, without this destructor) leaves none either: the folders are registered with
+  // io/base/atomic_file.h's RegisterMadeFolders, which that stop takes back. One
+  // OutputDirectory per process at a time (a command's).
   ~OutputDirectory();
 
   // Makes `dir` and its missing parents. Errors (kIoError) name the path:
@@ -26,7 +28,7 @@ class OutputDirectory {
   // images of a folder's subfolders): they are taken back too, before their parents.
   Status Create(const std::string& dir);
   // The run succeeded: what Create made stays, empty or not.
-  void Keep() { made_.clear(); }
+  void Keep();
 
  private:
   std::vector<std::string> made_;  // deepest first

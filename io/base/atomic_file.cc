@@ -22,6 +22,7 @@ struct Registry {
   std::mutex mutex;
   std::set<std::string> paths;
   std::set<std::string> dirs;  // temporary directories (LiveTemporaryDirectory)
+  std::vector<std::string> made_folders;  // output folders a run made, deepest first
   std::atomic<bool> replacing{false};  // a ReplaceOutputs holds the lock
   std::atomic<bool> complete{false};   // a ReplaceOutputs has succeeded
 };
@@ -151,10 +152,23 @@ int RemoveAllLocked(Registry& live) {
     std::error_code ec;
     removed += std::filesystem::remove_all(dir, ec) > 0;
   }
+  // Last, once the temporaries in them are gone: rmdir takes only empty folders.
+  for (const std::string& dir : live.made_folders) ::rmdir(dir.c_str());
   return removed;
 }
 
 }  // namespace
+
+void RegisterMadeFolders(const std::vector<std::string>& deepest_first) {
+  std::lock_guard<std::mutex> lock(Live().mutex);
+  auto& made = Live().made_folders;
+  made.insert(made.begin(), deepest_first.begin(), deepest_first.end());
+}
+
+void ForgetMadeFolders() {
+  std::lock_guard<std::mutex> lock(Live().mutex);
+  Live().made_folders.clear();
+}
 
 int RemoveLiveTemporaries() {
   Registry& live = Live();

@@ -69,6 +69,13 @@ class LiveTemporaryDirectory {
   std::string path_;
 };
 
+// Output folders a command made for its run (cli/output_dir.h), deepest first, each call's
+// inside the earlier ones': RemoveLiveTemporaries and StopForSignal take back those that
+// are empty once the temporaries are gone, so a run stopped by a signal or out of memory
+// leaves no empty output folder. ForgetMadeFolders: the run keeps them (or took them back).
+void RegisterMadeFolders(const std::vector<std::string>& deepest_first);
+void ForgetMadeFolders();
+
 // Removes every AtomicFile temporary and LiveTemporaryDirectory that exists now and stops any further Commit()
 // from renaming (they wait forever): for a process about to exit on a signal or a fatal
 // error. Safe to call from any thread, not from a signal handler. Returns the number of

@@ -183,7 +183,9 @@ case $case_name in
         rm -f fin/"$last" reading; mkfifo fin/"$last"
         { head -c 100000 "new/$last"; touch reading; sleep 60; } >fin/"$last" 2>/dev/null &
         feeder=$!
-        "${rec[@]}" fin/*.png -o OUT >"$dir/stdout" 2>"$dir/stderr" &
+        # Run 2 writes to a folder it makes (fresh/out): the stop takes it back.
+        out=OUT; [ "$i" = 2 ] && out=fresh/out
+        "${rec[@]}" fin/*.png -o "$out" >"$dir/stdout" 2>"$dir/stderr" &
         pid=$!
         watchdog "$pid"
         wait_for 30 '[ -e reading ]' || fail "tiepoint never read the FIFO photo"
@@ -202,6 +204,7 @@ case $case_name in
       if [ "$i" -le 2 ]; then
         pkill -P "$feeder" sleep 2>/dev/null; kill "$feeder" 2>/dev/null; wait "$feeder" 2>/dev/null
         [ "$got" = "$want" ] || fail "run $i, blocked reading a photo: exit code $got after SIG$sig, expected $want"
+        [ ! -e fresh ] || fail "run $i, stopped by SIG$sig: the output folder it made was left: $(find fresh)"
       fi
       if [ "$got" = 0 ]; then  # finished before the signal: the new model, whole
         [ "$(model_state OUT)" = 4 ] || fail "finished, but the model is not the new one"
