@@ -504,6 +504,11 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   };
   std::vector<std::string> names(n);
   for (int k = 0; k < n; ++k) names[k] = image_name(usable[k]);
+  // Images of a folder's subfolders ("cam0/a.png") are also known by their file names
+  // ("a.png": an --intrinsics line, match's files) where no two images share one.
+  std::vector<std::string> file_names(n);
+  for (int k = 0; k < n; ++k) file_names[k] = BaseName(names[k]);
+  const bool file_names_unique = std::set<std::string>(file_names.begin(), file_names.end()).size() == file_names.size();
   Progress(o, "read " + std::to_string(n) + " images" +
                   (skipped.empty() ? "" : " (" + std::to_string(skipped.size()) + " skipped)"));
 
@@ -526,6 +531,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       std::array<double, 6> key{double(g.width), double(g.height), 0, 0, 0, 0};
       if (!known.empty()) {
         auto it = known.find(names[k]);
+        if (it == known.end() && file_names_unique) it = known.find(file_names[k]);
         if (it == known.end()) it = known.find("*");
         if (it == known.end())
           return Status::InvalidInput(o.intrinsics_file + ": no intrinsics for image '" + names[k] + "'");
@@ -775,12 +781,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         StoredMatchesSummary sm;
         // `match` names its files by the features' file names: images of a folder's
         // subfolders ("cam0/a.png") are found by theirs ("a.png") where no two share one.
-        std::vector<std::string> match_names(n);
-        std::set<std::string> file_names;
-        for (int k = 0; k < n; ++k) match_names[k] = BaseName(names[k]);
-        for (const std::string& f : match_names) file_names.insert(f);
-        if (file_names.size() != match_names.size()) match_names = names;
-        TIEPOINT_RETURN_IF_ERROR(ReadStoredMatches(o.matches_dir, match_names, features, pairs, threads, &matches, &sm));
+        TIEPOINT_RETURN_IF_ERROR(ReadStoredMatches(o.matches_dir, file_names_unique ? file_names : names, features,
+                                                   pairs, threads, &matches, &sm));
         report["stages"]["match"] = {{"seconds", Since(t0)},
                                      {"pairs", pairs.size()},
                                      {"read_from", o.matches_dir},

@@ -59,7 +59,8 @@ struct ReconstructionPipelineOptions {
   // Its initial focal length: the images' EXIF prior when they all agree, else the median
   // of the priors of those that have one, else 1.2 max(width, height).
   bool single_camera = false;
-  // Known intrinsics (lines "NAME fx fy cx cy" or Middlebury *_par.txt): held fixed.
+  // Known intrinsics (lines "NAME fx fy cx cy" or Middlebury *_par.txt): held fixed. NAME
+  // is the image's name, or its file name where no two images share one, or "*".
   std::string intrinsics_file;
   PairSelection pairs = PairSelection::kExhaustive;
   int sequential_overlap = 10;  // K of sequential:K

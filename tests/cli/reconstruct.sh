@@ -100,6 +100,18 @@ m = r["stages"]["match"]
 print("matches files read", m["files_read"], "registered", r["models"][0]["registered_images"])
 sys.exit(0 if m["files_read"] == 28 and r["models"][0]["registered_images"] == 8 else 1)
 PY
+# --intrinsics lines name an image by its path in the folder or, these being unique, its file name.
+awk 'NR == 2 { for (i = 0; i < 4; ++i) { print "v" i ".png", $2, $6, $4, $7; print "camB/w" i ".png", $2, $6, $4, $7 } }' \
+  "$d/scene/scene_par.txt" > "$d/card_K.txt"
+"$tp" reconstruct "$d/card" --intrinsics "$d/card_K.txt" -o "$d/rec_card4" --no-upsample -q > /dev/null 2> "$d/stderr_card4" \
+  || { cat "$d/stderr_card4"; fail "reconstruct --intrinsics of the subfolders' images"; }
+python3 - "$d/rec_card4/report.json" <<'PY' || fail "--intrinsics of the subfolders' images not used"
+import json, sys
+r = json.load(open(sys.argv[1]))
+sources = {c["focal_source"] for c in r["cameras"]}
+print("focal sources", sources, "registered", r["models"][0]["registered_images"])
+sys.exit(0 if sources == {"intrinsics file"} and r["models"][0]["registered_images"] == 8 else 1)
+PY
 
 # 2. An unreadable image is named, skipped and listed; the rest still reconstructs.
 printf 'not an image' > "$d/broken.png"
