@@ -51,6 +51,7 @@ struct ReconstructArgs {
   std::string device = "cpu";
   std::string camera_model = "simple_radial";
   bool single_camera = false;
+  bool single_camera_per_folder = false;
   std::string intrinsics;
   std::string pairs = "exhaustive";
   std::string tracks;
@@ -131,6 +132,7 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.matches_dir = a.matches_dir;
   o.output_dir = a.output;
   o.single_camera = a.single_camera;
+  o.single_camera_per_folder = a.single_camera_per_folder;
   o.intrinsics_file = a.intrinsics;
   o.tracks_file = a.tracks;
   o.num_threads = a.threads;
@@ -225,6 +227,8 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--camera-model", a->camera_model, "simple_pinhole | pinhole | simple_radial | radial")
       ->capture_default_str();
   app.add_flag("--single-camera", a->single_camera, "One camera (shared intrinsics) for all images of one size");
+  app.add_flag("--single-camera-per-folder", a->single_camera_per_folder,
+               "One camera for the images of one size in each folder (a rig's cam0/, cam1/ in the folder given)");
   app.add_option("--intrinsics", a->intrinsics,
                  "Known intrinsics, held fixed: lines 'NAME fx fy cx cy' or a Middlebury *_par.txt");
   app.add_option("--pairs", a->pairs, "exhaustive | sequential:K | a file of 'NAME1 NAME2' lines")

@@ -335,6 +335,8 @@ Status ReconstructionPipelineOptions::Check() const {
   if (!features_dir.empty() && !tracks_file.empty())
     return Status::InvalidOptions("reconstruct: --features and --tracks are two sources of correspondences: give one");
   if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
+  if (single_camera && single_camera_per_folder)
+    return Status::InvalidOptions("reconstruct: --single-camera and --single-camera-per-folder: give one");
   if (pairs == PairSelection::kFile) {
     // Before the images are read and extracted: a folder, a missing file, a malformed line or
     // no pairs fail at once (the names are resolved against the images later).
@@ -520,7 +522,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   json camera_report = json::array();
   json exif_notes = json::array();
   {
-    std::map<std::array<double, 6>, uint32_t> shared;  // (w, h, fx, fy, cx, cy) -> camera
+    // (folder, (w, h, fx, fy, cx, cy)) -> camera; the folder only with single_camera_per_folder.
+    std::map<std::pair<std::string, std::array<double, 6>>, uint32_t> shared;
     for (int k = 0; k < n; ++k) {
       const struct {
         int width, height;
@@ -574,15 +577,18 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           case CameraModelId::kRadial: c.params = {f, cx, cy, 0, 0}; break;
         }
       }
-      const bool share = o.single_camera || !known.empty();
-      auto it = share ? shared.find(key) : shared.end();
+      const bool share = o.single_camera || o.single_camera_per_folder || !known.empty();
+      const size_t slash = names[k].rfind('/');
+      const std::pair<std::string, std::array<double, 6>> shared_key = {
+          o.single_camera_per_folder && slash != std::string::npos ? names[k].substr(0, slash) : std::string(), key};
+      auto it = share ? shared.find(shared_key) : shared.end();
       if (it != shared.end()) {
         image_camera[k] = it->second;
       } else {
         c.camera_id = static_cast<uint32_t>(cameras.size() + 1);
         cameras[c.camera_id] = c;
         image_camera[k] = c.camera_id;
-        if (share) shared[key] = c.camera_id;
+        if (share) shared[shared_key] = c.camera_id;
       }
     }
     // Per camera: its images' priors. A shared camera takes their common value, else their

@@ -59,6 +59,11 @@ struct ReconstructionPipelineOptions {
   // Its initial focal length: the images' EXIF prior when they all agree, else the median
   // of the priors of those that have one, else 1.2 max(width, height).
   bool single_camera = false;
+  // One camera for the images of one size in each folder (COLMAP's ImageReader.
+  // single_camera_per_folder): the images of a rig's cam0/ share one, those of cam1/ another.
+  // A folder is the part of an image's name before its last '/' (image_names). Not with
+  // single_camera.
+  bool single_camera_per_folder = false;
   // Known intrinsics (lines "NAME fx fy cx cy" or Middlebury *_par.txt): held fixed. NAME
   // is the image's name, or its file name where no two images share one, or "*".
   std::string intrinsics_file;

@@ -100,6 +100,15 @@ m = r["stages"]["match"]
 print("matches files read", m["files_read"], "registered", r["models"][0]["registered_images"])
 sys.exit(0 if m["files_read"] == 28 and r["models"][0]["registered_images"] == 8 else 1)
 PY
+# --single-camera-per-folder: one camera for "cam A/", one for camB/, each of 4 images.
+"$tp" reconstruct "$d/card" --single-camera-per-folder -o "$d/rec_card5" --no-upsample -q > /dev/null \
+  || fail "reconstruct --single-camera-per-folder"
+python3 - "$d/rec_card5/report.json" <<'PY' || fail "--single-camera-per-folder: not one camera per folder"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("cameras", [(c["camera_id"], c["images"]) for c in r["cameras"]], "registered", r["models"][0]["registered_images"])
+sys.exit(0 if [c["images"] for c in r["cameras"]] == [4, 4] and r["models"][0]["registered_images"] == 8 else 1)
+PY
 # --intrinsics lines name an image by its path in the folder or, these being unique, its file name.
 awk 'NR == 2 { for (i = 0; i < 4; ++i) { print "v" i ".png", $2, $6, $4, $7; print "camB/w" i ".png", $2, $6, $4, $7 } }' \
   "$d/scene/scene_par.txt" > "$d/card_K.txt"
@@ -137,6 +146,10 @@ grep -q "${imgs[0]}" "$d/err4" && grep -q "$d/dup/" "$d/err4" || fail "duplicate
 [ $rc = 2 ] || fail "--max-tri-angle 200: exit $rc, expected 2"
 grep -q -- "--max-tri-angle" "$d/err4b" || fail "message lacks --max-tri-angle: $(cat "$d/err4b")"
 [ -e "$d/rec4b" ] && fail "output folder made for a bad option"
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4d" --single-camera --single-camera-per-folder -q > /dev/null 2> "$d/err4d"; rc=$?
+[ $rc = 2 ] || fail "--single-camera with --single-camera-per-folder: exit $rc, expected 2"
+grep -q -- "--single-camera and --single-camera-per-folder: give one" "$d/err4d" || fail "message: $(cat "$d/err4d")"
+[ -e "$d/rec4d" ] && fail "output folder made for a bad option"
 "$tp" reconstruct "${imgs[@]}" -o "$d/rec4c" --guided-matching sometimes -q > /dev/null 2> "$d/err4c"; rc=$?
 [ $rc = 2 ] || fail "--guided-matching sometimes: exit $rc, expected 2"
 grep -q -- "--guided-matching 'sometimes'" "$d/err4c" || fail "message lacks --guided-matching: $(cat "$d/err4c")"
