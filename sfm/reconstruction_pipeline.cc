@@ -511,6 +511,20 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   std::vector<std::string> file_names(n);
   for (int k = 0; k < n; ++k) file_names[k] = BaseName(names[k]);
   const bool file_names_unique = std::set<std::string>(file_names.begin(), file_names.end()).size() == file_names.size();
+  // COLMAP writes a name with a space into its text model as it is, and reads it back only
+  // up to the space: said once, on stderr and in the report.
+  if (o.write_text) {
+    const auto spaced = std::find_if(names.begin(), names.end(), [](const std::string& s) {
+      return s.find_first_of(" \t") != std::string::npos;
+    });
+    if (spaced != names.end()) {
+      const std::string warning = "image names with spaces (such as '" + *spaced +
+                                  "'): COLMAP reads the text model's image names only up to the first space; "
+                                  "its binary model (--format binary or both) keeps them whole";
+      std::fprintf(stderr, "tiepoint reconstruct: warning: %s\n", warning.c_str());
+      report["warnings"].push_back(warning);
+    }
+  }
   Progress(o, "read " + std::to_string(n) + " images" +
                   (skipped.empty() ? "" : " (" + std::to_string(skipped.size()) + " skipped)"));
 
