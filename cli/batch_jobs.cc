@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "io/base/input_file.h"
+#include "io/base/folder_listing.h"
 #include "io/image.h"
 #include "tiepoint/build_info.h"
 
@@ -41,9 +42,8 @@ const std::vector<KindRules>& AllKindRules() {
   static const std::vector<KindRules> rules = {
       {"ba", {{"report", "report.json"}}, {"output", "ply"}, {}},
       {"bench", {{"out", "bench.json"}, {"plot", "bench.svg"}}, {}, {}},
-      // features, matches, image-path: folders (resolved against the job file). A folder of
-      // images is fingerprinted by the images in it and its subfolders (FingerprintInputs);
-      // one of none (--features, --matches) by its own stat, which changes with its entries.
+      // features, matches, image-path: folders (resolved against the job file), fingerprinted
+      // by the files below them that the command reads (FingerprintInputs).
       {"reconstruct", {{"output", "model"}}, {}, {"intrinsics", "pairs", "tracks", "features", "matches", "image-path"}},
   };
   return rules;
@@ -943,9 +943,18 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
     in.size = static_cast<int64_t>(st.st_size);
     in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     std::vector<std::string> files, names;
-    if (S_ISDIR(st.st_mode) && ExpandImageArguments({in.path}, &files, &names).ok()) {
+    if (S_ISDIR(st.st_mode)) {
+      // The image files below it; a folder of none (--features, --matches): every file.
+      Status s = ExpandImageArguments({in.path}, &files, &names);
+      if (s.code() == StatusCode::kInvalidInput) {
+        s = ListFolder(in.path, [](const std::string&) { return true; }, &names);
+        files.clear();
+        for (const std::string& n : names) files.push_back(in.path + "/" + n);
+      }
+      if (!s.ok()) return Status::IoError("job '" + job->name + "': input '" + in.path + "': " + s.message());
       std::string listing, contents;
       in.size = 0;
+      in.mtime_ns = 0;  // the folder's own stat changes with entries that are not inputs
       for (size_t i = 0; i < files.size(); ++i) {
         struct stat fst;
         if (::stat(files[i].c_str(), &fst) != 0) {

@@ -54,8 +54,8 @@ struct JobInput {
   int64_t size = -1;
   int64_t mtime_ns = -1;
   std::string content_hash;  // hex; filled only by FingerprintInputs(verify_inputs = true)
-  // A folder: the hash of the image files it stands for (io/image.h ExpandImageArguments,
-  // subfolders included): their names, sizes and modification times. Empty for a file.
+  // A folder: the hash of the files it stands for (FingerprintInputs): their names, sizes
+  // and modification times. Empty for a file.
   std::string listing_hash;
 };
 
@@ -109,12 +109,14 @@ Status ParseJobFile(const std::string& text, const JobFileOptions& options,
                     const CommandCatalog& catalog, std::vector<BatchJob>* jobs);
 
 // Fills size and mtime of each input; with verify_inputs also the content hash. Names the
-// job and file on error (a file that vanished since LoadJobFile). A folder of images
-// (reconstruct's IMAGES or --image-path) stands for the image files in it and its
-// subfolders, as reconstruct reads them: its size is theirs, its listing hash covers their
-// names, sizes and modification times, and its content hash their contents, so an image
-// changed, added or removed anywhere below it changes the job's key (a folder's own stat
-// changes only with its direct entries). A folder of no images keeps its own stat.
+// job and file on error (a file that vanished since LoadJobFile). A folder stands for the
+// files below it that a command reads: a folder of images (reconstruct's IMAGES or
+// --image-path) for the image files in it and its subfolders, as reconstruct lists them,
+// one of none (--features, --matches) for every file in it and its subfolders (hidden ones
+// passed over). Its size is theirs, its listing hash covers their names, sizes and
+// modification times, and its content hash their contents, so a file changed, added or
+// removed anywhere below it changes the job's key, and nothing else does (its own stat,
+// which changes only with its direct entries, is left out).
 Status FingerprintInputs(bool verify_inputs, BatchJob* job);
 
 // The identity of what this build is: version, commit and build flags.

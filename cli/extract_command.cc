@@ -38,6 +38,7 @@
 #include "features/sift.h"
 #include "io/base/atomic_file.h"
 #include "io/base/device.h"
+#include "io/base/input_file.h"
 #include "io/base/timer.h"
 #include "io/features.h"
 #include "io/image.h"
@@ -129,11 +130,16 @@ int RunExtract(const ExtractArgs& a) {
   // Every image's job up front; an output name taken by an earlier image is a failure now.
   std::vector<Job> jobs;
   jobs.reserve(num_images);
+  SeenFiles seen_files;
   for (int i = 0; i < num_images; ++i) {
     Job job;
     job.path = a.images[i];
     job.name = a.image_names.empty() ? fs::path(job.path).filename().string() : a.image_names[i];
     job.out = (fs::path(a.output_dir) / FeaturesFileName(job.name)).string();
+    if (std::string earlier; !seen_files.Add(job.path, &earlier)) {
+      fail(job.path, earlier == job.path ? "the same image file given twice" : "the same image file as " + earlier, true);
+      continue;
+    }
     const auto [it, fresh] = written_by.emplace(job.out, job.path);
     if (!fresh) {
       fail(job.path, "its output " + job.out + " would overwrite the features of " + it->second +

@@ -13,6 +13,7 @@
 #include "features/frontend.h"
 #include "io/base/atomic_file.h"
 #include "io/base/device.h"
+#include "io/base/input_file.h"
 #include "io/base/timer.h"
 #include "io/image.h"
 
@@ -90,6 +91,7 @@ int RunExtractFast(const std::vector<std::string>& images, const std::vector<std
   const bool show = !quiet && StderrIsTerminal();
   std::vector<std::string> failed;
   std::map<std::string, std::string> written_by;
+  SeenFiles seen_files;
   long long total = 0;
   int exit_code = 2;
   const Timer timer;
@@ -104,7 +106,11 @@ int RunExtractFast(const std::vector<std::string>& images, const std::vector<std
     GrayImage gray;
     std::vector<FastCorner> corners;
     const Timer t;
-    if (!fresh) {
+    std::string earlier;
+    if (!seen_files.Add(path, &earlier)) {
+      s = Status::InvalidInput(path + (earlier == path ? ": the same image file given twice"
+                                                       : ": the same image file as " + earlier));
+    } else if (!fresh) {
       s = Status::InvalidInput(path + ": its output " + out + " would overwrite the corners of " +
                                it->second + " (the same name)");
     } else if ((s = ReadImageGray(path, &gray)).ok() &&

@@ -75,7 +75,8 @@ struct MatchArgs {
 std::string Stem(const std::string& path) { return FeaturesFileStem(fs::path(path).filename().string()); }
 
 // --pairs: "exhaustive", "sequential:K" or a pairs file (io/pairs_file.h) of feature files
-// named as given on the command line, by their file names, or by their stems.
+// named as given on the command line, by their file names, by their images' file names or
+// by those names' stems.
 Status BuildPairs(const std::string& spec, const std::vector<std::string>& files,
                   std::vector<std::pair<int, int>>* pairs) {
   const int n = static_cast<int>(files.size());
@@ -100,7 +101,11 @@ Status BuildPairs(const std::string& spec, const std::vector<std::string>& files
   std::vector<NamePair> named;
   TIEPOINT_RETURN_IF_ERROR(ReadPairsFile(spec, &named));
   std::vector<std::vector<std::string>> names_of(n);
-  for (int i = 0; i < n; ++i) names_of[i] = {files[i], fs::path(files[i]).filename().string(), Stem(files[i])};
+  for (int i = 0; i < n; ++i) {
+    // "f/view_000.png.tpfeat": the path, "view_000.png.tpfeat", "view_000.png", "view_000".
+    const std::string image = Stem(files[i]);
+    names_of[i] = {files[i], fs::path(files[i]).filename().string(), image, fs::path(image).stem().string()};
+  }
   return ResolvePairs(spec, named, names_of, "feature file", pairs);
 }
 

@@ -40,8 +40,8 @@ Status OutputDirectory::Create(const std::string& dir) {
   // Even when the creation fails part way, what it made is taken back. A later call makes
   // folders inside those of earlier ones: they go first.
   made_.insert(made_.begin(), missing.begin(), missing.end());
-  RegisterMadeFolders(missing);  // for a stop by a signal or out of memory
-  fs::create_directories(dir, ec);
+  // Registered for a stop by a signal or out of memory, and made, in one step.
+  RegisterMadeFolders(missing, [&] { fs::create_directories(dir, ec); });
   if (ec || !fs::is_directory(dir)) {
     return Status::IoError(dir + ": cannot create the output directory (" +
                            (ec ? ec.message() : std::string("not a directory")) + ")");

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/output_dir.h"
 #include "cli/progress.h"
+#include "io/base/folder_listing.h"
 #include "io/features.h"
 #include "io/image.h"
 #include "sfm/reconstruction_pipeline.h"
@@ -96,18 +97,12 @@ Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::str
   if (a.images_dir.empty())
     return Status::InvalidOptions("--features without IMAGES: name the images, or the folder that holds them with "
                                   "--image-path DIR (their sizes make the cameras, their pixels the points' colours)");
-  names->clear();
-  fs::recursive_directory_iterator it(a.features_dir, fs::directory_options::none, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const std::string f = it->path().filename().string();
-    const std::string stem = FeaturesFileStem(f);
-    std::error_code ec2;
-    if (stem != f && !it->is_directory(ec2))
-      names->push_back(it->path().parent_path().lexically_relative(a.features_dir).append(stem).lexically_normal().generic_string());
-  }
-  if (ec) return Status::IoError("--features " + a.features_dir + ": cannot list (" + ec.message() + ")");
+  // As a folder of images is listed (io/base/folder_listing.h): the same names, the same order.
+  const Status listed = ListFolder(
+      a.features_dir, [](const std::string& f) { return FeaturesFileStem(f) != f; }, names);
+  if (!listed.ok()) return Status::IoError("--features " + a.features_dir + ": " + listed.message());
   if (names->empty()) return Status::InvalidInput("--features " + a.features_dir + ": no .tpfeat files (tiepoint extract writes them)");
-  std::sort(names->begin(), names->end());
+  for (std::string& n : *names) n = FeaturesFileStem(n);  // "cam0/a.png.tpfeat" -> "cam0/a.png"
   images->clear();
   for (const std::string& n : *names) {
     images->push_back((fs::path(a.images_dir) / n).string());
@@ -237,7 +232,7 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "Correspondences from `tiepoint track` (lines 'track_id frame x y'; frame = index of the image)");
   auto* features_opt = app.add_option(
       "--features", a->features_dir,
-      "Features of `tiepoint extract` (DIR/<image file name>.tpfeat) in place of extraction (--max-features, "
+      "Features of `tiepoint extract` (DIR/<image name>.tpfeat) in place of extraction (--max-features, "
       "--max-image-size, --no-upsample, --min-features, --min-contrast-threshold, --cuda-streams and the second attempt then do not "
       "apply)");
   features_opt->excludes(tracks_opt);

@@ -72,7 +72,8 @@ Status ParseFeatures(const unsigned char* data, size_t size, const std::string& 
 Status WriteFeaturesText(const std::string& path, const Features& features);
 
 // The file names `tiepoint extract` gives, and its readers (`match`, `reconstruct
-// --features`) look for: "<image file name>.tpfeat".
+// --features`) look for: "<image name>.tpfeat", the image name being its file name, or for
+// an image found in a folder's subfolder its path relative to the folder ("cam0/a.png").
 std::string FeaturesFileName(const std::string& image_name);
 // The image file name of a features file name ("a.png.tpfeat" -> "a.png"); a name that does
 // not end in ".tpfeat" (or is only that) comes back as it is.

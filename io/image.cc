@@ -30,6 +30,7 @@
 #include <tiffio.h>
 
 #include "io/base/atomic_file.h"
+#include "io/base/folder_listing.h"
 
 namespace tiepoint {
 namespace {
@@ -777,36 +778,6 @@ Status DecodeImage(const unsigned char* data, size_t size, const std::string& na
                               " (the file starts with " + FirstBytes(data, size) + ")");
 }
 
-// Natural order, as `ls -v`: runs of digits compare as numbers (frame_2 before frame_10;
-// with equal values the shorter run, fewer leading zeros, first), everything else byte by
-// byte; names equal so are ordered by their bytes. Zero-padded names keep their byte order.
-bool NaturalLess(const std::string& a, const std::string& b) {
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (digit(a[i]) && digit(b[j])) {
-      size_t ie = i, je = j;
-      while (ie < a.size() && digit(a[ie])) ++ie;
-      while (je < b.size() && digit(b[je])) ++je;
-      size_t is = i, js = j;  // the runs without leading zeros
-      while (is + 1 < ie && a[is] == '0') ++is;
-      while (js + 1 < je && b[js] == '0') ++js;
-      if (ie - is != je - js) return ie - is < je - js;
-      const int c = a.compare(is, ie - is, b, js, je - js);
-      if (c != 0) return c < 0;
-      if (ie - i != je - j) return ie - i < je - j;
-      i = ie;
-      j = je;
-    } else {
-      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
-      ++i;
-      ++j;
-    }
-  }
-  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
-  return a < b;
-}
-
 bool HasImageExtension(const std::string& name) {
   const size_t dot = name.rfind('.');
   if (dot == std::string::npos || dot == 0) return false;
@@ -1023,37 +994,15 @@ Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<st
       out_names.push_back(fs::path(arg).filename().string());
       continue;
     }
-    // Relative paths of the image files in the folder and its subfolders, as components.
-    std::vector<std::vector<std::string>> found;
-    fs::recursive_directory_iterator it(arg, fs::directory_options::none, ec), end;
-    std::string last = arg;  // the entry before an increment: a folder that fails to open
-    for (; !ec && it != end; it.increment(ec)) {
-      last = it->path().string();
-      const std::string name = it->path().filename().string();
-      std::error_code ec2;
-      if (name.empty() || name[0] == '.') {  // hidden: .thumbnails/, ._IMG_0001.JPG
-        if (it->is_directory(ec2)) it.disable_recursion_pending();
-        continue;
-      }
-      if (!HasImageExtension(name) || it->is_directory(ec2)) continue;
-      std::vector<std::string> parts;
-      for (const fs::path& part : it->path().lexically_relative(arg)) parts.push_back(part.string());
-      found.push_back(std::move(parts));
-    }
-    if (ec) return Status::IoError(last + ": cannot list the folder (" + ec.message() + ")");
+    std::vector<std::string> found;
+    TIEPOINT_RETURN_IF_ERROR(ListFolder(arg, HasImageExtension, &found));
     if (found.empty()) {
       return Status::InvalidInput(arg + ": no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) "
                                   "in the folder or its subfolders");
     }
-    // Natural order, component by component: a folder's files stay together.
-    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
-      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), NaturalLess);
-    });
-    for (const auto& parts : found) {
-      std::string rel;
-      for (const std::string& part : parts) rel += (rel.empty() ? "" : "/") + part;
+    for (std::string& rel : found) {
       out.push_back((fs::path(arg) / rel).string());
-      out_names.push_back(rel);
+      out_names.push_back(std::move(rel));
     }
   }
   *files = std::move(out);

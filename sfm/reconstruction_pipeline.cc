@@ -139,12 +139,15 @@ Status ColourReconstructionPoints(const std::map<std::string, std::string>& path
 
 namespace {
 
-// Image pairs (i < j) by the chosen selection. A pairs file names images by their file
-// names (as in the model), their paths as given, or their stems.
+// Pairs (i < j) of the usable images (indices into `usable`, which holds their indices
+// among the images given) by the chosen selection. A pairs file names an image given by its
+// name in the model (names[i]), its path as given, its file name or its file name's stem;
+// its pairs with an image that could not be read are dropped, and counted in *dropped.
 Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std::string>& names,
-                   const std::vector<std::string>& paths, std::vector<std::pair<int, int>>* pairs) {
-  const int n = static_cast<int>(names.size());
+                   const std::vector<int>& usable, std::vector<std::pair<int, int>>* pairs, int* dropped) {
+  const int n = static_cast<int>(usable.size());
   pairs->clear();
+  *dropped = 0;
   if (o.pairs == PairSelection::kExhaustive) {
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) pairs->push_back({i, j});
@@ -154,11 +157,20 @@ Status SelectPairs(const ReconstructionPipelineOptions& o, const std::vector<std
   } else {
     std::vector<NamePair> named;
     TIEPOINT_RETURN_IF_ERROR(ReadPairsFile(o.pairs_file, &named));
-    std::vector<std::vector<std::string>> names_of(n);
-    for (int i = 0; i < n; ++i)
-      names_of[i] = {names[i], paths[i], std::filesystem::path(names[i]).stem().string()};
-    TIEPOINT_RETURN_IF_ERROR(ResolvePairs(o.pairs_file, named, names_of, "image", pairs));
-    for (auto& p : *pairs) p = std::minmax(p.first, p.second);
+    std::vector<std::vector<std::string>> names_of(names.size());
+    for (size_t i = 0; i < names.size(); ++i)
+      names_of[i] = {names[i], o.image_paths[i], BaseName(names[i]), std::filesystem::path(names[i]).stem().string()};
+    std::vector<std::pair<int, int>> given;
+    TIEPOINT_RETURN_IF_ERROR(ResolvePairs(o.pairs_file, named, names_of, "image", &given));
+    std::vector<int> index(names.size(), -1);  // image given -> usable image
+    for (int k = 0; k < n; ++k) index[usable[k]] = k;
+    for (const auto& [a, b] : given) {
+      if (index[a] < 0 || index[b] < 0) {
+        ++*dropped;
+      } else {
+        pairs->push_back(std::minmax(index[a], index[b]));
+      }
+    }
   }
   return Status::Ok();
 }
@@ -370,6 +382,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   report["stages"] = json::object();
   const int threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
 
+  // One file under two names: a photo given and also found through its folder, a link.
+  SeenFiles seen_files;
+  for (const std::string& p : o.image_paths)
+    if (std::string earlier; !seen_files.Add(p, &earlier))
+      return Status::InvalidInput(earlier == p ? p + ": the same image file given twice"
+                                               : "the same image file twice: " + earlier + " and " + p);
   // Names must be unique: the model refers to images by name.
   const auto image_name = [&](size_t i) { return o.image_names.empty() ? BaseName(o.image_paths[i]) : o.image_names[i]; };
   std::map<std::string, std::string> by_name;
@@ -507,20 +525,24 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   std::vector<std::string> names(n);
   for (int k = 0; k < n; ++k) names[k] = image_name(usable[k]);
   // Images of a folder's subfolders ("cam0/a.png") are also known by their file names
-  // ("a.png": an --intrinsics line, match's files) where no two images share one.
+  // ("a.png": an --intrinsics line, a pairs file, features and matches files) where no two
+  // images share one.
   std::vector<std::string> file_names(n);
   for (int k = 0; k < n; ++k) file_names[k] = BaseName(names[k]);
   const bool file_names_unique = std::set<std::string>(file_names.begin(), file_names.end()).size() == file_names.size();
   // COLMAP writes a name with a space into its text model as it is, and reads it back only
-  // up to the space: said once, on stderr and in the report.
-  if (o.write_text) {
+  // up to the space; pairs files and intrinsics tables split at spaces: said once, on
+  // stderr and in the report.
+  {
     const auto spaced = std::find_if(names.begin(), names.end(), [](const std::string& s) {
       return s.find_first_of(" \t") != std::string::npos;
     });
     if (spaced != names.end()) {
       const std::string warning = "image names with spaces (such as '" + *spaced +
-                                  "'): COLMAP reads the text model's image names only up to the first space; "
-                                  "its binary model (--format binary or both) keeps them whole";
+                                  "'): COLMAP reads the text model's image names only up to the first space "
+                                  "(its binary model, --format binary or both, keeps them whole), and a pairs "
+                                  "file or --intrinsics line, split at spaces, can name such an image only by "
+                                  "its file name or stem, where those have none";
       std::fprintf(stderr, "tiepoint reconstruct: warning: %s\n", warning.c_str());
       report["warnings"].push_back(warning);
     }
@@ -592,9 +614,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         }
       }
       const bool share = o.single_camera || o.single_camera_per_folder || !known.empty();
-      const size_t slash = names[k].rfind('/');
+      // The folder the image file is in, however it was named on the command line.
       const std::pair<std::string, std::array<double, 6>> shared_key = {
-          o.single_camera_per_folder && slash != std::string::npos ? names[k].substr(0, slash) : std::string(), key};
+          o.single_camera_per_folder
+              ? fs::absolute(o.image_paths[usable[k]]).lexically_normal().parent_path().string()
+              : std::string(),
+          key};
       auto it = share ? shared.find(shared_key) : shared.end();
       if (it != shared.end()) {
         image_camera[k] = it->second;
@@ -704,7 +729,18 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         // The features of `tiepoint extract`, each checked against its image's size.
         std::vector<std::pair<int, int>> sizes;
         for (int k = 0; k < n; ++k) sizes.push_back({gray[usable[k]].width, gray[usable[k]].height});
-        TIEPOINT_RETURN_IF_ERROR(ReadStoredFeatures(o.features_dir, names, sizes, threads, &features));
+        // An image of a folder's subfolder ("cam0/a.png") has its features where `extract
+        // PHOTOS/` writes them (cam0/a.png.tpfeat), else, its file name being unique, where
+        // `extract PHOTOS/*/*.png` does (a.png.tpfeat).
+        std::vector<std::string> feature_names = names;
+        for (int k = 0; k < n; ++k) {
+          std::error_code ec;
+          if (file_names_unique && file_names[k] != names[k] &&
+              !fs::exists(StoredFeaturesPath(o.features_dir, names[k]), ec) &&
+              fs::exists(StoredFeaturesPath(o.features_dir, file_names[k]), ec))
+            feature_names[k] = file_names[k];
+        }
+        TIEPOINT_RETURN_IF_ERROR(ReadStoredFeatures(o.features_dir, feature_names, sizes, threads, &features));
       } else {
         std::vector<const GrayImage*> ptrs;
         for (int k = 0; k < n; ++k) ptrs.push_back(&gray[usable[k]]);
@@ -786,9 +822,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       // 4. Matching.
       t0 = std::chrono::steady_clock::now();
       std::vector<std::pair<int, int>> pairs;
-      std::vector<std::string> paths(n);
-      for (int k = 0; k < n; ++k) paths[k] = o.image_paths[usable[k]];
-      TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names, paths, &pairs));
+      std::vector<std::string> names_given(o.image_paths.size());
+      for (size_t i = 0; i < names_given.size(); ++i) names_given[i] = image_name(i);
+      int pairs_dropped = 0;
+      TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names_given, usable, &pairs, &pairs_dropped));
+      if (pairs_dropped > 0)
+        Progress(o, std::to_string(pairs_dropped) + " pair(s) of " + o.pairs_file + " dropped: an image of each was skipped");
       std::vector<const Features*> fptrs;
       for (const Features& f : features) fptrs.push_back(&f);
       std::vector<std::vector<FeatureMatch>> matches;
@@ -801,8 +840,13 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         StoredMatchesSummary sm;
         // `match` names its files by the features' file names: images of a folder's
         // subfolders ("cam0/a.png") are found by theirs ("a.png") where no two share one.
-        TIEPOINT_RETURN_IF_ERROR(ReadStoredMatches(o.matches_dir, file_names_unique ? file_names : names, features,
-                                                   pairs, threads, &matches, &sm));
+        const Status read = ReadStoredMatches(o.matches_dir, file_names_unique ? file_names : names, features,
+                                              pairs, threads, &matches, &sm);
+        if (!read.ok() && sm.files_read == 0 && !file_names_unique)
+          return Status(read.code(), read.message() + "; `match` names its files by the feature files' names, "
+                                     "and some of these images share a file name (in different subfolders), "
+                                     "which `match` refuses: match them without --matches");
+        TIEPOINT_RETURN_IF_ERROR(read);
         report["stages"]["match"] = {{"seconds", Since(t0)},
                                      {"pairs", pairs.size()},
                                      {"read_from", o.matches_dir},
@@ -814,6 +858,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         Progress(o, "read the matches of " + std::to_string(sm.files_read) + " of " + std::to_string(pairs.size()) +
                         " pairs from " + o.matches_dir);
       }
+      if (pairs_dropped > 0) report["stages"]["match"]["pairs_dropped_with_skipped_images"] = pairs_dropped;
 
       // 5. Verification, pairs spread over the threads.
       t0 = std::chrono::steady_clock::now();

@@ -60,8 +60,8 @@ struct ReconstructionPipelineOptions {
   // of the priors of those that have one, else 1.2 max(width, height).
   bool single_camera = false;
   // One camera for the images of one size in each folder (COLMAP's ImageReader.
-  // single_camera_per_folder): the images of a rig's cam0/ share one, those of cam1/ another.
-  // A folder is the part of an image's name before its last '/' (image_names). Not with
+  // single_camera_per_folder): the images of a rig's cam0/ share one, those of cam1/ another,
+  // whether given as files, as those folders or as the folder above them. Not with
   // single_camera.
   bool single_camera_per_folder = false;
   // Known intrinsics (lines "NAME fx fy cx cy" or Middlebury *_par.txt): held fixed. NAME
@@ -72,7 +72,8 @@ struct ReconstructionPipelineOptions {
   std::string pairs_file;       // io/pairs_file.h: lines "NAME1 NAME2"
   std::string tracks_file;      // sequence mode
   // Correspondences from files (sfm/stored_correspondences.h): the features of `tiepoint
-  // extract` in features_dir (<image file name>.tpfeat), in place of extraction, and the
+  // extract` in features_dir (<image name>.tpfeat, or <file name>.tpfeat for an image of a
+  // subfolder whose file name is unique), in place of extraction, and the
   // matches of `tiepoint match` in matches_dir (needs features_dir), in place of matching,
   // for the pairs chosen by `pairs`. The images are still read (sizes, EXIF, colours). No
   // second attempt (the features are not the pipeline's to extract again).

@@ -44,7 +44,7 @@ Status ReadStoredFeatures(const std::string& dir, const std::vector<std::string>
     const std::string path = StoredFeaturesPath(dir, names[k]);
     if (!IsFile(path)) {
       status[k] = Status::InvalidInput(path + ": no features file for image '" + names[k] +
-                                       "' (tiepoint extract writes <image file name>.tpfeat)");
+                                       "' (tiepoint extract writes <image name>.tpfeat)");
       continue;
     }
     Features& f = (*features)[k];

@@ -159,10 +159,11 @@ int RemoveAllLocked(Registry& live) {
 
 }  // namespace
 
-void RegisterMadeFolders(const std::vector<std::string>& deepest_first) {
+void RegisterMadeFolders(const std::vector<std::string>& deepest_first, const std::function<void()>& make) {
   std::lock_guard<std::mutex> lock(Live().mutex);
   auto& made = Live().made_folders;
   made.insert(made.begin(), deepest_first.begin(), deepest_first.end());
+  make();
 }
 
 void ForgetMadeFolders() {

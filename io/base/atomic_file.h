@@ -19,6 +19,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <functional>
 #include <vector>
 
 #include "io/base/status.h"
@@ -69,11 +70,13 @@ class LiveTemporaryDirectory {
   std::string path_;
 };
 
-// Output folders a command made for its run (cli/output_dir.h), deepest first, each call's
+// Output folders a command makes for its run (cli/output_dir.h), deepest first, each call's
 // inside the earlier ones': RemoveLiveTemporaries and StopForSignal take back those that
 // are empty once the temporaries are gone, so a run stopped by a signal or out of memory
-// leaves no empty output folder. ForgetMadeFolders: the run keeps them (or took them back).
-void RegisterMadeFolders(const std::vector<std::string>& deepest_first);
+// leaves no empty output folder. `make` (which creates them) runs under the registry's
+// lock, so a stop never comes between the registering and the making. ForgetMadeFolders:
+// the run keeps them (or took them back).
+void RegisterMadeFolders(const std::vector<std::string>& deepest_first, const std::function<void()>& make);
 void ForgetMadeFolders();
 
 // Removes every AtomicFile temporary and LiveTemporaryDirectory that exists now and stops any further Commit()

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <utility>
 
 namespace tiepoint {
 
@@ -24,6 +26,14 @@ Status OpenInputFile(const std::string& path, const std::string& what, std::ifst
                            (errno != 0 ? std::strerror(errno) : "unknown error") + ")");
   }
   return Status::Ok();
+}
+
+bool SeenFiles::Add(const std::string& path, std::string* earlier) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return true;
+  const auto [it, fresh] = seen_.emplace(std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino)), path);
+  if (!fresh) *earlier = it->second;
+  return fresh;
 }
 
 }  // namespace tiepoint

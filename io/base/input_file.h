@@ -2,7 +2,10 @@
 #pragma once
 
 #include <fstream>
+#include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "io/base/status.h"
 
@@ -21,5 +24,18 @@ Status RefuseDirectory(const std::string& path, const std::string& what);
 //   "<path>: is a directory, not <what>"
 Status OpenInputFile(const std::string& path, const std::string& what, std::ifstream* in,
                      std::ios::openmode mode = std::ios::in);
+
+// Files seen so far, by device and inode: one file given twice under different names (a
+// photo given and also found through its folder, a link and its target) is found.
+class SeenFiles {
+ public:
+  // False, with the earlier path in *earlier, when `path` is a file added before under
+  // another name; else adds it (a path that does not exist is left to its reader) and
+  // returns true.
+  bool Add(const std::string& path, std::string* earlier);
+
+ private:
+  std::map<std::pair<uint64_t, uint64_t>, std::string> seen_;
+};
 
 }  // namespace tiepoint

@@ -477,6 +477,9 @@ TEST_F(BatchTest, AFolderOfImagesIsKeyedByTheImagesBelowIt) {
   r = Run({"batch", dir_ + "/jobs.json", "-o", run});
   EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
   EXPECT_NE(ReadFile(record).find("(0 of 3 could be read)"), std::string::npos) << ReadFile(record);
+  WriteFile(photos + "/README.txt", "not an image");  // the folder's own stat changes, its images do not
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
 
   // With --verify-inputs the contents count: a touch does not, a change of content does.
   r = Run({"batch", dir_ + "/jobs.json", "-o", run, "--verify-inputs"});  // the record gains content hashes
@@ -487,6 +490,29 @@ TEST_F(BatchTest, AFolderOfImagesIsKeyedByTheImagesBelowIt) {
   WriteFile(photos + "/cam0/b.png", "junk B");  // same size
   r = Run({"batch", dir_ + "/jobs.json", "-o", run, "--verify-inputs"});
   EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+}
+
+// A folder of other files (reconstruct --features: extract's outputs, in subfolders for the
+// images of subfolders) is keyed by every file below it.
+TEST_F(BatchTest, AFeaturesFolderIsKeyedByTheFilesBelowIt) {
+  const std::string photos = dir_ + "/photos", feat = dir_ + "/feat";
+  for (const std::string& d : {photos, photos + "/cam0", feat, feat + "/cam0"}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+  WriteFile(photos + "/cam0/a.png", "junk a");
+  WriteFile(feat + "/cam0/a.png.tpfeat", "junk features");
+  WriteFile(dir_ + "/jobs.json", json({{"jobs", {{{"name", "rec"}, {"kind", "reconstruct"}, {"features", feat},
+                                                  {"image-path", photos}, {"threads", 1}}}}})
+                                         .dump());
+  const std::string run = dir_ + "/run", record = run + "/jobs/rec/job.json";
+  Result r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const std::string first = ReadFile(record);
+  ASSERT_FALSE(first.empty()) << r.out << r.err;
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
+  WriteFile(feat + "/cam0/a.png.tpfeat", "JUNK FEATURES");  // in a subfolder, in place, the same size
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+  EXPECT_NE(ReadFile(record), first);
 }
 
 TEST_F(BatchTest, TwoShardsInParallelEqualOneRun) {

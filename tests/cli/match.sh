@@ -31,6 +31,13 @@ printf 'c a  # comment\n' > "$out/pairs.txt"
 "$tp" match "$out/f/a.tpfeat" "$out/f/b.tpfeat" "$out/f/c.tpfeat" --pairs "$out/pairs.txt" \
   -o "$out/p" --quiet > /dev/null || fail "pair list"
 [ -e "$out/p/c--a.tpmatch" ] && [ "$(ls "$out/p" | wc -l)" = 2 ] || fail "pair list: $(ls "$out/p")"
+# Feature files of images (view_000.png.tpfeat) by their images' file names or stems.
+mkdir -p "$out/f2"; cp "$out/f/a.tpfeat" "$out/f2/view_000.png.tpfeat"; cp "$out/f/b.tpfeat" "$out/f2/view_001.png.tpfeat"
+printf 'view_000 view_001.png
+' > "$out/pairs2.txt"
+"$tp" match "$out/f2/view_000.png.tpfeat" "$out/f2/view_001.png.tpfeat" --pairs "$out/pairs2.txt" \
+  -o "$out/p2" --quiet > /dev/null || fail "pair list by image names"
+[ -e "$out/p2/view_000.png--view_001.png.tpmatch" ] || fail "pair list by image names: $(ls "$out/p2")"
 # Verification runs and records the model.
 "$tp" match "$out/f/a.tpfeat" "$out/f/b.tpfeat" --verify homography -o "$out/v" --txt --quiet \
   > /dev/null || fail "--verify homography"

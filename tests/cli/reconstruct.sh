@@ -131,6 +131,17 @@ printf 'not an image' > "$d/broken.png"
   || fail "one broken image must not stop the run"
 grep -q "broken.png" "$d/err2" || fail "the broken image is not named on stderr"
 grep -q "broken.png" "$d/rec2/report.json" || fail "the broken image is not in the report"
+# A pairs file naming it: its pairs are dropped (and counted), the others matched.
+{ for i in 0 1 2 3 4 5 6; do echo "view_00$i view_00$((i + 1)).png"; done; echo "broken view_000"; echo "view_001 broken.png"; } \
+  > "$d/pairs_broken.txt"
+"$tp" reconstruct "${imgs[@]}" "$d/broken.png" --pairs "$d/pairs_broken.txt" -o "$d/rec2b" --single-camera --no-upsample -q \
+  > /dev/null 2> "$d/err2b" || { cat "$d/err2b"; fail "a pairs file naming the broken image must not stop the run"; }
+python3 - "$d/rec2b/report.json" <<'PY' || fail "the pairs of the broken image are not dropped and counted"
+import json, sys
+m = json.load(open(sys.argv[1]))["stages"]["match"]
+print("pairs", m["pairs"], "dropped", m.get("pairs_dropped_with_skipped_images"))
+sys.exit(0 if m["pairs"] == 7 and m.get("pairs_dropped_with_skipped_images") == 2 else 1)
+PY
 
 # 3. Fewer than two usable images: exit 1, no sparse/.
 "$tp" reconstruct "${imgs[0]}" "$d/broken.png" -o "$d/rec3" -q > /dev/null 2> "$d/err3"; rc=$?
@@ -143,6 +154,18 @@ mkdir -p "$d/dup"; cp "${imgs[0]}" "$d/dup/"
 "$tp" reconstruct "${imgs[@]}" "$d/dup/$(basename "${imgs[0]}")" -o "$d/rec4" -q > /dev/null 2> "$d/err4"; rc=$?
 [ $rc = 2 ] || fail "duplicate names: exit $rc, expected 2"
 grep -q "${imgs[0]}" "$d/err4" && grep -q "$d/dup/" "$d/err4" || fail "duplicate message: $(cat "$d/err4")"
+# One file twice, under two names (given, and found again through its folder; a link).
+"$tp" reconstruct "${imgs[0]}" "$d/scene" -o "$d/rec4e" -q > /dev/null 2> "$d/err4e"; rc=$?
+[ $rc = 2 ] || fail "one file twice: exit $rc, expected 2"
+grep -q "${imgs[0]}: the same image file given twice" "$d/err4e" || fail "one file twice: $(cat "$d/err4e")"
+mkdir -p "$d/linked"; cp "${imgs[@]}" "$d/linked/"; ln -s view_000.png "$d/linked/again.png"
+"$tp" reconstruct "$d/linked" -o "$d/rec4f" -q > /dev/null 2> "$d/err4f"; rc=$?
+[ $rc = 2 ] || fail "a link beside its target: exit $rc, expected 2"
+grep -q "the same image file twice: .*again.png and .*view_000.png" "$d/err4f" || fail "a link: $(cat "$d/err4f")"
+"$tp" extract "$d/linked" -o "$d/ex4f" --quiet > /dev/null 2> "$d/err4g"; rc=$?
+[ $rc = 2 ] && grep -q "view_000.png: the same image file as .*again.png" "$d/err4g" \
+  && [ "$(ls "$d/ex4f" | wc -l)" = 8 ] || fail "extract of a link beside its target: exit $rc, $(cat "$d/err4g")"
+[ -e "$d/rec4e" ] || [ -e "$d/rec4f" ] && fail "output folder left by a refused run"
 
 # 4b. An option out of range: exit 2 naming it, before any work.
 "$tp" reconstruct "${imgs[@]}" -o "$d/rec4b" --max-tri-angle 200 -q > /dev/null 2> "$d/err4b"; rc=$?
