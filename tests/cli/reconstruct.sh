@@ -112,6 +112,11 @@ r = json.load(open(sys.argv[1]))
 print("cameras", [(c["camera_id"], c["images"]) for c in r["cameras"]], "registered", r["models"][0]["registered_images"])
 sys.exit(0 if [c["images"] for c in r["cameras"]] == [4, 4] and r["models"][0]["registered_images"] == 8 else 1)
 PY
+# The same cameras with the images given as files: the folder is where the file is.
+"$tp" reconstruct "$d/card/cam A/"*.png "$d/card/camB/"*.png --single-camera-per-folder -o "$d/rec_card6" --no-upsample -q \
+  > /dev/null || fail "reconstruct --single-camera-per-folder of files"
+python3 -c 'import json, sys; sys.exit(0 if [c["images"] for c in json.load(open(sys.argv[1]))["cameras"]] == [4, 4] else 1)' \
+  "$d/rec_card6/report.json" || fail "--single-camera-per-folder of files: not one camera per folder"
 # --intrinsics lines name an image by its path in the folder or, these being unique, its file name.
 awk 'NR == 2 { for (i = 0; i < 4; ++i) { print "v" i ".png", $2, $6, $4, $7; print "camB/w" i ".png", $2, $6, $4, $7 } }' \
   "$d/scene/scene_par.txt" > "$d/card_K.txt"
