@@ -32,6 +32,7 @@
 #include "features/matcher.h"
 #include "io/base/atomic_file.h"
 #include "io/base/device.h"
+#include "io/base/folder_listing.h"
 #include "io/base/input_file.h"
 #include "io/base/timer.h"
 #include "io/features.h"
@@ -605,7 +606,9 @@ int RunMatch(const MatchArgs& a) {
 
 Runner RegisterMatch(CLI::App& app) {
   auto a = std::make_shared<MatchArgs>();
-  app.add_option("features", a->features, "Feature files (.tpfeat from tiepoint extract)")
+  app.add_option("features", a->features,
+                 "Feature files (.tpfeat from tiepoint extract); a folder: the .tpfeat files in it and its "
+                 "subfolders, in name order")
       ->required();
   app.add_option("--pairs", a->pairs,
                  "exhaustive | sequential:K (each file with the K after it) | a file of "
@@ -651,7 +654,25 @@ Runner RegisterMatch(CLI::App& app) {
                  "With --svg: folder holding the images (NAME for NAME.tpfeat) to draw under "
                  "the matches");
   app.add_flag("--quiet", a->quiet, "No progress on the terminal");
-  return [a] { return RunMatch(*a); };
+  return [a] {
+    // A folder stands for the feature files in it and its subfolders (extract's -o folder).
+    std::vector<std::string> files;
+    for (const std::string& arg : a->features) {
+      std::error_code ec;
+      if (!fs::is_directory(arg, ec)) {
+        files.push_back(arg);
+        continue;
+      }
+      std::vector<std::string> found;
+      Status s = ListFolder(arg, [](const std::string& f) { return FeaturesFileStem(f) != f; }, &found);
+      if (s.ok() && found.empty())
+        s = Status::InvalidInput(arg + ": no feature files (*.tpfeat) in the folder or its subfolders");
+      if (!s.ok()) return ReportError("match", s);
+      for (const std::string& rel : found) files.push_back((fs::path(arg) / rel).string());
+    }
+    a->features = std::move(files);
+    return RunMatch(*a);
+  };
 }
 
 }  // namespace tiepoint::cli

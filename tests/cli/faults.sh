@@ -225,7 +225,7 @@ case $case_name in
     mkdir -p d; features; frames
     f1=$dir/feat/a.pgm.tpfeat; f2=$dir/feat/b.pgm.tpfeat
     run 2 "d: is a directory, not a BAL file" -- "$tp" ba d -o out.bal
-    run 2 "d: is a directory, not a feature file" -- "$tp" match d "$f2" -o m1
+    run 2 "d: no feature files \(\*.tpfeat\) in the folder" -- "$tp" match d "$f2" -o m1
     run 2 "d: is a directory, not a pairs file" -- "$tp" match "$f1" "$f2" --pairs d -o m2
     run 2 "d: is a directory, not an intrinsics file" -- \
       "$tp" match "$f1" "$f2" --verify essential --intrinsics d -o m3

@@ -93,7 +93,8 @@ PY
 grep -c "camB/v3.png" "$d/rec_card2/sparse/0/images.txt" | grep -q 1 || fail "--features: camB/v3.png not in the model"
 # Their matches from `match`, which names its files by the features' file names (unique here).
 for i in 0 1 2 3; do mv "$d/card_feat/camB/v$i.png.tpfeat" "$d/card_feat/camB/w$i.png.tpfeat"; mv "$d/card/camB/v$i.png" "$d/card/camB/w$i.png"; done
-"$tp" match "$d/card_feat/"*/*.tpfeat --verify fundamental -o "$d/card_match" --quiet > /dev/null || fail "match of the subfolders' features"
+# (match takes extract's folder: the feature files in it and its subfolders.)
+"$tp" match "$d/card_feat" --verify fundamental -o "$d/card_match" --quiet > /dev/null || fail "match of the subfolders' features"
 "$tp" reconstruct --features "$d/card_feat" --matches "$d/card_match" --image-path "$d/card" -o "$d/rec_card3" \
   --single-camera -q > /dev/null || fail "reconstruct --features --matches of the subfolders"
 python3 - "$d/rec_card3/report.json" <<'PY' || fail "--matches of the subfolders' images not read"
