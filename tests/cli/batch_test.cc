@@ -120,6 +120,19 @@ class BatchTest : public ::testing::Test {
     return path;
   }
 
+  // Runs a batch of the one job `job` (named "rec") on junk inputs, into `run`: it must fail
+  // with a record; returns the record's text.
+  std::string RunJunkJob(json job, const std::string& run) {
+    job["name"] = "rec";
+    job["threads"] = 1;
+    WriteFile(dir_ + "/jobs.json", json({{"jobs", {job}}}).dump());
+    const Result r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    const std::string record = ReadFile(run + "/jobs/rec/job.json");
+    EXPECT_FALSE(record.empty()) << r.out << r.err;
+    return record;
+  }
+
   json Summary(const std::string& run) {
     return json::parse(ReadFile(run + "/summary.json"));
   }
@@ -445,14 +458,10 @@ TEST_F(BatchTest, AFolderOfImagesIsKeyedByTheImagesBelowIt) {
   ASSERT_EQ(::mkdir((photos + "/cam0").c_str(), 0755), 0);
   WriteFile(photos + "/cam0/a.png", "junk a");
   WriteFile(photos + "/cam0/b.png", "junk b");
-  WriteFile(dir_ + "/jobs.json", json({{"jobs", {{{"name", "rec"}, {"kind", "reconstruct"}, {"images", photos},
-                                                  {"threads", 1}}}}})
-                                         .dump());
   const std::string run = dir_ + "/run", record = run + "/jobs/rec/job.json";
-  Result r = Run({"batch", dir_ + "/jobs.json", "-o", run});
-  EXPECT_EQ(r.code, 1) << r.out << r.err;
-  const std::string first = ReadFile(record);
-  ASSERT_FALSE(first.empty()) << r.out << r.err;
+  const std::string first = RunJunkJob({{"kind", "reconstruct"}, {"images", photos}}, run);
+  ASSERT_FALSE(first.empty());
+  Result r;
   // Both images of the subfolder were found (and failed to decode).
   EXPECT_NE(json::parse(first)["error"].get<std::string>().find("(0 of 2 could be read)"), std::string::npos) << first;
   r = Run({"batch", dir_ + "/jobs.json", "-o", run});
@@ -499,14 +508,10 @@ TEST_F(BatchTest, AFeaturesFolderIsKeyedByTheFilesBelowIt) {
   for (const std::string& d : {photos, photos + "/cam0", feat, feat + "/cam0"}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
   WriteFile(photos + "/cam0/a.png", "junk a");
   WriteFile(feat + "/cam0/a.png.tpfeat", "junk features");
-  WriteFile(dir_ + "/jobs.json", json({{"jobs", {{{"name", "rec"}, {"kind", "reconstruct"}, {"features", feat},
-                                                  {"image-path", photos}, {"threads", 1}}}}})
-                                         .dump());
   const std::string run = dir_ + "/run", record = run + "/jobs/rec/job.json";
-  Result r = Run({"batch", dir_ + "/jobs.json", "-o", run});
-  EXPECT_EQ(r.code, 1) << r.out << r.err;
-  const std::string first = ReadFile(record);
-  ASSERT_FALSE(first.empty()) << r.out << r.err;
+  const std::string first = RunJunkJob({{"kind", "reconstruct"}, {"features", feat}, {"image-path", photos}}, run);
+  ASSERT_FALSE(first.empty());
+  Result r;
   r = Run({"batch", dir_ + "/jobs.json", "-o", run});
   EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
   WriteFile(feat + "/cam0/a.png.tpfeat", "JUNK FEATURES");  // in a subfolder, in place, the same size
