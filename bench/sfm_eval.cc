@@ -6,7 +6,8 @@
 //   sfm_eval MODEL_DIR --gt-kitti POSES.txt     KITTI poses (cam-to-world 3x4 per frame;
 //                                               image NNNNNN.png is frame NNNNNN)
 //
-// Figures: images registered (matched to the ground truth by file name); after a
+// Figures: images registered (matched to the ground truth by name, or for an image of a
+// folder's subfolder, "a/x.png", by its file name); after a
 // similarity (Umeyama) of the estimated camera centres onto the true ones: rotation error
 // per image (degrees: angle of R_est Q^T R_gt^T, Q the similarity's rotation) and centre
 // error, absolute and as a fraction of the largest distance between true centres (the
@@ -159,6 +160,8 @@ int main(int argc, char** argv) {
   std::vector<Pose> est, tru;
   for (const auto& [id, im] : rec.images) {
     auto it = gt.find(im.name);
+    // An image of a folder's subfolder ("a/dinoSR0001.png"): by its file name.
+    if (it == gt.end() && im.name.find('/') != std::string::npos) it = gt.find(im.name.substr(im.name.rfind('/') + 1));
     if (it == gt.end()) continue;
     double R[9];
     tiepoint::QuaternionToRotation(im.qvec, R);
