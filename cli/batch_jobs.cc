@@ -482,6 +482,8 @@ struct JobBuilder {
             texts.push_back(f);
             JobInput input;
             input.path = f;
+            // reconstruct's IMAGES and --image-path: a folder there stands for its images.
+            input.images = job->kind == "reconstruct" && (spec->positional || key == "image-path");
             job->inputs.push_back(input);
           }
           continue;
@@ -944,14 +946,13 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
     in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     std::vector<std::string> files, names;
     if (S_ISDIR(st.st_mode)) {
-      // The image files below it; a folder of none (--features, --matches): every file.
-      Status s = ExpandImageArguments({in.path}, &files, &names);
-      if (s.code() == StatusCode::kInvalidInput) {
-        s = ListFolder(in.path, [](const std::string&) { return true; }, &names);
-        files.clear();
-        for (const std::string& n : names) files.push_back(in.path + "/" + n);
-      }
+      // A folder of images: the image files below it, as reconstruct lists them (a folder
+      // of none makes the job fail: its key is that of no files); any other (--features,
+      // --matches): every file below it.
+      const Status s = ListFolder(
+          in.path, [&](const std::string& f) { return !in.images || HasImageExtension(f); }, &names);
       if (!s.ok()) return Status::IoError("job '" + job->name + "': input '" + in.path + "': " + s.message());
+      for (const std::string& n : names) files.push_back(in.path + "/" + n);
       std::string listing, contents;
       in.size = 0;
       in.mtime_ns = 0;  // the folder's own stat changes with entries that are not inputs

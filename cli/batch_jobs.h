@@ -57,6 +57,7 @@ struct JobInput {
   // A folder: the hash of the files it stands for (FingerprintInputs): their names, sizes
   // and modification times. Empty for a file.
   std::string listing_hash;
+  bool images = false;  // an input of images (a folder stands for the image files below it)
 };
 
 struct BatchJob {
@@ -112,7 +113,7 @@ Status ParseJobFile(const std::string& text, const JobFileOptions& options,
 // job and file on error (a file that vanished since LoadJobFile). A folder stands for the
 // files below it that a command reads: a folder of images (reconstruct's IMAGES or
 // --image-path) for the image files in it and its subfolders, as reconstruct lists them,
-// one of none (--features, --matches) for every file in it and its subfolders (hidden ones
+// any other (--features, --matches) for every file in it and its subfolders (hidden ones
 // passed over). Its size is theirs, its listing hash covers their names, sizes and
 // modification times, and its content hash their contents, so a file changed, added or
 // removed anywhere below it changes the job's key, and nothing else does (its own stat,

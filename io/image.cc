@@ -778,15 +778,6 @@ Status DecodeImage(const unsigned char* data, size_t size, const std::string& na
                               " (the file starts with " + FirstBytes(data, size) + ")");
 }
 
-bool HasImageExtension(const std::string& name) {
-  const size_t dot = name.rfind('.');
-  if (dot == std::string::npos || dot == 0) return false;
-  std::string ext = name.substr(dot + 1);
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext == "png" || ext == "jpg" || ext == "jpeg" || ext == "tif" || ext == "tiff" || ext == "pgm" ||
-         ext == "ppm" || ext == "pnm";
-}
-
 }  // namespace
 
 Status ReadImageFile(const std::string& path, std::vector<unsigned char>* out_bytes) {
@@ -981,6 +972,15 @@ Status WritePng(const std::string& path, const GrayImage& image, int compression
     grey.pixels[i] = static_cast<unsigned char>(v * 255.0f + 0.5f);
   }
   return WritePng(path, grey, compression_level);
+}
+
+bool HasImageExtension(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  std::string ext = name.substr(dot + 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == "png" || ext == "jpg" || ext == "jpeg" || ext == "tif" || ext == "tiff" || ext == "pgm" ||
+         ext == "ppm" || ext == "pnm";
 }
 
 Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files,

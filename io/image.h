@@ -77,6 +77,10 @@ inline bool InsideImage(double x, double y, int width, int height) {
 Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files,
                             std::vector<std::string>* names = nullptr);
 
+// Whether a file name has one of the image extensions above (any case), as a folder's
+// listing takes it for an image.
+bool HasImageExtension(const std::string& file_name);
+
 // A single-channel image, row-major: the value of pixel (x, y) is pixels[y * width + x],
 // in [0, 1] for decoded images. See the pixel convention above.
 struct GrayImage {

@@ -508,6 +508,7 @@ TEST_F(BatchTest, AFeaturesFolderIsKeyedByTheFilesBelowIt) {
   for (const std::string& d : {photos, photos + "/cam0", feat, feat + "/cam0"}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
   WriteFile(photos + "/cam0/a.png", "junk a");
   WriteFile(feat + "/cam0/a.png.tpfeat", "junk features");
+  WriteFile(feat + "/cam0/thumbnail.png", "junk image");  // not what --features reads, but counted
   const std::string run = dir_ + "/run", record = run + "/jobs/rec/job.json";
   const std::string first = RunJunkJob({{"kind", "reconstruct"}, {"features", feat}, {"image-path", photos}}, run);
   ASSERT_FALSE(first.empty());
