@@ -14,6 +14,11 @@ Status ReadPairsFile(const std::string& path, std::vector<NamePair>* pairs) {
   pairs->clear();
   std::ifstream in;
   TIEPOINT_RETURN_IF_ERROR(OpenInputFile(path, "a pairs file", &in));
+  return ReadPairs(in, path, pairs);
+}
+
+Status ReadPairs(std::istream& in, const std::string& path, std::vector<NamePair>* pairs) {
+  pairs->clear();
   std::string line;
   int line_no = 0;
   while (std::getline(in, line)) {
@@ -62,7 +67,7 @@ Status ResolvePairs(const std::string& path, const std::vector<NamePair>& named,
       ij[k] = it->second.first;
     }
     if (ij[0] == ij[1]) return Status::InvalidInput(where + "pairs '" + p.name1 + "' with itself");
-    if (seen.insert(std::minmax(ij[0], ij[1])).second) pairs->emplace_back(ij[0], ij[1]);
+    if (seen.insert(std::pair<int, int>(std::minmax(ij[0], ij[1]))).second) pairs->emplace_back(ij[0], ij[1]);
   }
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 // Blank lines and comments are passed over; any other line holds exactly two names.
 #pragma once
 
+#include <istream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,8 @@ struct NamePair {
 //   "<path>:<line>: expected two names, found <n>"
 //   "<path>: no pairs in the file"           (nothing but comments and blank lines)
 Status ReadPairsFile(const std::string& path, std::vector<NamePair>* pairs);
+// The same from a stream; `name` stands for the file in messages.
+Status ReadPairs(std::istream& in, const std::string& name, std::vector<NamePair>* pairs);
 
 // Resolves the pairs of `path` (as ReadPairsFile returned them) to indices into a list of
 // `noun`s ("image", "feature file"): item i answers to every name in names_of[i] (its path

@@ -17,7 +17,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-600}
 shift || true
 all=(bal_text bal_bz2 image_png image_jpeg image_pnm image_tiff features matches intrinsics middlebury
-     colmap_text colmap_binary track_file batch_jobs exif bz2_staged)
+     colmap_text colmap_binary track_file batch_jobs exif bz2_staged pairs_file)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 build=${FUZZ_BUILD:-$root/build-fuzz}
@@ -35,7 +35,7 @@ fi
 # keep executions fast (the readers' costs grow with the input, not with its header).
 max_len() {
   case $1 in
-    features|matches|intrinsics|track_file|batch_jobs) echo 2048 ;;
+    features|matches|intrinsics|track_file|batch_jobs|pairs_file) echo 2048 ;;
     *) echo 4096 ;;
   esac
 }

@@ -288,3 +288,11 @@ for name, spec in seeds.items():
     tags, big = spec if isinstance(spec, tuple) else (spec, False)
     open(out + "/" + name, "wb").write(jpeg(exif(tags, big)))
 PY
+
+# Pairs files (io/pairs_file.h): names of the fuzz target's fixed images (a.png, cam0/a.png,
+# a: a stem two images share; b, c), comments, blank lines, CRLF, a repeated pair.
+mkdir -p "$corpus/pairs_file"
+printf '# pairs\n\na.png b.png\ncam0/a.png c   # after a pair\nb c.png\nc b\n' > "$corpus/pairs_file/names.txt"
+printf 'a.jpg\tb\r\n\r\n#only\r\nc a.jpg\r\n' > "$corpus/pairs_file/crlf_tabs.txt"
+printf 'a b\n' > "$corpus/pairs_file/ambiguous_stem.txt"
+printf 'a.png b c\nb\n' > "$corpus/pairs_file/three_names.txt"
