@@ -482,8 +482,13 @@ struct JobBuilder {
             texts.push_back(f);
             JobInput input;
             input.path = f;
-            // reconstruct's IMAGES and --image-path: a folder there stands for its images.
-            input.images = job->kind == "reconstruct" && (spec->positional || key == "image-path");
+            // What a folder given there stands for: reconstruct's IMAGES and --image-path, its
+            // images; --features, its .tpfeat files; --matches, its .tpmatch files.
+            if (job->kind == "reconstruct") {
+              if (spec->positional || key == "image-path") input.folder_files = JobInput::kImages;
+              if (key == "features") input.folder_files = JobInput::kFeatures;
+              if (key == "matches") input.folder_files = JobInput::kMatches;
+            }
             job->inputs.push_back(input);
           }
           continue;
@@ -949,8 +954,21 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
       // A folder of images: the image files below it, as reconstruct lists them (a folder
       // of none makes the job fail: its key is that of no files); any other (--features,
       // --matches): every file below it.
+      const auto ends_with = [](const std::string& f, const char* suffix) {
+        const size_t n = std::strlen(suffix);
+        return f.size() > n && f.compare(f.size() - n, n, suffix) == 0;
+      };
       const Status s = ListFolder(
-          in.path, [&](const std::string& f) { return !in.images || HasImageExtension(f); }, &names);
+          in.path,
+          [&](const std::string& f) {
+            switch (in.folder_files) {
+              case JobInput::kImages: return HasImageExtension(f);
+              case JobInput::kFeatures: return ends_with(f, ".tpfeat");
+              case JobInput::kMatches: return ends_with(f, ".tpmatch");
+              default: return true;
+            }
+          },
+          &names);
       if (!s.ok()) return Status::IoError("job '" + job->name + "': input '" + in.path + "': " + s.message());
       for (const std::string& n : names) files.push_back(in.path + "/" + n);
       std::string listing, contents;
@@ -958,8 +976,12 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
       in.mtime_ns = 0;  // the folder's own stat changes with entries that are not inputs
       for (size_t i = 0; i < files.size(); ++i) {
         struct stat fst;
-        if (::stat(files[i].c_str(), &fst) != 0) {
-          return Status::IoError("job '" + job->name + "': input '" + files[i] + "': " + std::strerror(errno));
+        // A dangling link, a pipe or a socket: listed by its name alone (the command reports
+        // what it makes of it; a pipe would block the fingerprint).
+        if (::stat(files[i].c_str(), &fst) != 0 || !S_ISREG(fst.st_mode)) {
+          listing += names[i] + '\n';
+          contents += names[i] + '\n';
+          continue;
         }
         in.size += static_cast<int64_t>(fst.st_size);
         listing += names[i] + '\0' + std::to_string(fst.st_size) + '\0' + std::to_string(fst.st_mtim.tv_sec) + '.' +

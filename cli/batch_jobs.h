@@ -57,7 +57,9 @@ struct JobInput {
   // A folder: the hash of the files it stands for (FingerprintInputs): their names, sizes
   // and modification times. Empty for a file.
   std::string listing_hash;
-  bool images = false;  // an input of images (a folder stands for the image files below it)
+  // What a folder given for this input stands for: the files below it of this kind.
+  enum FolderFiles { kAnyFiles, kImages, kFeatures, kMatches };
+  FolderFiles folder_files = kAnyFiles;
 };
 
 struct BatchJob {
@@ -113,8 +115,8 @@ Status ParseJobFile(const std::string& text, const JobFileOptions& options,
 // job and file on error (a file that vanished since LoadJobFile). A folder stands for the
 // files below it that a command reads: a folder of images (reconstruct's IMAGES or
 // --image-path) for the image files in it and its subfolders, as reconstruct lists them,
-// any other (--features, --matches) for every file in it and its subfolders (hidden ones
-// passed over). Its size is theirs, its listing hash covers their names, sizes and
+// a --features or --matches folder for the .tpfeat or .tpmatch files below it (hidden ones
+// passed over; an entry that is no regular file counts by its name). Its size is theirs, its listing hash covers their names, sizes and
 // modification times, and its content hash their contents, so a file changed, added or
 // removed anywhere below it changes the job's key, and nothing else does (its own stat,
 // which changes only with its direct entries, is left out).

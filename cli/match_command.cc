@@ -51,6 +51,7 @@ namespace fs = std::filesystem;
 
 struct MatchArgs {
   std::vector<std::string> features;
+  std::vector<std::string> image_names;  // per feature file listed from a folder: "cam0/a.png"; else ""
   std::string pairs = "exhaustive";
   double ratio = MatcherOptions().ratio;
   bool mutual = false;
@@ -79,7 +80,7 @@ std::string Stem(const std::string& path) { return FeaturesFileStem(fs::path(pat
 // named as given on the command line, by their file names, by their images' file names or
 // by those names' stems.
 Status BuildPairs(const std::string& spec, const std::vector<std::string>& files,
-                  std::vector<std::pair<int, int>>* pairs) {
+                  const std::vector<std::string>& image_names, std::vector<std::pair<int, int>>* pairs) {
   const int n = static_cast<int>(files.size());
   pairs->clear();
   if (spec == "exhaustive") {
@@ -106,6 +107,8 @@ Status BuildPairs(const std::string& spec, const std::vector<std::string>& files
     // "f/view_000.png.tpfeat": the path, "view_000.png.tpfeat", "view_000.png", "view_000".
     const std::string image = Stem(files[i]);
     names_of[i] = {files[i], fs::path(files[i]).filename().string(), image, fs::path(image).stem().string()};
+    // Listed from a folder: also the image's name there, as reconstruct names it ("cam0/a.png").
+    if (i < static_cast<int>(image_names.size()) && !image_names[i].empty()) names_of[i].push_back(image_names[i]);
   }
   return ResolvePairs(spec, named, names_of, "feature file", pairs);
 }
@@ -260,9 +263,15 @@ int RunMatch(const MatchArgs& a) {
   const bool show = !a.quiet && StderrIsTerminal();
   {
     ProgressLine progress(show);
+    SeenFiles seen_files;
     for (int i = 0; i < n; ++i) {
       progress.Update("[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] reading " +
                       a.features[i]);
+      if (std::string earlier; !seen_files.Add(a.features[i], &earlier)) {
+        return ReportError(cmd, Status::InvalidInput(
+                                    earlier == a.features[i] ? a.features[i] + ": the same feature file given twice"
+                                                             : a.features[i] + ": the same feature file as " + earlier));
+      }
       if (!(s = ReadFeatures(a.features[i], &features[i])).ok()) return ReportError(cmd, s);
       const std::string stem = Stem(a.features[i]);
       const auto [it, fresh] = stem_of.emplace(stem, a.features[i]);
@@ -289,7 +298,7 @@ int RunMatch(const MatchArgs& a) {
     }
   }
   std::vector<std::pair<int, int>> pairs;
-  if (!(s = BuildPairs(a.pairs, a.features, &pairs)).ok()) return ReportError(cmd, s);
+  if (!(s = BuildPairs(a.pairs, a.features, a.image_names, &pairs)).ok()) return ReportError(cmd, s);
   // Image sizes for the SVGs: from --images when given, else the keypoints' extent.
   std::vector<std::string> image_path(n);
   std::vector<std::array<int, 2>> image_size(n);
@@ -657,10 +666,12 @@ Runner RegisterMatch(CLI::App& app) {
   return [a] {
     // A folder stands for the feature files in it and its subfolders (extract's -o folder).
     std::vector<std::string> files;
+    a->image_names.clear();
     for (const std::string& arg : a->features) {
       std::error_code ec;
       if (!fs::is_directory(arg, ec)) {
         files.push_back(arg);
+        a->image_names.push_back("");
         continue;
       }
       std::vector<std::string> found;
@@ -668,7 +679,10 @@ Runner RegisterMatch(CLI::App& app) {
       if (s.ok() && found.empty())
         s = Status::InvalidInput(arg + ": no feature files (*.tpfeat) in the folder or its subfolders");
       if (!s.ok()) return ReportError("match", s);
-      for (const std::string& rel : found) files.push_back((fs::path(arg) / rel).string());
+      for (const std::string& rel : found) {
+        files.push_back((fs::path(arg) / rel).string());
+        a->image_names.push_back(FeaturesFileStem(rel));  // "cam0/a.png.tpfeat" -> "cam0/a.png"
+      }
     }
     a->features = std::move(files);
     return RunMatch(*a);

@@ -532,17 +532,20 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   const bool file_names_unique = std::set<std::string>(file_names.begin(), file_names.end()).size() == file_names.size();
   // COLMAP writes a name with a space into its text model as it is, and reads it back only
   // up to the space; pairs files and intrinsics tables split at spaces: said once, on
-  // stderr and in the report.
-  {
+  // stderr and in the report, where it applies.
+  if (o.write_text || o.pairs == PairSelection::kFile || !o.intrinsics_file.empty()) {
     const auto spaced = std::find_if(names.begin(), names.end(), [](const std::string& s) {
       return s.find_first_of(" \t") != std::string::npos;
     });
     if (spaced != names.end()) {
-      const std::string warning = "image names with spaces (such as '" + *spaced +
-                                  "'): COLMAP reads the text model's image names only up to the first space "
-                                  "(its binary model, --format binary or both, keeps them whole), and a pairs "
-                                  "file or --intrinsics line, split at spaces, can name such an image only by "
-                                  "its file name or stem, where those have none";
+      std::string warning = "image names with spaces (such as '" + *spaced + "'): ";
+      if (o.write_text)
+        warning += "COLMAP reads the text model's image names only up to the first space (its binary model "
+                   "keeps them whole)";
+      if (o.pairs == PairSelection::kFile || !o.intrinsics_file.empty())
+        warning += std::string(o.write_text ? "; " : "") +
+                   "a pairs file or --intrinsics line, split at spaces, can name such an image only by its file "
+                   "name or stem, where those have none";
       std::fprintf(stderr, "tiepoint reconstruct: warning: %s\n", warning.c_str());
       report["warnings"].push_back(warning);
     }
@@ -614,12 +617,16 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         }
       }
       const bool share = o.single_camera || o.single_camera_per_folder || !known.empty();
-      // The folder the image file is in, however it was named on the command line.
-      const std::pair<std::string, std::array<double, 6>> shared_key = {
-          o.single_camera_per_folder
-              ? fs::absolute(o.image_paths[usable[k]]).lexically_normal().parent_path().string()
-              : std::string(),
-          key};
+      // The folder the image file is in, however it was named on the command line (links
+      // to it followed).
+      std::string folder;
+      if (o.single_camera_per_folder) {
+        std::error_code ec;
+        const fs::path parent = fs::path(o.image_paths[usable[k]]).parent_path();
+        folder = fs::weakly_canonical(parent.empty() ? fs::path(".") : parent, ec).string();
+        if (ec) folder = fs::path(o.image_paths[usable[k]]).lexically_normal().parent_path().string();
+      }
+      const std::pair<std::string, std::array<double, 6>> shared_key = {folder, key};
       auto it = share ? shared.find(shared_key) : shared.end();
       if (it != shared.end()) {
         image_camera[k] = it->second;
@@ -826,8 +833,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       for (size_t i = 0; i < names_given.size(); ++i) names_given[i] = image_name(i);
       int pairs_dropped = 0;
       TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names_given, usable, &pairs, &pairs_dropped));
-      if (pairs_dropped > 0)
-        Progress(o, std::to_string(pairs_dropped) + " pair(s) of " + o.pairs_file + " dropped: an image of each was skipped");
+      if (pairs_dropped > 0) {
+        std::fprintf(stderr, "tiepoint reconstruct: %d pair(s) of %s dropped: an image of each was skipped\n",
+                     pairs_dropped, o.pairs_file.c_str());
+        if (pairs.empty())
+          return Status::InvalidInput(o.pairs_file + ": no pairs left: each names an image that was skipped");
+      }
       std::vector<const Features*> fptrs;
       for (const Features& f : features) fptrs.push_back(&f);
       std::vector<std::vector<FeatureMatch>> matches;

@@ -16,7 +16,7 @@ add_test(NAME cli.match.end_to_end
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/match.sh ${_tp} ${_good} ${_mout}/e2e)
 # Fixture: two good feature files for the error cases below.
 add_test(NAME cli.match.setup
-         COMMAND sh -c "${_tp} extract ${_good} -o ${_mout}/x --quiet >/dev/null && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good1.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good2.tpfeat")
+         COMMAND sh -c "${_tp} extract ${_good} -o ${_mout}/x --quiet >/dev/null && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good1.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good2.tpfeat && mkdir -p ${_mout}/in/sub && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/sub/good1.tpfeat")
 set_tests_properties(cli.match.setup PROPERTIES FIXTURES_SETUP match_inputs)
 set(_g1 ${_mout}/in/good1.tpfeat)
 set(_g2 ${_mout}/in/good2.tpfeat)
@@ -30,7 +30,8 @@ endfunction()
 _match_error(truncated "truncated.tpfeat: truncated feature file" ${_g1} ${_g2} ${_mout}/in/truncated.tpfeat)
 _match_error(not_features "notfeatures.tpfeat: not a tiepoint feature file" ${_g1} ${_mout}/in/notfeatures.tpfeat)
 _match_error(missing "nosuch.tpfeat: cannot open" ${_g1} ${_mout}/in/nosuch.tpfeat)
-_match_error(same_name "same file name" ${_g1} ${_g1})
+_match_error(same_name "same file name" ${_g1} ${_mout}/in/sub/good1.tpfeat)
+_match_error(same_file "good1.tpfeat: the same feature file given twice" ${_g1} ${_g1})
 _match_error(pairs_unknown "pairs_unknown.txt:1: 'nosuch' is not one of the feature files" ${_g1} ${_g2} --pairs ${_mout}/in/pairs_unknown.txt)
 _match_error(bad_pairs_spec "--pairs 'sequential:x'" ${_g1} ${_g2} --pairs sequential:x)
 _match_error(essential_no_intrinsics "--verify essential needs --intrinsics" ${_g1} ${_g2} --verify essential)

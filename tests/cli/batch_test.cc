@@ -508,7 +508,9 @@ TEST_F(BatchTest, AFeaturesFolderIsKeyedByTheFilesBelowIt) {
   for (const std::string& d : {photos, photos + "/cam0", feat, feat + "/cam0"}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
   WriteFile(photos + "/cam0/a.png", "junk a");
   WriteFile(feat + "/cam0/a.png.tpfeat", "junk features");
-  WriteFile(feat + "/cam0/thumbnail.png", "junk image");  // not what --features reads, but counted
+  WriteFile(feat + "/cam0/thumbnail.png", "junk image");  // not what --features reads
+  ASSERT_EQ(::symlink("nowhere", (feat + "/gone.png.tpfeat").c_str()), 0);  // dangling: no batch error
+  ASSERT_EQ(::mkfifo((feat + "/pipe.png.tpfeat").c_str(), 0644), 0);      // never read (it would block)
   const std::string run = dir_ + "/run", record = run + "/jobs/rec/job.json";
   const std::string first = RunJunkJob({{"kind", "reconstruct"}, {"features", feat}, {"image-path", photos}}, run);
   ASSERT_FALSE(first.empty());
@@ -519,6 +521,12 @@ TEST_F(BatchTest, AFeaturesFolderIsKeyedByTheFilesBelowIt) {
   r = Run({"batch", dir_ + "/jobs.json", "-o", run});
   EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
   EXPECT_NE(ReadFile(record), first);
+  WriteFile(feat + "/cam0/thumbnail.png", "junk image, changed");  // not a features file: no rerun
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run, "--verify-inputs"});  // hashes the contents (not the pipe's)
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run (records gain hashes):\n" << r.out;
+  WriteFile(feat + "/cam0/thumbnail.png", "junk image, changed again");
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run, "--verify-inputs"});
+  EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
 }
 
 TEST_F(BatchTest, TwoShardsInParallelEqualOneRun) {

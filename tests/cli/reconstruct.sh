@@ -95,6 +95,10 @@ grep -c "camB/v3.png" "$d/rec_card2/sparse/0/images.txt" | grep -q 1 || fail "--
 for i in 0 1 2 3; do mv "$d/card_feat/camB/v$i.png.tpfeat" "$d/card_feat/camB/w$i.png.tpfeat"; mv "$d/card/camB/v$i.png" "$d/card/camB/w$i.png"; done
 # (match takes extract's folder: the feature files in it and its subfolders.)
 "$tp" match "$d/card_feat" --verify fundamental -o "$d/card_match" --quiet > /dev/null || fail "match of the subfolders' features"
+# Its pairs file may name them by their paths in the folder, as reconstruct's does.
+printf 'camB/w0.png camB/w1.png\n' > "$d/card_pairs.txt"
+"$tp" match "$d/card_feat" --pairs "$d/card_pairs.txt" -o "$d/card_match2" --quiet > /dev/null \
+  && [ -e "$d/card_match2/w0.png--w1.png.tpmatch" ] || fail "match --pairs by paths in the folder"
 "$tp" reconstruct --features "$d/card_feat" --matches "$d/card_match" --image-path "$d/card" -o "$d/rec_card3" \
   --single-camera -q > /dev/null || fail "reconstruct --features --matches of the subfolders"
 python3 - "$d/rec_card3/report.json" <<'PY' || fail "--matches of the subfolders' images not read"
@@ -148,6 +152,12 @@ m = json.load(open(sys.argv[1]))["stages"]["match"]
 print("pairs", m["pairs"], "dropped", m.get("pairs_dropped_with_skipped_images"))
 sys.exit(0 if m["pairs"] == 7 and m.get("pairs_dropped_with_skipped_images") == 2 else 1)
 PY
+grep -q "2 pair(s) of .*pairs_broken.txt dropped: an image of each was skipped" "$d/err2b" || fail "no word of the dropped pairs"
+# Every pair dropped: exit 2 naming the file, no output.
+printf 'broken view_000\n' > "$d/pairs_all_broken.txt"
+"$tp" reconstruct "${imgs[@]}" "$d/broken.png" --pairs "$d/pairs_all_broken.txt" -o "$d/rec2c" -q > /dev/null 2> "$d/err2c"; rc=$?
+[ $rc = 2 ] && grep -q "pairs_all_broken.txt: no pairs left" "$d/err2c" && [ ! -e "$d/rec2c" ] \
+  || fail "every pair dropped: exit $rc, $(cat "$d/err2c")"
 
 # 3. Fewer than two usable images: exit 1, no sparse/.
 "$tp" reconstruct "${imgs[0]}" "$d/broken.png" -o "$d/rec3" -q > /dev/null 2> "$d/err3"; rc=$?
