@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -17,6 +18,7 @@
 
 #include "io/base/input_file.h"
 #include "io/base/folder_listing.h"
+#include "io/features.h"
 #include "io/image.h"
 #include "tiepoint/build_info.h"
 
@@ -954,17 +956,13 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
       // A folder of images: the image files below it, as reconstruct lists them (a folder
       // of none makes the job fail: its key is that of no files); any other (--features,
       // --matches): every file below it.
-      const auto ends_with = [](const std::string& f, const char* suffix) {
-        const size_t n = std::strlen(suffix);
-        return f.size() > n && f.compare(f.size() - n, n, suffix) == 0;
-      };
       const Status s = ListFolder(
           in.path,
           [&](const std::string& f) {
             switch (in.folder_files) {
               case JobInput::kImages: return HasImageExtension(f);
-              case JobInput::kFeatures: return ends_with(f, ".tpfeat");
-              case JobInput::kMatches: return ends_with(f, ".tpmatch");
+              case JobInput::kFeatures: return IsFeaturesFileName(f);
+              case JobInput::kMatches: return std::filesystem::path(f).extension() == ".tpmatch";
               default: return true;
             }
           },

@@ -675,7 +675,7 @@ Runner RegisterMatch(CLI::App& app) {
         continue;
       }
       std::vector<std::string> found;
-      Status s = ListFolder(arg, [](const std::string& f) { return FeaturesFileStem(f) != f; }, &found);
+      Status s = ListFolder(arg, IsFeaturesFileName, &found);
       if (s.ok() && found.empty())
         s = Status::InvalidInput(arg + ": no feature files (*.tpfeat) in the folder or its subfolders");
       if (!s.ok()) return ReportError("match", s);

@@ -98,8 +98,7 @@ Status StoredCorrespondenceImages(const ReconstructArgs& a, std::vector<std::str
     return Status::InvalidOptions("--features without IMAGES: name the images, or the folder that holds them with "
                                   "--image-path DIR (their sizes make the cameras, their pixels the points' colours)");
   // As a folder of images is listed (io/base/folder_listing.h): the same names, the same order.
-  const Status listed = ListFolder(
-      a.features_dir, [](const std::string& f) { return FeaturesFileStem(f) != f; }, names);
+  const Status listed = ListFolder(a.features_dir, IsFeaturesFileName, names);
   if (!listed.ok()) return Status::IoError("--features " + a.features_dir + ": " + listed.message());
   if (names->empty()) return Status::InvalidInput("--features " + a.features_dir + ": no .tpfeat files (tiepoint extract writes them)");
   for (std::string& n : *names) n = FeaturesFileStem(n);  // "cam0/a.png.tpfeat" -> "cam0/a.png"

@@ -158,6 +158,8 @@ Status WriteFeaturesText(const std::string& path, const Features& features) {
 
 std::string FeaturesFileName(const std::string& image_name) { return image_name + ".tpfeat"; }
 
+bool IsFeaturesFileName(const std::string& file_name) { return FeaturesFileStem(file_name) != file_name; }
+
 std::string FeaturesFileStem(const std::string& file_name) {
   const std::string ext = ".tpfeat";
   if (file_name.size() > ext.size() && file_name.compare(file_name.size() - ext.size(), ext.size(), ext) == 0)

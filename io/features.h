@@ -78,5 +78,7 @@ std::string FeaturesFileName(const std::string& image_name);
 // The image file name of a features file name ("a.png.tpfeat" -> "a.png"); a name that does
 // not end in ".tpfeat" (or is only that) comes back as it is.
 std::string FeaturesFileStem(const std::string& file_name);
+// Whether a file name is a features file's ("a.png.tpfeat"): FeaturesFileStem takes its end.
+bool IsFeaturesFileName(const std::string& file_name);
 
 }  // namespace tiepoint
