@@ -51,7 +51,7 @@ namespace fs = std::filesystem;
 
 struct MatchArgs {
   std::vector<std::string> features;
-  std::vector<std::string> image_names;  // per feature file listed from a folder: "cam0/a.png"; else ""
+  std::vector<std::string> image_names;  // per feature file: its image's name ("a.png"; "cam0/a.png" from a folder)
   std::string pairs = "exhaustive";
   double ratio = MatcherOptions().ratio;
   bool mutual = false;
@@ -108,7 +108,7 @@ Status BuildPairs(const std::string& spec, const std::vector<std::string>& files
     const std::string image = Stem(files[i]);
     names_of[i] = {files[i], fs::path(files[i]).filename().string(), image, fs::path(image).stem().string()};
     // Listed from a folder: also the image's name there, as reconstruct names it ("cam0/a.png").
-    if (i < static_cast<int>(image_names.size()) && !image_names[i].empty()) names_of[i].push_back(image_names[i]);
+    if (i < static_cast<int>(image_names.size())) names_of[i].push_back(image_names[i]);
   }
   return ResolvePairs(spec, named, names_of, "feature file", pairs);
 }
@@ -665,26 +665,11 @@ Runner RegisterMatch(CLI::App& app) {
   app.add_flag("--quiet", a->quiet, "No progress on the terminal");
   return [a] {
     // A folder stands for the feature files in it and its subfolders (extract's -o folder).
-    std::vector<std::string> files;
-    a->image_names.clear();
-    for (const std::string& arg : a->features) {
-      std::error_code ec;
-      if (!fs::is_directory(arg, ec)) {
-        files.push_back(arg);
-        a->image_names.push_back("");
-        continue;
-      }
-      std::vector<std::string> found;
-      Status s = ListFolder(arg, IsFeaturesFileName, &found);
-      if (s.ok() && found.empty())
-        s = Status::InvalidInput(arg + ": no feature files (*.tpfeat) in the folder or its subfolders");
-      if (!s.ok()) return ReportError("match", s);
-      for (const std::string& rel : found) {
-        files.push_back((fs::path(arg) / rel).string());
-        a->image_names.push_back(FeaturesFileStem(rel));  // "cam0/a.png.tpfeat" -> "cam0/a.png"
-      }
-    }
-    a->features = std::move(files);
+    if (Status s = ExpandFolderArguments(a->features, IsFeaturesFileName, "feature files (*.tpfeat)", &a->features,
+                                         &a->image_names);
+        !s.ok())
+      return ReportError("match", s);
+    for (std::string& name : a->image_names) name = FeaturesFileStem(name);  // "cam0/a.png.tpfeat" -> "cam0/a.png"
     return RunMatch(*a);
   };
 }

@@ -985,27 +985,10 @@ bool HasImageExtension(const std::string& name) {
 
 Status ExpandImageArguments(const std::vector<std::string>& args, std::vector<std::string>* files,
                             std::vector<std::string>* names) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> out, out_names;
-  for (const std::string& arg : args) {
-    std::error_code ec;
-    if (!fs::is_directory(arg, ec)) {
-      out.push_back(arg);
-      out_names.push_back(fs::path(arg).filename().string());
-      continue;
-    }
-    std::vector<std::string> found;
-    TIEPOINT_RETURN_IF_ERROR(ListFolder(arg, HasImageExtension, &found));
-    if (found.empty()) {
-      return Status::InvalidInput(arg + ": no image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm) "
-                                  "in the folder or its subfolders");
-    }
-    for (std::string& rel : found) {
-      out.push_back((fs::path(arg) / rel).string());
-      out_names.push_back(std::move(rel));
-    }
-  }
-  *files = std::move(out);
+  std::vector<std::string> out_names;
+  TIEPOINT_RETURN_IF_ERROR(ExpandFolderArguments(
+      args, HasImageExtension, "image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.pgm, *.ppm, *.pnm)", files,
+      &out_names));
   if (names != nullptr) *names = std::move(out_names);
   return Status::Ok();
 }

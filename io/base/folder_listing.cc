@@ -66,4 +66,30 @@ Status ListFolder(const std::string& dir, const std::function<bool(const std::st
   return Status::Ok();
 }
 
+Status ExpandFolderArguments(const std::vector<std::string>& args,
+                             const std::function<bool(const std::string& file_name)>& wanted,
+                             const std::string& what, std::vector<std::string>* files,
+                             std::vector<std::string>* names) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out, out_names;
+  for (const std::string& arg : args) {
+    std::error_code ec;
+    if (!fs::is_directory(arg, ec)) {
+      out.push_back(arg);
+      out_names.push_back(fs::path(arg).filename().string());
+      continue;
+    }
+    std::vector<std::string> found;
+    TIEPOINT_RETURN_IF_ERROR(ListFolder(arg, wanted, &found));
+    if (found.empty()) return Status::InvalidInput(arg + ": no " + what + " in the folder or its subfolders");
+    for (std::string& rel : found) {
+      out.push_back((fs::path(arg) / rel).string());
+      out_names.push_back(std::move(rel));
+    }
+  }
+  *files = std::move(out);  // after the loop: `args` may be `*files`
+  *names = std::move(out_names);
+  return Status::Ok();
+}
+
 }  // namespace tiepoint

@@ -24,4 +24,15 @@ bool NaturalLess(const std::string& a, const std::string& b);
 Status ListFolder(const std::string& dir, const std::function<bool(const std::string& file_name)>& wanted,
                   std::vector<std::string>* relative_paths);
 
+// A command's file arguments, a folder among them standing for the files in it and its
+// subfolders that `wanted` accepts (ListFolder); any other argument is kept as given (a
+// missing file is named later, by its reader). names[i] is files[i]'s name: its path
+// relative to the folder given, or for a file argument its file name. Errors: ListFolder's,
+// and for a folder with no such file (kInvalidInput) "<dir>: no <what> in the folder or its
+// subfolders" (`what`: "image files (*.png, ...)").
+Status ExpandFolderArguments(const std::vector<std::string>& args,
+                             const std::function<bool(const std::string& file_name)>& wanted,
+                             const std::string& what, std::vector<std::string>* files,
+                             std::vector<std::string>* names);
+
 }  // namespace tiepoint
