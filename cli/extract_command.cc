@@ -136,8 +136,8 @@ int RunExtract(const ExtractArgs& a) {
     job.path = a.images[i];
     job.name = a.image_names.empty() ? fs::path(job.path).filename().string() : a.image_names[i];
     job.out = (fs::path(a.output_dir) / FeaturesFileName(job.name)).string();
-    if (std::string earlier; !seen_files.Add(job.path, &earlier)) {
-      fail(job.path, earlier == job.path ? "the same image file given twice" : "the same image file as " + earlier, true);
+    if (const Status same = seen_files.AddOnce(job.path, "image file"); !same.ok()) {
+      fail(job.path, same.message(), false);  // the message names the path
       continue;
     }
     const auto [it, fresh] = written_by.emplace(job.out, job.path);

@@ -106,10 +106,8 @@ int RunExtractFast(const std::vector<std::string>& images, const std::vector<std
     GrayImage gray;
     std::vector<FastCorner> corners;
     const Timer t;
-    std::string earlier;
-    if (!seen_files.Add(path, &earlier)) {
-      s = Status::InvalidInput(path + (earlier == path ? ": the same image file given twice"
-                                                       : ": the same image file as " + earlier));
+    if (!(s = seen_files.AddOnce(path, "image file")).ok()) {
+      // one file given twice: s names both
     } else if (!fresh) {
       s = Status::InvalidInput(path + ": its output " + out + " would overwrite the corners of " +
                                it->second + " (the same name)");

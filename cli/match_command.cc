@@ -267,11 +267,7 @@ int RunMatch(const MatchArgs& a) {
     for (int i = 0; i < n; ++i) {
       progress.Update("[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] reading " +
                       a.features[i]);
-      if (std::string earlier; !seen_files.Add(a.features[i], &earlier)) {
-        return ReportError(cmd, Status::InvalidInput(
-                                    earlier == a.features[i] ? a.features[i] + ": the same feature file given twice"
-                                                             : a.features[i] + ": the same feature file as " + earlier));
-      }
+      if (!(s = seen_files.AddOnce(a.features[i], "feature file")).ok()) return ReportError(cmd, s);
       if (!(s = ReadFeatures(a.features[i], &features[i])).ok()) return ReportError(cmd, s);
       const std::string stem = Stem(a.features[i]);
       const auto [it, fresh] = stem_of.emplace(stem, a.features[i]);

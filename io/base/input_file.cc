@@ -28,6 +28,13 @@ Status OpenInputFile(const std::string& path, const std::string& what, std::ifst
   return Status::Ok();
 }
 
+Status SeenFiles::AddOnce(const std::string& path, const std::string& what) {
+  std::string earlier;
+  if (Add(path, &earlier)) return Status::Ok();
+  return Status::InvalidInput(path + (earlier == path ? ": the same " + what + " given twice"
+                                                      : ": the same " + what + " as " + earlier));
+}
+
 bool SeenFiles::Add(const std::string& path, std::string* earlier) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return true;

@@ -33,6 +33,9 @@ class SeenFiles {
   // another name; else adds it (a path that does not exist is left to its reader) and
   // returns true.
   bool Add(const std::string& path, std::string* earlier);
+  // Add, as an error naming both (kInvalidInput): "<path>: the same <what> given twice"
+  // (the same string twice) or "<path>: the same <what> as <earlier>" (`what`: "image file").
+  Status AddOnce(const std::string& path, const std::string& what);
 
  private:
   std::map<std::pair<uint64_t, uint64_t>, std::string> seen_;
