@@ -522,8 +522,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     return {static_cast<double>(full_size[usable[k]][0]) / g.width,
             static_cast<double>(full_size[usable[k]][1]) / g.height};
   };
-  std::vector<std::string> names(n);
-  for (int k = 0; k < n; ++k) names[k] = image_name(usable[k]);
+  std::vector<std::string> names_given(n_in), names(n);  // of the images given; of the usable ones
+  for (int i = 0; i < n_in; ++i) names_given[i] = image_name(i);
+  for (int k = 0; k < n; ++k) names[k] = names_given[usable[k]];
   // Images of a folder's subfolders ("cam0/a.png") are also known by their file names
   // ("a.png": an --intrinsics line, a pairs file, features and matches files) where no two
   // images share one.
@@ -552,6 +553,18 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   }
   Progress(o, "read " + std::to_string(n) + " images" +
                   (skipped.empty() ? "" : " (" + std::to_string(skipped.size()) + " skipped)"));
+  // The pairs to match, once for every attempt below, before any feature is extracted.
+  std::vector<std::pair<int, int>> pairs;
+  int pairs_dropped = 0;
+  if (o.tracks_file.empty()) {
+    TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names_given, usable, &pairs, &pairs_dropped));
+    if (pairs_dropped > 0) {
+      std::fprintf(stderr, "tiepoint reconstruct: %d pair(s) of %s dropped: an image of each was skipped\n",
+                   pairs_dropped, o.pairs_file.c_str());
+      if (pairs.empty())
+        return Status::InvalidInput(o.pairs_file + ": no pairs left: each names an image that was skipped");
+    }
+  }
 
   // 2. Cameras: known intrinsics (fixed), else the prior (EXIF, else 1.2 max(w, h)), one per
   // image or per size.
@@ -828,17 +841,6 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
 
       // 4. Matching.
       t0 = std::chrono::steady_clock::now();
-      std::vector<std::pair<int, int>> pairs;
-      std::vector<std::string> names_given(o.image_paths.size());
-      for (size_t i = 0; i < names_given.size(); ++i) names_given[i] = image_name(i);
-      int pairs_dropped = 0;
-      TIEPOINT_RETURN_IF_ERROR(SelectPairs(o, names_given, usable, &pairs, &pairs_dropped));
-      if (pairs_dropped > 0) {
-        std::fprintf(stderr, "tiepoint reconstruct: %d pair(s) of %s dropped: an image of each was skipped\n",
-                     pairs_dropped, o.pairs_file.c_str());
-        if (pairs.empty())
-          return Status::InvalidInput(o.pairs_file + ": no pairs left: each names an image that was skipped");
-      }
       std::vector<const Features*> fptrs;
       for (const Features& f : features) fptrs.push_back(&f);
       std::vector<std::vector<FeatureMatch>> matches;
