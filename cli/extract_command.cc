@@ -54,7 +54,7 @@ constexpr int kCpuGroupSize = 4;
 
 struct ExtractArgs {
   std::vector<std::string> images;
-  std::vector<std::string> image_names;  // io/image.h ExpandImageArguments: "sub/x.png" from a folder
+  std::vector<std::string> image_names;  // one per image (io/image.h ExpandImageArguments): "sub/x.png" from a folder
   std::string detector = "sift";
   std::string device = "cpu";
   int max_features = 0;
@@ -134,7 +134,7 @@ int RunExtract(const ExtractArgs& a) {
   for (int i = 0; i < num_images; ++i) {
     Job job;
     job.path = a.images[i];
-    job.name = a.image_names.empty() ? fs::path(job.path).filename().string() : a.image_names[i];
+    job.name = a.image_names[i];
     job.out = (fs::path(a.output_dir) / FeaturesFileName(job.name)).string();
     if (const Status same = seen_files.AddOnce(job.path, "image file"); !same.ok()) {
       fail(job.path, same.message(), false);  // the message names the path

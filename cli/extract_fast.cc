@@ -97,7 +97,7 @@ int RunExtractFast(const std::vector<std::string>& images, const std::vector<std
   const Timer timer;
   for (size_t i = 0; i < images.size(); ++i) {
     const std::string& path = images[i];
-    const std::string name = names.empty() ? fs::path(path).filename().string() : names[i];
+    const std::string& name = names[i];
     const std::string out = (fs::path(output_dir) / (name + ".txt")).string();
     ProgressLine progress(show);
     progress.Update("[" + std::to_string(i + 1) + "/" + std::to_string(images.size()) +

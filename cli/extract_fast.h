@@ -29,8 +29,8 @@ struct FastExtractArgs {
 void AddFastExtractOptions(CLI::App& app, FastExtractArgs* args);
 
 // Runs FAST over `images`; returns the process exit code.
-// `names`: the images' names (io/image.h ExpandImageArguments; empty: their file names);
-// image NAME's corners go to output_dir/NAME.txt.
+// `names`: the images' names, one per image (io/image.h ExpandImageArguments); image
+// NAME's corners go to output_dir/NAME.txt.
 int RunExtractFast(const std::vector<std::string>& images, const std::vector<std::string>& names,
                    const std::string& output_dir,
                    const std::string& device, int threads, bool quiet, const FastExtractArgs& args);
