@@ -951,11 +951,11 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
     }
     in.size = static_cast<int64_t>(st.st_size);
     in.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    std::vector<std::string> files, names;
     if (S_ISDIR(st.st_mode)) {
-      // A folder of images: the image files below it, as reconstruct lists them (a folder
-      // of none makes the job fail: its key is that of no files); any other (--features,
-      // --matches): every file below it.
+      // The files below the folder that the job reads (JobInput::folder_files): images, as
+      // reconstruct lists them (a folder of none makes the job fail: its key is that of no
+      // files), .tpfeat or .tpmatch files, or for any other input every file.
+      std::vector<std::string> names;
       const Status s = ListFolder(
           in.path,
           [&](const std::string& f) {
@@ -968,15 +968,15 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
           },
           &names);
       if (!s.ok()) return Status::IoError("job '" + job->name + "': input '" + in.path + "': " + s.message());
-      for (const std::string& n : names) files.push_back(in.path + "/" + n);
       std::string listing, contents;
       in.size = 0;
       in.mtime_ns = 0;  // the folder's own stat changes with entries that are not inputs
-      for (size_t i = 0; i < files.size(); ++i) {
+      for (size_t i = 0; i < names.size(); ++i) {
+        const std::string file = in.path + "/" + names[i];
         struct stat fst;
         // A dangling link, a pipe or a socket: listed by its name alone (the command reports
         // what it makes of it; a pipe would block the fingerprint).
-        if (::stat(files[i].c_str(), &fst) != 0 || !S_ISREG(fst.st_mode)) {
+        if (::stat(file.c_str(), &fst) != 0 || !S_ISREG(fst.st_mode)) {
           listing += names[i] + '\n';
           contents += names[i] + '\n';
           continue;
@@ -986,7 +986,7 @@ Status FingerprintInputs(bool verify_inputs, BatchJob* job) {
                    std::to_string(fst.st_mtim.tv_nsec) + '\n';
         if (verify_inputs) {
           std::string hash;
-          const Status s = HashFileContent(files[i], &hash);
+          const Status s = HashFileContent(file, &hash);
           if (!s.ok()) return Status::IoError("job '" + job->name + "': " + s.message());
           contents += names[i] + '\0' + hash + '\n';
         }
