@@ -389,11 +389,13 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       return Status::InvalidInput(earlier == p ? p + ": the same image file given twice"
                                                : "the same image file twice: " + earlier + " and " + p);
   // Names must be unique: the model refers to images by name.
-  const auto image_name = [&](size_t i) { return o.image_names.empty() ? BaseName(o.image_paths[i]) : o.image_names[i]; };
+  std::vector<std::string> names_given = o.image_names;  // the names of the images given
+  if (names_given.empty())
+    for (const std::string& p : o.image_paths) names_given.push_back(BaseName(p));
   std::map<std::string, std::string> by_name;
   for (size_t i = 0; i < o.image_paths.size(); ++i) {
     const std::string& p = o.image_paths[i];
-    auto [it, inserted] = by_name.emplace(image_name(i), p);
+    auto [it, inserted] = by_name.emplace(names_given[i], p);
     if (!inserted)
       return Status::InvalidInput("duplicate image name '" + it->first + "': " + it->second + " and " + p);
   }
@@ -505,7 +507,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       usable.push_back(i);
     } else {
       const std::string why = read_status[i].ok() ? "empty image" : read_status[i].message();
-      skipped.push_back({{"image", image_name(i)}, {"path", o.image_paths[i]}, {"reason", why}});
+      skipped.push_back({{"image", names_given[i]}, {"path", o.image_paths[i]}, {"reason", why}});
       std::fprintf(stderr, "tiepoint reconstruct: skipping %s: %s\n", o.image_paths[i].c_str(), why.c_str());
       gray[i] = GrayImage();
     }
@@ -522,8 +524,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     return {static_cast<double>(full_size[usable[k]][0]) / g.width,
             static_cast<double>(full_size[usable[k]][1]) / g.height};
   };
-  std::vector<std::string> names_given(n_in), names(n);  // of the images given; of the usable ones
-  for (int i = 0; i < n_in; ++i) names_given[i] = image_name(i);
+  std::vector<std::string> names(n);  // of the usable images
   for (int k = 0; k < n; ++k) names[k] = names_given[usable[k]];
   // Images of a folder's subfolders ("cam0/a.png") are also known by their file names
   // ("a.png": an --intrinsics line, a pairs file, features and matches files) where no two
