@@ -1,8 +1,9 @@
 // tiepoint match FEATURES... -o DIR: brute-force descriptor matching (features/matcher.h)
 // of image pairs, optionally followed by geometric verification (solver/
-// two_view_geometry.h): DIR/<stem1>--<stem2>.tpmatch per pair (stem = feature file name
-// without ".tpfeat"; format in io/matches.h), .txt with --txt, .svg with --svg, and
-// DIR/summary.json over all pairs (a table on stdout too).
+// two_view_geometry.h): DIR/<name1>--<name2>.tpmatch per pair (name = the image's: the
+// feature file's path in the folder given, or its file name, without ".tpfeat", each '/'
+// written "%2F"; format and MatchesFileName in io/matches.h), .txt with --txt, .svg with
+// --svg, and DIR/summary.json over all pairs (a table on stdout too).
 //
 // Every input is read and checked before anything is written: a bad feature file, pair
 // list or intrinsics table is an error naming the file (exit 2) and leaves no output.
@@ -51,7 +52,8 @@ namespace fs = std::filesystem;
 
 struct MatchArgs {
   std::vector<std::string> features;
-  std::vector<std::string> image_names;  // per feature file: its image's name ("a.png"; "cam0/a.png" from a folder)
+  std::vector<std::string> feature_names;  // per feature file: its name ("a.png.tpfeat"; "cam0/a.png.tpfeat" from a folder)
+  std::vector<std::string> image_names;    // FeaturesFileStem of those ("a.png"; "cam0/a.png")
   std::string pairs = "exhaustive";
   double ratio = MatcherOptions().ratio;
   bool mutual = false;
@@ -258,7 +260,11 @@ int RunMatch(const MatchArgs& a) {
   // Read and check every input before writing anything.
   const int n = static_cast<int>(a.features.size());
   std::vector<Features> features(n);
-  std::map<std::string, std::string> stem_of;  // stem -> file (outputs must not collide)
+  std::map<std::string, std::string> file_of;  // name in the outputs' names -> file (outputs must not collide)
+  // --intrinsics lines name an image by its name ("cam0/a.png") or, where no two share it,
+  // its file name ("a.png"), as reconstruct's do.
+  std::map<std::string, int> file_name_count;
+  for (const std::string& f : a.features) ++file_name_count[Stem(f)];
   std::vector<Intrinsics> k(n);
   const bool show = !a.quiet && StderrIsTerminal();
   {
@@ -269,12 +275,12 @@ int RunMatch(const MatchArgs& a) {
                       a.features[i]);
       if (!(s = seen_files.AddOnce(a.features[i], "feature file")).ok()) return ReportError(cmd, s);
       if (!(s = ReadFeatures(a.features[i], &features[i])).ok()) return ReportError(cmd, s);
-      const std::string stem = Stem(a.features[i]);
-      const auto [it, fresh] = stem_of.emplace(stem, a.features[i]);
+      const std::string& name = a.image_names[i];
+      const auto [it, fresh] = file_of.emplace(MatchesFileNamePart(name), a.features[i]);
       if (!fresh) {
-        return ReportError(cmd, Status::InvalidInput(
-                                    a.features[i] + ": its outputs would overwrite those of " +
-                                    it->second + " (same file name)"));
+        return ReportError(cmd, Status::InvalidInput(a.features[i] + ": its outputs would overwrite those of " +
+                                                     it->second + " (both named '" + it->first +
+                                                     "' in them); give their folder instead"));
       }
       if (features[i].size() > kMaxMatcherDescriptors) {
         return ReportError(cmd, Status::InvalidInput(a.features[i] + ": " +
@@ -282,11 +288,14 @@ int RunMatch(const MatchArgs& a) {
                                                      " keypoints, more than the matcher takes"));
       }
       if (essential) {
-        auto kt = intrinsics.find(stem);
+        const std::string file_name = Stem(a.features[i]);
+        auto kt = intrinsics.find(name);
+        if (kt == intrinsics.end() && file_name != name && file_name_count[file_name] == 1)
+          kt = intrinsics.find(file_name);
         if (kt == intrinsics.end()) kt = intrinsics.find("*");
         if (kt == intrinsics.end()) {
           return ReportError(cmd, Status::InvalidInput(
-                                      a.intrinsics + ": no intrinsics for image '" + stem +
+                                      a.intrinsics + ": no intrinsics for image '" + name +
                                       "' (of " + a.features[i] + ") and no '*' line"));
         }
         k[i] = {kt->second.fx, kt->second.fy, kt->second.cx, kt->second.cy};
@@ -302,7 +311,7 @@ int RunMatch(const MatchArgs& a) {
     for (int i = 0; i < n; ++i) {
       GrayImage img;
       const std::string candidate =
-          a.images_dir.empty() ? std::string() : (fs::path(a.images_dir) / Stem(a.features[i])).string();
+          a.images_dir.empty() ? std::string() : (fs::path(a.images_dir) / a.image_names[i]).string();
       if (!candidate.empty() && ReadImageGray(candidate, &img).ok()) {
         image_path[i] = fs::absolute(candidate).string();
         image_size[i] = {img.width, img.height};
@@ -341,8 +350,8 @@ int RunMatch(const MatchArgs& a) {
   for (size_t p = 0; p < pairs.size(); ++p) {
     const auto [i, j] = pairs[p];
     PairMatches& pm = results[p];
-    pm.name1 = fs::path(a.features[i]).filename().string();
-    pm.name2 = fs::path(a.features[j]).filename().string();
+    pm.name1 = a.feature_names[i];
+    pm.name2 = a.feature_names[j];
     pm.num_keypoints1 = features[i].size();
     pm.num_keypoints2 = features[j].size();
     pm.matches = std::move(matches[p]);
@@ -524,7 +533,7 @@ int RunMatch(const MatchArgs& a) {
     const auto [i, j] = pairs[p];
     const PairMatches& pm = results[p];
     auto out = [&](const char* extension) {
-      return (fs::path(a.output_dir) / MatchesFileName(Stem(a.features[i]), Stem(a.features[j]), extension)).string();
+      return (fs::path(a.output_dir) / MatchesFileName(a.image_names[i], a.image_names[j], extension)).string();
     };
     s = WriteMatches(out(".tpmatch"), pm);
     if (s.ok() && a.txt) s = WriteMatchesText(out(".txt"), pm);
@@ -553,7 +562,7 @@ int RunMatch(const MatchArgs& a) {
     std::printf("\n");
     nlohmann::json row = {{"features1", pm.name1},
                           {"features2", pm.name2},
-                          {"file", MatchesFileName(Stem(a.features[i]), Stem(a.features[j]))},
+                          {"file", MatchesFileName(a.image_names[i], a.image_names[j])},
                           {"keypoints1", pm.num_keypoints1},
                           {"keypoints2", pm.num_keypoints2},
                           {"matches", pm.matches.size()}};
@@ -638,7 +647,8 @@ Runner RegisterMatch(CLI::App& app) {
                  "--device); the CPU then refines each pair's best samples");
   app.add_option("--intrinsics", a->intrinsics,
                  "For --verify essential: lines 'NAME fx fy cx cy' or Middlebury *_par.txt "
-                 "(NAME = image file name, i.e. the feature file name without .tpfeat; '*' = any)");
+                 "(NAME = the image's name: the feature file's path in the folder given, or its "
+                 "file name, without .tpfeat; its file name where unique; '*' = any)");
   app.add_option("--max-error", a->max_error, "RANSAC inlier threshold, pixels")
       ->capture_default_str();
   app.add_option("--min-inliers", a->min_inliers, "Fewest inliers for a verified pair")
@@ -662,10 +672,11 @@ Runner RegisterMatch(CLI::App& app) {
   return [a] {
     // A folder stands for the feature files in it and its subfolders (extract's -o folder).
     if (Status s = ExpandFolderArguments(a->features, IsFeaturesFileName, "feature files (*.tpfeat)", &a->features,
-                                         &a->image_names);
+                                         &a->feature_names);
         !s.ok())
       return ReportError("match", s);
-    for (std::string& name : a->image_names) name = FeaturesFileStem(name);  // "cam0/a.png.tpfeat" -> "cam0/a.png"
+    for (const std::string& name : a->feature_names)
+      a->image_names.push_back(FeaturesFileStem(name));  // "cam0/a.png.tpfeat" -> "cam0/a.png"
     return RunMatch(*a);
   };
 }

@@ -333,8 +333,20 @@ Status ReadIntrinsicsTable(std::istream& in, const std::string& path,
   return Status::Ok();
 }
 
-std::string MatchesFileName(const std::string& stem1, const std::string& stem2, const std::string& extension) {
-  return stem1 + "--" + stem2 + extension;
+std::string MatchesFileNamePart(const std::string& image_name) {
+  std::string part;
+  part.reserve(image_name.size());
+  for (const char c : image_name) {
+    if (c == '/')
+      part += "%2F";
+    else
+      part += c;
+  }
+  return part;
+}
+
+std::string MatchesFileName(const std::string& name1, const std::string& name2, const std::string& extension) {
+  return MatchesFileNamePart(name1) + "--" + MatchesFileNamePart(name2) + extension;
 }
 
 }  // namespace tiepoint

@@ -32,7 +32,8 @@
 //      208    24  float64 translation[3], t of cam2_from_cam1, |t| = 1 (essential only,
 //                 else zeros)
 //      232     8  float64 RMS error of the inliers, pixels (0 for model 0)
-//      240    L1  name of features file 1 (UTF-8, no terminator; the file name, no folder)
+//      240    L1  name of features file 1 (UTF-8, no terminator; its path relative to the
+//                 folder `match` was given, '/' between components, else its file name)
 //   240+L1    L2  name of features file 2
 //          12 M   matches: uint32 index1, uint32 index2, uint32 distance_sq
 //           1 M   inlier flags, one byte per match in match order: 1 inlier, 0 not (all 0
@@ -84,7 +85,7 @@ enum class MatchModel : uint32_t { kNone = 0, kHomography = 1, kFundamental = 2,
 const char* ToString(MatchModel model);
 
 struct PairMatches {
-  std::string name1;  // features file 1 (file name, no folder)
+  std::string name1;  // features file 1: its path in the folder given ("cam0/a.png.tpfeat"), else its file name
   std::string name2;
   uint64_t num_keypoints1 = 0;
   uint64_t num_keypoints2 = 0;
@@ -118,10 +119,15 @@ Status ParseMatches(const unsigned char* data, size_t size, const std::string& n
 Status WriteMatchesText(const std::string& path, const PairMatches& matches);
 
 // The file names `tiepoint match` gives a pair's outputs, and `reconstruct --matches` looks
-// for: "<stem1>--<stem2><extension>", the stems being the images' file names
-// (FeaturesFileStem of the features files, io/features.h).
-std::string MatchesFileName(const std::string& stem1, const std::string& stem2,
+// for: "<name1>--<name2><extension>", the names being the images' (FeaturesFileStem of the
+// features files, io/features.h): their paths relative to the folder given, each '/'
+// written "%2F" (MatchesFileNamePart), so that images of two subfolders with the same file
+// name ("cam0/000001.png", "cam1/000001.png") get files of their own in one folder:
+// "cam0%2F000001.png--cam1%2F000001.png.tpmatch".
+std::string MatchesFileName(const std::string& name1, const std::string& name2,
                             const std::string& extension = ".tpmatch");
+// An image name as MatchesFileName writes it: each '/' as "%2F".
+std::string MatchesFileNamePart(const std::string& image_name);
 
 // Pinhole intrinsics of one image, in pixels (x = fx X/Z + cx, y = fy Y/Z + cy).
 struct CameraIntrinsics {

@@ -746,6 +746,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       std::vector<Features> features;
       std::vector<char> lowered_image(n, 0);
       int num_shrunk = 0;
+      // With --features, the names the images' features are stored under (and, by those,
+      // their matches): their own, or their file names.
+      std::vector<std::string> feature_names = names;
       if (!o.features_dir.empty()) {
         // The features of `tiepoint extract`, each checked against its image's size.
         std::vector<std::pair<int, int>> sizes;
@@ -753,7 +756,6 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         // An image of a folder's subfolder ("cam0/a.png") has its features where `extract
         // PHOTOS/` writes them (cam0/a.png.tpfeat), else, its file name being unique, where
         // `extract PHOTOS/*/*.png` does (a.png.tpfeat).
-        std::vector<std::string> feature_names = names;
         for (int k = 0; k < n; ++k) {
           std::error_code ec;
           if (file_names_unique && file_names[k] != names[k] &&
@@ -852,15 +854,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       } else {
         // The matches of `tiepoint match` (its verified pairs' inliers, where it verified).
         StoredMatchesSummary sm;
-        // `match` names its files by the features' file names: images of a folder's
-        // subfolders ("cam0/a.png") are found by theirs ("a.png") where no two share one.
-        const Status read = ReadStoredMatches(o.matches_dir, file_names_unique ? file_names : names, features,
-                                              pairs, threads, &matches, &sm);
-        if (!read.ok() && sm.files_read == 0 && !file_names_unique)
-          return Status(read.code(), read.message() + "; `match` names its files by the feature files' names, "
-                                     "and some of these images share a file name (in different subfolders), "
-                                     "which `match` refuses: match them without --matches");
-        TIEPOINT_RETURN_IF_ERROR(read);
+        // `match FEATURES/` names its files by the images' paths in the folder
+        // ("cam0%2Fa.png--cam1%2Fa.png.tpmatch"), `match` of files given one by one by
+        // their file names (where no two images share one).
+        TIEPOINT_RETURN_IF_ERROR(ReadStoredMatches(o.matches_dir, feature_names,
+                                                   file_names_unique ? file_names : std::vector<std::string>(),
+                                                   features, pairs, threads, &matches, &sm));
         report["stages"]["match"] = {{"seconds", Since(t0)},
                                      {"pairs", pairs.size()},
                                      {"read_from", o.matches_dir},

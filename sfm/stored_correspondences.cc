@@ -65,28 +65,38 @@ Status ReadStoredFeatures(const std::string& dir, const std::vector<std::string>
 }
 
 Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>& names,
+                         const std::vector<std::string>& other_names,
                          const std::vector<Features>& features, const std::vector<std::pair<int, int>>& pairs,
                          int num_threads, std::vector<std::vector<FeatureMatch>>* matches,
                          StoredMatchesSummary* summary) {
   *summary = StoredMatchesSummary();
   matches->assign(pairs.size(), {});
-  if (features.size() != names.size()) return Status::Internal("ReadStoredMatches: one features per image");
+  if (features.size() != names.size() || (!other_names.empty() && other_names.size() != names.size()))
+    return Status::Internal("ReadStoredMatches: one features and name per image");
   // 0 no file, 1 not verified, 2 verified, 3 no verification in the file.
   std::vector<int> kind(pairs.size(), 0);
   std::vector<Status> status(pairs.size());
 #pragma omp parallel for num_threads(std::max(1, num_threads)) schedule(dynamic)
   for (size_t p = 0; p < pairs.size(); ++p) {
     const auto [a, b] = pairs[p];
-    const std::string forward = (fs::path(dir) / MatchesFileName(names[a], names[b])).string();
-    const std::string backward = (fs::path(dir) / MatchesFileName(names[b], names[a])).string();
-    const bool swapped = !IsFile(forward);
-    if (swapped && !IsFile(backward)) continue;
-    const std::string& path = swapped ? backward : forward;
+    // The pair's file by `names`, else by `other_names`, in either order.
+    const std::vector<std::string>* used = nullptr;
+    std::string path;
+    bool swapped = false;
+    for (const std::vector<std::string>* by : {&names, &other_names}) {
+      if (by->empty() || (by == &other_names && (*by)[a] == names[a] && (*by)[b] == names[b])) continue;
+      for (const bool swap : {false, true}) {
+        const std::string candidate =
+            (fs::path(dir) / MatchesFileName((*by)[swap ? b : a], (*by)[swap ? a : b])).string();
+        if (!used && IsFile(candidate)) used = by, path = candidate, swapped = swap;
+      }
+    }
+    if (!used) continue;
     PairMatches pm;
     status[p] = ReadMatches(path, &pm);
     if (!status[p].ok()) continue;
     const int first = swapped ? b : a, second = swapped ? a : b;
-    const std::string want1 = FeaturesFileName(names[first]), want2 = FeaturesFileName(names[second]);
+    const std::string want1 = FeaturesFileName((*used)[first]), want2 = FeaturesFileName((*used)[second]);
     if (pm.name1 != want1 || pm.name2 != want2) {
       status[p] = Status::InvalidInput(path + ": its feature files are '" + pm.name1 + "' and '" + pm.name2 +
                                        "', not '" + want1 + "' and '" + want2 + "'");

@@ -51,12 +51,15 @@ struct StoredMatchesSummary {
   int64_t matches = 0;           // candidates handed on, over all pairs
 };
 
-// For each pair (i, j) of `pairs`: the matches of dir/<names[i]>--<names[j]>.tpmatch (or of
-// the file in the other order, indices swapped), filtered as above, with index1 into
-// features[i] and index2 into features[j]. `tiepoint match` names its files by the feature
-// files' file names: for images of subfolders ("cam0/a.png") pass their file names ("a.png"),
-// where those are unique.
+// For each pair (i, j) of `pairs`: the matches of dir/MatchesFileName(names[i], names[j])
+// (or of the file in the other order, indices swapped), filtered as above, with index1 into
+// features[i] and index2 into features[j]. `tiepoint match FEATURES/` names its files by the
+// images' paths in that folder ("cam0%2Fa.png--cam1%2Fa.png.tpmatch"), `match` of feature
+// files given one by one by their file names: where no file holds a pair by `names`, the
+// file of `other_names` (empty: none; else one per image, e.g. the file names where those
+// are unique) is read.
 Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>& names,
+                         const std::vector<std::string>& other_names,
                          const std::vector<Features>& features, const std::vector<std::pair<int, int>>& pairs,
                          int num_threads, std::vector<std::vector<FeatureMatch>>* matches,
                          StoredMatchesSummary* summary);

@@ -91,23 +91,39 @@ PY
 "$tp" reconstruct --features "$d/card_feat" --image-path "$d/card" -o "$d/rec_card2" --single-camera -q > /dev/null \
   || fail "reconstruct --features of the subfolders"
 grep -c "camB/v3.png" "$d/rec_card2/sparse/0/images.txt" | grep -q 1 || fail "--features: camB/v3.png not in the model"
-# Their matches from `match`, which names its files by the features' file names (unique here).
-for i in 0 1 2 3; do mv "$d/card_feat/camB/v$i.png.tpfeat" "$d/card_feat/camB/w$i.png.tpfeat"; mv "$d/card/camB/v$i.png" "$d/card/camB/w$i.png"; done
-# (match takes extract's folder: the feature files in it and its subfolders.)
+# Their matches from `match FEATURES/`, which names its files by the images' paths in the
+# folder, '/' as %2F: the file names repeat across the subfolders.
 "$tp" match "$d/card_feat" --verify fundamental -o "$d/card_match" --quiet > /dev/null || fail "match of the subfolders' features"
+[ -e "$d/card_match/cam A%2Fv0.png--camB%2Fv0.png.tpmatch" ] || { ls "$d/card_match"; fail "match: files not named by the paths"; }
 # Its pairs file may name them by their paths in the folder, as reconstruct's does.
-printf 'camB/w0.png camB/w1.png\n' > "$d/card_pairs.txt"
+printf 'camB/v0.png camB/v1.png\n' > "$d/card_pairs.txt"
 "$tp" match "$d/card_feat" --pairs "$d/card_pairs.txt" -o "$d/card_match2" --quiet > /dev/null \
-  && [ -e "$d/card_match2/w0.png--w1.png.tpmatch" ] || fail "match --pairs by paths in the folder"
-"$tp" reconstruct --features "$d/card_feat" --matches "$d/card_match" --image-path "$d/card" -o "$d/rec_card3" \
-  --single-camera -q > /dev/null || fail "reconstruct --features --matches of the subfolders"
-python3 - "$d/rec_card3/report.json" <<'PY' || fail "--matches of the subfolders' images not read"
+  && [ -e "$d/card_match2/camB%2Fv0.png--camB%2Fv1.png.tpmatch" ] || fail "match --pairs by paths in the folder"
+# Given one by one, feature files that share a file name would share outputs: refused.
+"$tp" match "$d/card_feat/cam A/v0.png.tpfeat" "$d/card_feat/camB/v0.png.tpfeat" -o "$d/card_match3" --quiet \
+  > /dev/null 2> "$d/stderr_match3"; rc=$?
+[ "$rc" = 2 ] && grep -q "give their folder instead" "$d/stderr_match3" && [ ! -e "$d/card_match3" ] \
+  || { cat "$d/stderr_match3"; fail "match of files sharing a file name: exit $rc"; }
+stored_matches_read() {  # report.json: every pair's file read, all 8 images registered
+  python3 - "$1" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 m = r["stages"]["match"]
 print("matches files read", m["files_read"], "registered", r["models"][0]["registered_images"])
 sys.exit(0 if m["files_read"] == 28 and r["models"][0]["registered_images"] == 8 else 1)
 PY
+}
+"$tp" reconstruct --features "$d/card_feat" --matches "$d/card_match" --image-path "$d/card" -o "$d/rec_card3" \
+  --single-camera -q > /dev/null || fail "reconstruct --features --matches of the subfolders"
+stored_matches_read "$d/rec_card3/report.json" || fail "--matches of the subfolders' images not read"
+# Feature files given one by one, their file names unique (camB's renamed), are named by
+# those: reconstruct finds those files too.
+for i in 0 1 2 3; do mv "$d/card_feat/camB/v$i.png.tpfeat" "$d/card_feat/camB/w$i.png.tpfeat"; mv "$d/card/camB/v$i.png" "$d/card/camB/w$i.png"; done
+"$tp" match "$d/card_feat/cam A/"*.tpfeat "$d/card_feat/camB/"*.tpfeat --verify fundamental -o "$d/card_match4" --quiet \
+  > /dev/null && [ -e "$d/card_match4/v0.png--w0.png.tpmatch" ] || fail "match of the files one by one"
+"$tp" reconstruct --features "$d/card_feat" --matches "$d/card_match4" --image-path "$d/card" -o "$d/rec_card7" \
+  --single-camera -q > /dev/null || fail "reconstruct --features --matches by file names"
+stored_matches_read "$d/rec_card7/report.json" || fail "--matches by the images' file names not read"
 # --single-camera-per-folder: one camera for "cam A/", one for camB/, each of 4 images.
 "$tp" reconstruct "$d/card" --single-camera-per-folder -o "$d/rec_card5" --no-upsample -q > /dev/null \
   || fail "reconstruct --single-camera-per-folder"

@@ -135,7 +135,7 @@ TEST_F(StoredCorrespondences, MatchesFollowThePairsOrderAndTheFilesVerification)
   ASSERT_TRUE(WriteMatches(dir_.File("b.png--c.png.tpmatch"), bc).ok());
   std::vector<std::vector<FeatureMatch>> m;
   StoredMatchesSummary s;
-  ASSERT_TRUE(ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}, {0, 2}, {1, 2}}, 2, &m, &s).ok());
+  ASSERT_TRUE(ReadStoredMatches(dir_.path(), names_, {}, features_, {{0, 1}, {0, 2}, {1, 2}}, 2, &m, &s).ok());
   ASSERT_EQ(m.size(), 3u);
   ASSERT_EQ(m[0].size(), 2u);
   EXPECT_EQ(m[0][1].index1, 3u);
@@ -155,7 +155,7 @@ TEST_F(StoredCorrespondences, MatchesFollowThePairsOrderAndTheFilesVerification)
   bc.verified = false;
   ASSERT_TRUE(WriteMatches(dir_.File("b.png--c.png.tpmatch"), bc).ok());
   std::filesystem::remove(dir_.File("a.png--b.png.tpmatch"));
-  ASSERT_TRUE(ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}, {0, 2}, {1, 2}}, 1, &m, &s).ok());
+  ASSERT_TRUE(ReadStoredMatches(dir_.path(), names_, {}, features_, {{0, 1}, {0, 2}, {1, 2}}, 1, &m, &s).ok());
   EXPECT_TRUE(m[0].empty());
   EXPECT_TRUE(m[2].empty());
   EXPECT_EQ(s.files_read, 2);
@@ -164,11 +164,47 @@ TEST_F(StoredCorrespondences, MatchesFollowThePairsOrderAndTheFilesVerification)
   EXPECT_EQ(s.matches, 1);
 }
 
+TEST_F(StoredCorrespondences, SubfoldersImagesPairsAreFoundByTheirPathsElseByTheOtherNames) {
+  // Images of two subfolders sharing a file name, as `match FEATURES/` names them; the
+  // third pair's file is one of `match` given the feature files one by one (file names).
+  const std::vector<std::string> paths = {"cam0/a.png", "cam1/a.png", "cam1/b.png"};
+  const std::vector<std::string> others = {"a0.png", "a1.png", "b.png"};
+  auto write = [&](int a, int b, const std::vector<std::string>& by, std::vector<std::pair<uint32_t, uint32_t>> km) {
+    PairMatches pm = Pair(a, b, km);
+    pm.name1 = by[a] + ".tpfeat";
+    pm.name2 = by[b] + ".tpfeat";
+    ASSERT_TRUE(WriteMatches(dir_.File(MatchesFileName(by[a], by[b])), pm).ok());
+  };
+  write(0, 1, paths, {{1, 2}});
+  write(2, 0, others, {{5, 9}});  // "b.png--a0.png.tpmatch": the other order
+  std::vector<std::vector<FeatureMatch>> m;
+  StoredMatchesSummary s;
+  ASSERT_TRUE(ReadStoredMatches(dir_.path(), paths, others, features_, {{0, 1}, {0, 2}, {1, 2}}, 1, &m, &s).ok());
+  ASSERT_EQ(m[0].size(), 1u);
+  EXPECT_EQ(m[0][0].index2, 2u);
+  ASSERT_EQ(m[1].size(), 1u);
+  EXPECT_EQ(m[1][0].index1, 9u);
+  EXPECT_TRUE(m[2].empty());
+  EXPECT_EQ(s.files_read, 2);
+  // Without the other names, only the first.
+  ASSERT_TRUE(ReadStoredMatches(dir_.path(), paths, {}, features_, {{0, 1}, {0, 2}, {1, 2}}, 1, &m, &s).ok());
+  EXPECT_EQ(s.files_read, 1);
+  EXPECT_TRUE(m[1].empty());
+  // A file found by the paths must hold the features by those paths.
+  write(1, 2, others, {{0, 0}});
+  std::filesystem::rename(dir_.File(MatchesFileName(others[1], others[2])), dir_.File(MatchesFileName(paths[1], paths[2])));
+  const Status st = ReadStoredMatches(dir_.path(), paths, others, features_, {{1, 2}}, 1, &m, &s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(st.message().find("cam1%2Fa.png--cam1%2Fb.png.tpmatch: its feature files are 'a1.png.tpfeat'"),
+            std::string::npos)
+      << st.message();
+}
+
 TEST_F(StoredCorrespondences, AFolderWithoutAnyPairsFileIsAnError) {
   // The wrong folder (here the features'): no pair has a file.
   std::vector<std::vector<FeatureMatch>> m;
   StoredMatchesSummary s;
-  const Status st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}, {1, 2}}, 1, &m, &s);
+  const Status st = ReadStoredMatches(dir_.path(), names_, {}, features_, {{0, 1}, {1, 2}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
   EXPECT_NE(st.message().find("a.png--b.png.tpmatch"), std::string::npos) << st.message();
 }
@@ -180,7 +216,7 @@ TEST_F(StoredCorrespondences, MatchesOfOtherFeaturesAreRefused) {
   PairMatches pm = Pair(0, 1, {{1, 2}});
   pm.num_keypoints2 = 9;
   ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), pm).ok());
-  Status st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  Status st = ReadStoredMatches(dir_.path(), names_, {}, features_, {{0, 1}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
   EXPECT_NE(st.message().find("N2 = 9"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("a.png--b.png.tpmatch"), std::string::npos) << st.message();
@@ -188,7 +224,7 @@ TEST_F(StoredCorrespondences, MatchesOfOtherFeaturesAreRefused) {
   pm = Pair(0, 1, {{1, 2}});
   pm.name2 = "x.png.tpfeat";
   ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), pm).ok());
-  st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  st = ReadStoredMatches(dir_.path(), names_, {}, features_, {{0, 1}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
   EXPECT_NE(st.message().find("x.png.tpfeat"), std::string::npos) << st.message();
   // The same names and counts, but the descriptors at those indices are others (features
@@ -196,14 +232,14 @@ TEST_F(StoredCorrespondences, MatchesOfOtherFeaturesAreRefused) {
   pm = Pair(0, 1, {{1, 2}, {3, 4}});
   pm.matches[1].distance_sq += 128;
   ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), pm).ok());
-  st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  st = ReadStoredMatches(dir_.path(), names_, {}, features_, {{0, 1}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
   EXPECT_NE(st.message().find("match 1 (keypoints 3, 4)"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("extracted again"), std::string::npos) << st.message();
   // A truncated file: the reader's error, naming it.
   ASSERT_TRUE(WriteMatches(dir_.File("a.png--b.png.tpmatch"), Pair(0, 1, {{1, 2}})).ok());
   std::filesystem::resize_file(dir_.File("a.png--b.png.tpmatch"), 100);
-  st = ReadStoredMatches(dir_.path(), names_, features_, {{0, 1}}, 1, &m, &s);
+  st = ReadStoredMatches(dir_.path(), names_, {}, features_, {{0, 1}}, 1, &m, &s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidInput);
   EXPECT_NE(st.message().find("a.png--b.png.tpmatch"), std::string::npos) << st.message();
 }
