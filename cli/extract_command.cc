@@ -62,6 +62,12 @@ struct ExtractArgs {
   bool upsample = false;
   bool root_sift = false;
   double contrast_threshold = SiftOptions().contrast_threshold;
+  // Images of little contrast, as reconstruct's first attempt extracts them (its
+  // --min-features 500 and --min-contrast-threshold 0.01; its fallback up to 2000 features
+  // down to 0.0025 unless --no-second-attempt). Off here by default, as --upsample.
+  int min_features = 0;
+  double min_contrast_threshold = SiftOptions().min_contrast_threshold;
+  bool no_second_attempt = false;
   double edge_threshold = SiftOptions().edge_threshold;
   int threads = 0;
   // 12, not the library's 8: through this command (decoding on every core beside the
@@ -81,6 +87,8 @@ int RunExtract(const ExtractArgs& a) {
     if (a.max_image_size != 0)
       return ReportError(cmd, Status::InvalidOptions("--max-image-size applies to --detector sift; FAST keeps the "
                                                      "full image (see --levels)"));
+    if (a.min_features != 0)
+      return ReportError(cmd, Status::InvalidOptions("--min-features applies to --detector sift"));
     return RunExtractFast(a.images, a.image_names, a.output_dir, a.device, a.threads, a.quiet, a.fast);
   }
   if (a.detector != "sift") {
@@ -100,6 +108,31 @@ int RunExtract(const ExtractArgs& a) {
   options.edge_threshold = a.edge_threshold;
   options.num_threads = a.threads;
   options.cuda_streams = a.cuda_streams;
+  // --min-features: the CPU extractor lowers the threshold in its one pass; the CUDA one
+  // holds one threshold, and its images with too few features are extracted again at the
+  // end (ExtractAgainWhileFewFeatures).
+  SiftOptions rule = options;
+  if (a.min_features > 0) {
+    if (!(a.min_contrast_threshold <= a.contrast_threshold)) {
+      char message[128];
+      std::snprintf(message, sizeof(message), "--min-contrast-threshold %g: above --contrast-threshold %g",
+                    a.min_contrast_threshold, a.contrast_threshold);
+      return ReportError(cmd, Status::InvalidOptions(message));
+    }
+    rule.min_features = a.min_features;
+    rule.min_contrast_threshold = a.min_contrast_threshold;
+    // reconstruct's first attempt: the second attempt's features at once for an image
+    // that reaches min_features only at the lowest threshold, or not at all.
+    constexpr int kFallbackFeatures = 2000;
+    constexpr double kFallbackContrastThreshold = 0.0025;
+    if (!a.no_second_attempt && kFallbackFeatures > a.min_features && kFallbackContrastThreshold < a.min_contrast_threshold &&
+        a.min_contrast_threshold < a.contrast_threshold) {
+      rule.fallback_min_features = kFallbackFeatures;
+      rule.fallback_min_contrast_threshold = kFallbackContrastThreshold;
+    }
+    if (device == Device::kCpu) options = rule;
+  }
+  const bool extract_again = device != Device::kCpu && rule.min_features > 0;
   OutputDirectory out_dir;
   if (!(s = out_dir.Create(a.output_dir)).ok()) return ReportError(cmd, s);
 
@@ -241,8 +274,11 @@ int RunExtract(const ExtractArgs& a) {
                                      ? ""
                                      : " (SIFT at " + std::to_string(job.image.width) + " x " +
                                            std::to_string(job.image.height) + ")";
-      std::printf("%s: %d x %d%s, %zu features, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
-                  job.path.c_str(), job.width, job.height, shrunk.c_str(), job.features.size(),
+      char lowered[64] = "";
+      if (job.features.contrast_threshold < a.contrast_threshold * (1 - 1e-9))
+        std::snprintf(lowered, sizeof(lowered), " at contrast threshold %g", job.features.contrast_threshold);
+      std::printf("%s: %d x %d%s, %zu features%s, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
+                  job.path.c_str(), job.width, job.height, shrunk.c_str(), job.features.size(), lowered,
                   job.read_s + job.extract_s, job.read_s, job.extract_s, job.out.c_str());
       job.features = Features();
       if (j + 1 == num_jobs || (j + 1) % 8 == 0) {
@@ -262,6 +298,14 @@ int RunExtract(const ExtractArgs& a) {
   // Extraction: the extractor takes each image as soon as it is decoded (a job that
   // failed to decode goes straight to the writer, which reports it).
   std::vector<Timer> started(num_jobs);
+  std::mutex again_mutex;
+  std::vector<int> again;  // --device cuda: jobs with fewer than --min-features
+  auto to_full_image = [](Job& job) {
+    KeypointsToFullImage(static_cast<double>(job.width) / job.image.width,
+                         static_cast<double>(job.height) / job.image.height, &job.features);
+    // The pixels are not needed any more (the writer prints only the size).
+    std::vector<float>().swap(job.image.pixels);
+  };
   extractor->ExtractStream(
       num_jobs, group_size,
       [&](int i) -> const GrayImage* {
@@ -283,13 +327,36 @@ int RunExtract(const ExtractArgs& a) {
         job.extract_s = started[i].Seconds();
         job.status = std::move(status);
         job.features = std::move(features);
-        KeypointsToFullImage(static_cast<double>(job.width) / job.image.width,
-                             static_cast<double>(job.height) / job.image.height, &job.features);
-        // The pixels are not needed any more (the writer prints only the size).
-        std::vector<float>().swap(job.image.pixels);
+        if (extract_again && job.status.ok() && static_cast<int>(job.features.size()) < rule.min_features) {
+          std::lock_guard<std::mutex> lock(again_mutex);
+          again.push_back(i);  // taken on below, its pixels kept
+          return;
+        }
+        to_full_image(job);
         finish(i);
       });
   stop_decoders();
+  // With --device cuda, the images that gave fewer than --min-features, at lower
+  // thresholds now (the writer waits for the first of them; the others are written).
+  if (!again.empty()) {
+    std::sort(again.begin(), again.end());
+    std::vector<const GrayImage*> images;
+    std::vector<Features> features;
+    for (int i : again) {
+      images.push_back(&jobs[i].image);
+      features.push_back(std::move(jobs[i].features));
+    }
+    const Timer timer;
+    s = ExtractAgainWhileFewFeatures(extractor.get(), rule, images, &features, nullptr);
+    for (size_t j = 0; j < again.size(); ++j) {
+      Job& job = jobs[again[j]];
+      job.features = std::move(features[j]);
+      job.extract_s += timer.Seconds() / static_cast<double>(again.size());
+      if (!s.ok()) job.status = s;
+      to_full_image(job);
+      finish(again[j]);
+    }
+  }
   writer.join();
   progress.Done();
   const int ok = num_images - static_cast<int>(failed.size());
@@ -331,6 +398,19 @@ Runner RegisterExtract(CLI::App& app) {
                  "SIFT: drop DoG extrema with |D| < T / 3 (images in [0, 1]); lower keeps more "
                  "features on dark or untextured objects")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--min-features", a->min_features,
+                 "An image with fewer SIFT features is extracted again at half the contrast threshold, down to "
+                 "--min-contrast-threshold (0 = never; reconstruct's default is 500: with --upsample, "
+                 "--max-image-size 3200 and --max-features 8192 this gives reconstruct's features)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--min-contrast-threshold", a->min_contrast_threshold,
+                 "Lowest SIFT contrast threshold for --min-features (images in [0, 1]); an image that reaches "
+                 "--min-features only there, or not at all, gets up to 2000 features down to 0.0025, as in "
+                 "reconstruct's first attempt (see --no-second-attempt)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("--no-second-attempt", a->no_second_attempt,
+               "With --min-features: no more features (up to 2000, down to 0.0025) for the images of least "
+               "contrast, as reconstruct --no-second-attempt");
   app.add_option("--edge-threshold", a->edge_threshold,
                  "SIFT: drop extrema whose principal curvature ratio is >= R")
       ->capture_default_str()->check(CLI::PositiveNumber);

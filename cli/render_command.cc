@@ -82,6 +82,9 @@ Runner RegisterRender(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--supersampling", o.supersampling, "Rays per pixel along each axis (anti-aliasing)")
       ->capture_default_str();
+  app.add_option("--contrast", o.contrast,
+                 "Image contrast in (0, 1]: 0.5 + C (v - 0.5); below 1 a low-contrast scene, as the Middlebury dino")
+      ->capture_default_str();
   app.add_option("--threads", o.num_threads, "Worker threads (0 = all)")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress on the terminal");
   return [a] { return RunRender(*a); };

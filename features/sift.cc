@@ -1368,6 +1368,44 @@ void FeatureExtractor::ExtractStream(int count, int group, const NextImage& next
   }
 }
 
+Status ExtractAgainWhileFewFeatures(FeatureExtractor* ex, const SiftOptions& rule,
+                                    const std::vector<const GrayImage*>& images, std::vector<Features>* features,
+                                    std::vector<char>* lowered) {
+  const int n = static_cast<int>(images.size());
+  if (features->size() != images.size() || (lowered && lowered->size() != images.size()))
+    return Status::Internal("ExtractAgainWhileFewFeatures: one features per image");
+  if (rule.min_features <= 0) return Status::Ok();
+  const double min_ct = rule.min_contrast_threshold;
+  const double lowest = rule.fallback_min_features > 0 ? rule.fallback_min_contrast_threshold : min_ct;
+  std::vector<char> at_floor(n, 0);  // extracted at min_ct: the fallback's candidates
+  for (double ct = rule.contrast_threshold; ct * 0.5 >= lowest * (1 - 1e-9);) {
+    ct *= 0.5;
+    const bool below = ct < min_ct * (1 - 1e-9);
+    std::vector<int> few;
+    std::vector<const GrayImage*> few_images;
+    for (int k = 0; k < n; ++k)
+      if (below ? at_floor[k] && static_cast<int>((*features)[k].size()) < rule.fallback_min_features
+                : static_cast<int>((*features)[k].size()) < rule.min_features) {
+        few.push_back(k);
+        few_images.push_back(images[k]);
+      }
+    if (!below && ct <= min_ct * (1 + 1e-9))
+      for (int k : few) at_floor[k] = 1;
+    if (few.empty()) break;
+    // The same extractor at the lower threshold (its streams and buffers stay).
+    TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ct));
+    std::vector<Features> more;
+    std::vector<Status> more_status;
+    ex->ExtractBatch(few_images, &more, &more_status);
+    for (size_t j = 0; j < few.size(); ++j)
+      if (more_status[j].ok() && more[j].size() > (*features)[few[j]].size()) {
+        (*features)[few[j]] = std::move(more[j]);
+        if (lowered) (*lowered)[few[j]] = 1;
+      }
+  }
+  return ex->SetContrastThreshold(rule.contrast_threshold);
+}
+
 Status FeatureExtractor::Create(const SiftOptions& options, Device device,
                                 std::unique_ptr<FeatureExtractor>* extractor) {
   TIEPOINT_RETURN_IF_ERROR(options.Check());

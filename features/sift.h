@@ -181,4 +181,18 @@ class FeatureExtractor {
                        std::unique_ptr<FeatureExtractor>* extractor);
 };
 
+// SiftOptions::min_features and fallback_min_features (as `rule` sets them) for an
+// extractor that holds one contrast threshold, the CUDA one (the CPU extractor applies
+// them in its one pass): each image whose (*features)[k], from `ex` at
+// rule.contrast_threshold, are fewer than rule.min_features is extracted again at half the
+// threshold, then at half that, down to rule.min_contrast_threshold, keeping the larger
+// set each time; then, with rule.fallback_min_features > 0, those that were extracted at
+// min_contrast_threshold and are still fewer than fallback_min_features go on down to
+// rule.fallback_min_contrast_threshold. (*lowered)[k] (if given) is set to 1 for an image
+// that took features of a lower threshold. `ex` is at rule.contrast_threshold again at the
+// end. Errors: SetContrastThreshold's (a failed image keeps what it had).
+Status ExtractAgainWhileFewFeatures(FeatureExtractor* ex, const SiftOptions& rule,
+                                    const std::vector<const GrayImage*>& images, std::vector<Features>* features,
+                                    std::vector<char>* lowered);
+
 }  // namespace tiepoint

@@ -772,37 +772,15 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         for (int k = 0; k < n; ++k)
           if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
         for (int k = 0; k < n; ++k) lowered_image[k] = features[k].contrast_threshold < ext.sift.contrast_threshold;
-        // The CUDA extractor: images with too few features again at half the threshold, down
-        // to min_ct_x; then, with the fallback, those extracted at min_ct_x on down to its
-        // own floor while below its count.
-        const double lowest = ext.fallback_min_features > 0 ? ext.fallback_min_ct : min_ct_x;
-        std::vector<char> at_floor(n, 0);
-        for (SiftOptions low = ext.sift; !ext.lower && low.contrast_threshold * 0.5 >= lowest * (1 - 1e-9);) {
-          low.contrast_threshold *= 0.5;
-          const bool below = low.contrast_threshold < min_ct_x * (1 - 1e-9);
-          std::vector<int> few;
-          std::vector<const GrayImage*> few_ptrs;
-          for (int k = 0; k < n; ++k)
-            if (below ? at_floor[k] && static_cast<int>(features[k].size()) < ext.fallback_min_features
-                      : static_cast<int>(features[k].size()) < min_features_x) {
-              few.push_back(k);
-              few_ptrs.push_back(ptrs[k]);
-            }
-          if (!below && low.contrast_threshold <= min_ct_x * (1 + 1e-9))
-            for (int k : few) at_floor[k] = 1;
-          if (few.empty()) break;
-          // The same extractor at the lower threshold (its streams and buffers stay).
-          TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(low.contrast_threshold));
-          std::vector<Features> more;
-          std::vector<Status> more_status;
-          ex->ExtractBatch(few_ptrs, &more, &more_status);
-          for (size_t j = 0; j < few.size(); ++j)
-            if (more_status[j].ok() && more[j].size() > features[few[j]].size()) {
-              features[few[j]] = std::move(more[j]);
-              lowered_image[few[j]] = 1;
-            }
+        // The CUDA extractor: images with too few features again at lower thresholds.
+        if (!ext.lower) {
+          SiftOptions rule = ext.sift;
+          rule.min_features = min_features_x;
+          rule.min_contrast_threshold = min_ct_x;
+          rule.fallback_min_features = ext.fallback_min_features;
+          rule.fallback_min_contrast_threshold = ext.fallback_min_ct;
+          TIEPOINT_RETURN_IF_ERROR(ExtractAgainWhileFewFeatures(ex, rule, ptrs, &features, &lowered_image));
         }
-        TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ext.sift.contrast_threshold));
         // Features of shrunk images back to the full image's pixels (features/resize.h).
         for (int k = 0; k < n; ++k) {
           const auto [sx, sy] = Shrinkage(k);
@@ -829,8 +807,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       *num_lowered = static_cast<int>(std::count(lowered_image.begin(), lowered_image.end(), 1));
       if (ext.fallback_min_features > 0)
         for (int k = 0; k < n; ++k) *num_fallback += features[k].contrast_threshold <= min_ct_x * (1 + 1e-9);
-      report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features},
-                                     {"images_at_lower_contrast_threshold", *num_lowered}};
+      report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features}};
+      // (A features file does not hold the threshold its features passed.)
+      if (o.features_dir.empty()) report["stages"]["extract"]["images_at_lower_contrast_threshold"] = *num_lowered;
       if (num_shrunk > 0) {
         report["stages"]["extract"]["images_shrunk"] = num_shrunk;
         report["stages"]["extract"]["max_image_size"] = o.max_image_size;

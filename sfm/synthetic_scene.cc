@@ -250,6 +250,7 @@ Status SyntheticSceneOptions::Check() const {
   if (supersampling < 1 || supersampling > 8) {
     return bad("supersampling " + std::to_string(supersampling) + " is outside 1..8");
   }
+  if (!(contrast > 0.0 && contrast <= 1.0)) return bad("contrast " + std::to_string(contrast) + " is outside (0, 1]");
   if (num_threads < 0) return bad("num_threads " + std::to_string(num_threads) + " is negative");
   return Status::Ok();
 }
@@ -530,6 +531,7 @@ Status SyntheticScene::Render(int view, Image8* image) const {
   out.pixels.resize(static_cast<size_t>(w) * h * 3);
   const int threads = options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads();
   const float inv = 1.0f / static_cast<float>(n * n);
+  const float contrast = static_cast<float>(options_.contrast);
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
   for (int y = 0; y < h; ++y) {
     unsigned char* row = &out.pixels[static_cast<size_t>(y) * w * 3];
@@ -546,7 +548,8 @@ Status SyntheticScene::Render(int view, Image8* image) const {
         }
       }
       for (int k = 0; k < 3; ++k) {
-        const float v = std::min(1.0f, std::max(0.0f, sum[k] * inv));
+        float v = std::min(1.0f, std::max(0.0f, sum[k] * inv));
+        if (contrast != 1.0f) v = 0.5f + contrast * (v - 0.5f);
         row[3 * x + k] = static_cast<unsigned char>(v * 255.0f + 0.5f);
       }
     }

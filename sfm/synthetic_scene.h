@@ -55,6 +55,10 @@ struct SyntheticSceneOptions {
   double arc_degrees = 360.0;
   // Rays per pixel along each axis (supersampling^2 rays a pixel), 1..8.
   int supersampling = 2;
+  // Image contrast in (0, 1]: a pixel's value v (in [0, 1]) is written as 0.5 + contrast
+  // (v - 0.5), before rounding to 8 bits. Below 1, a flat-lit, low-contrast object, as the
+  // Middlebury dino, on which SIFT at its default threshold finds few features.
+  double contrast = 1.0;
   // Seed of the layout and the textures.
   uint64_t seed = 1;
   // Worker threads for rendering (0 = OpenMP's default).

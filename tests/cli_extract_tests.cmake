@@ -48,3 +48,11 @@ add_test(NAME cli.extract.fast_max_image_size
 
 # features/ tests beyond sift_test.
 include(${CMAKE_CURRENT_SOURCE_DIR}/features/features_tests.cmake)
+# --min-features (reconstruct's lowering of the contrast threshold): SIFT only, and its floor
+# not above the threshold.
+add_test(NAME cli.extract.fast_min_features
+         COMMAND ${_expect} 2 "--min-features applies to --detector sift" ${_xout}/fastmin/blobs.pgm.txt --
+                 ${_tp} extract ${_good} --detector fast --min-features 500 -o ${_xout}/fastmin)
+add_test(NAME cli.extract.min_contrast_above
+         COMMAND ${_expect} 2 "--min-contrast-threshold 0.05: above --contrast-threshold 0.04$" ${_xout}/minct/blobs.pgm.tpfeat --
+                 ${_tp} extract ${_good} --min-features 500 --min-contrast-threshold 0.05 -o ${_xout}/minct)

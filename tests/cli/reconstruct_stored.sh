@@ -56,6 +56,26 @@ PY
   || { cat "$d/err3"; fail "reconstruct --features with images exited $?"; }
 check "$d/rec3" -
 
+# 3b. `extract` with reconstruct's settings gives reconstruct's features, images of little
+# contrast included: on a rendering at contrast 0.1, where SIFT at the default threshold
+# finds nothing and every image is extracted at lower thresholds and given the fallback's
+# features, reconstruct --features makes byte for byte the model reconstruct makes from the
+# images.
+"$tp" render-scene -o "$d/low" --views 8 --width 640 --height 480 --contrast 0.1 -q > /dev/null || fail "render-scene --contrast"
+"$tp" extract "$d/low/view_000.png" -o "$d/low_plain" --quiet | grep -q ", 0 features," || fail "the low-contrast view has features"
+"$tp" extract "$d/low" --upsample --max-image-size 3200 --max-features 8192 --min-features 500 -o "$d/low_feat" --quiet \
+  > "$d/low_extract.txt" || fail "extract --min-features"
+[ "$(grep -Ec " features at contrast threshold 0\.00(5|25)," "$d/low_extract.txt")" = 8 ] \
+  || { cat "$d/low_extract.txt"; fail "extract --min-features: not every view below 0.01 (the fallback)"; }
+"$tp" reconstruct "$d/low" --single-camera -o "$d/low_rec" -q > /dev/null || fail "reconstruct of the low-contrast views"
+python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["stages"]["extract"]["images_given_more_features"] == 8 else 1)' \
+  "$d/low_rec/report.json" || fail "reconstruct did not give every low-contrast view more features"
+"$tp" reconstruct --features "$d/low_feat" --image-path "$d/low" --single-camera -o "$d/low_rec2" -q > /dev/null \
+  || fail "reconstruct --features of extract --min-features"
+for f in cameras.txt images.txt points3D.txt; do
+  cmp -s "$d/low_rec/sparse/0/$f" "$d/low_rec2/sparse/0/$f" || fail "extract --min-features: another $f than reconstruct's"
+done
+
 # 4. Bad input: exit 2 with a message naming what is wrong, and no sparse/.
 x() { "$(dirname "$0")/expect.sh" "$@" || fail "case above"; }
 x 2 "requires --features" "$d/bad/sparse" -- \

@@ -288,6 +288,25 @@ TEST(SiftCudaTest, SetContrastThresholdEqualsAFreshExtractor) {
   testing::CheckSetContrastThreshold(images, options, Device::kCuda);
 }
 
+// ExtractAgainWhileFewFeatures with the CUDA extractor (reconstruct's and extract
+// --min-features' way with --device cuda): each image at the threshold the rule picks from
+// the GPU's own counts, with a fresh CUDA extractor's bytes there.
+TEST(SiftCudaTest, ExtractAgainWhileFewFeaturesFollowsTheRule) {
+  TIEPOINT_REQUIRE_GPU();
+  std::vector<GrayImage> images;
+  // The CPU's counts at 0.04, 0.02, ..., 0.0025 (the GPU's are the same or within a few):
+  // 101 134 171 187 199; 2 57 107 148 175; 0 0 0 17 82.
+  for (const float contrast : {1.0f, 0.3f, 0.05f}) {
+    images.push_back(Texture(300, 220, 21));
+    for (float& v : images.back().pixels) v = 0.5f + contrast * (v - 0.5f);
+  }
+  SiftOptions options;
+  options.cuda_streams = 2;
+  // Thresholds 0.02, 0.005, 0.0025; then 0.04, 0.005, 0.0025.
+  for (const auto& [min_features, fallback] : {std::pair<int, int>{120, 140}, {90, 130}})
+    testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCuda, min_features, fallback);
+}
+
 TEST(SiftCudaTest, BadOptionsAreExplained) {
   TIEPOINT_REQUIRE_GPU();
   SiftOptions options;

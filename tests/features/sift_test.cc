@@ -545,6 +545,35 @@ TEST(SiftTest, ReusedExtractorAndParallelBatchEqualSingleImages) {
   }
 }
 
+// ExtractAgainWhileFewFeatures (tests/features/sift_threshold_check.h) with the CPU
+// extractor picks each image's threshold by the rule, and gives what the CPU extractor's
+// one pass with SiftOptions::min_features and fallback_min_features gives: the two ways
+// reconstruct and extract lower the threshold (the CUDA and the CPU extractor) agree.
+TEST(SiftTest, ExtractAgainWhileFewFeaturesEqualsTheOnePassRule) {
+  std::vector<GrayImage> images;
+  // At 0.04, 0.02, ..., 0.0025: 132 194 258 279 282 features; 6 83 154 220 265; 0 5 54 124
+  // 192; 0 0 0 28 107.
+  for (const float contrast : {1.0f, 0.3f, 0.12f, 0.05f}) {
+    images.push_back(TextureImage(300, 220, 21));
+    for (float& v : images.back().pixels) v = 0.5f + contrast * (v - 0.5f);
+  }
+  SiftOptions options;
+  options.num_threads = 2;
+  // Thresholds 0.02, 0.005, 0.0025, 0.0025; then 0.04, 0.005, 0.0025, 0.0025.
+  for (const auto& [min_features, fallback] : {std::pair<int, int>{150, 200}, {100, 210}}) {
+    const std::vector<Features> got =
+        testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCpu, min_features, fallback);
+    ASSERT_EQ(got.size(), images.size());
+    SiftOptions one_pass = options;
+    one_pass.min_features = min_features;
+    one_pass.min_contrast_threshold = 0.01;
+    one_pass.fallback_min_features = fallback;
+    one_pass.fallback_min_contrast_threshold = 0.0025;
+    for (size_t i = 0; i < images.size(); ++i)
+      testing::ExpectSameFeatures(got[i], Extract(images[i], one_pass), "one pass", got[i].contrast_threshold, i);
+  }
+}
+
 // SetContrastThreshold (tests/features/sift_threshold_check.h), the CPU extractor with
 // two batch workers.
 TEST(SiftTest, SetContrastThresholdEqualsAFreshExtractor) {

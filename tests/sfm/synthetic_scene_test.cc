@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -69,6 +70,11 @@ TEST(SyntheticScene, OptionsOutOfRangeAreRejected) {
   o = SyntheticSceneOptions();
   o.arc_degrees = 400;
   EXPECT_NE(o.Check().message().find("arc_degrees"), std::string::npos);
+  for (const double c : {0.0, 1.5, std::nan("")}) {
+    SyntheticSceneOptions bad;
+    bad.contrast = c;
+    EXPECT_NE(bad.Check().message().find("contrast"), std::string::npos) << c;
+  }
   std::unique_ptr<SyntheticScene> scene;
   EXPECT_FALSE(SyntheticScene::Create(o, &scene).ok());
   EXPECT_EQ(scene, nullptr);
@@ -101,6 +107,29 @@ TEST(SyntheticScene, SameSeedSamePixelsWhateverTheThreads) {
   }
   Image8 none;
   EXPECT_EQ(a->Render(3, &none).code(), StatusCode::kInvalidOptions);
+}
+
+TEST(SyntheticScene, ContrastScalesThePixelsAboutMidGrey) {
+  SyntheticSceneOptions o = Small(2);
+  const auto full = MakeScene(o);
+  o.contrast = 0.2;
+  const auto low = MakeScene(o);
+  ASSERT_TRUE(full && low);
+  Image8 a, b;
+  ASSERT_TRUE(full->Render(1, &a).ok());
+  ASSERT_TRUE(low->Render(1, &b).ok());
+  ASSERT_EQ(a.pixels.size(), b.pixels.size());
+  int lo = 255, hi = 0;
+  for (size_t i = 0; i < a.pixels.size(); ++i) {
+    // Rounded both times: within one level of 0.5 + 0.2 (v - 0.5).
+    const double want = 255.0 * (0.5 + 0.2 * (a.pixels[i] / 255.0 - 0.5));
+    ASSERT_NEAR(b.pixels[i], want, 1.0) << i;
+    lo = std::min<int>(lo, b.pixels[i]);
+    hi = std::max<int>(hi, b.pixels[i]);
+  }
+  EXPECT_GE(lo, 101);
+  EXPECT_LE(hi, 154);
+  EXPECT_GT(hi - lo, 20) << "the texture is still there";
 }
 
 TEST(SyntheticScene, CamerasArePinholeOnARingLookingInward) {
