@@ -109,8 +109,8 @@ int RunExtract(const ExtractArgs& a) {
   options.num_threads = a.threads;
   options.cuda_streams = a.cuda_streams;
   // --min-features: the CPU extractor lowers the threshold in its one pass; the CUDA one
-  // holds one threshold, and its images with too few features are extracted again at the
-  // end (ExtractAgainWhileFewFeatures).
+  // holds one threshold, and its images with too few features are extracted again
+  // (ExtractAgainWhileFewFeatures, a group of images at a time, below).
   SiftOptions rule = options;
   if (a.min_features > 0) {
     if (!(a.min_contrast_threshold <= a.contrast_threshold)) {
@@ -298,65 +298,67 @@ int RunExtract(const ExtractArgs& a) {
   // Extraction: the extractor takes each image as soon as it is decoded (a job that
   // failed to decode goes straight to the writer, which reports it).
   std::vector<Timer> started(num_jobs);
-  std::mutex again_mutex;
-  std::vector<int> again;  // --device cuda: jobs with fewer than --min-features
-  auto to_full_image = [](Job& job) {
+  auto next = [&](int i) -> const GrayImage* {
+    {
+      std::unique_lock<std::mutex> lock(decode_mutex);
+      decode_cv.wait(lock, [&] { return decoded[i] != 0; });
+      taken = std::max(taken, i + 1);
+    }
+    decode_cv.notify_all();
+    if (!jobs[i].status.ok()) {
+      finish(i);
+      return nullptr;
+    }
+    started[i].Reset();
+    return &jobs[i].image;
+  };
+  auto done = [&](int i, Features&& features, Status&& status) {
+    Job& job = jobs[i];
+    job.extract_s = started[i].Seconds();
+    job.status = std::move(status);
+    job.features = std::move(features);
     KeypointsToFullImage(static_cast<double>(job.width) / job.image.width,
                          static_cast<double>(job.height) / job.image.height, &job.features);
     // The pixels are not needed any more (the writer prints only the size).
     std::vector<float>().swap(job.image.pixels);
+    finish(i);
   };
-  extractor->ExtractStream(
-      num_jobs, group_size,
-      [&](int i) -> const GrayImage* {
-        {
-          std::unique_lock<std::mutex> lock(decode_mutex);
-          decode_cv.wait(lock, [&] { return decoded[i] != 0; });
-          taken = std::max(taken, i + 1);
+  if (!extract_again) {
+    extractor->ExtractStream(num_jobs, group_size, next, done);
+  } else {
+    // --min-features with --device cuda: a group of images at a time, those of the group
+    // with too few features extracted again at lower thresholds before the next group (so
+    // only a group's images are held, however many of them are dark).
+    for (int begin = 0; begin < num_jobs; begin += group_size) {
+      std::vector<int> index;
+      std::vector<const GrayImage*> batch;
+      for (int i = begin; i < std::min(num_jobs, begin + group_size); ++i)
+        if (const GrayImage* image = next(i)) {
+          index.push_back(i);
+          batch.push_back(image);
         }
-        decode_cv.notify_all();
-        if (!jobs[i].status.ok()) {
-          finish(i);
-          return nullptr;
+      if (batch.empty()) continue;
+      std::vector<Features> features;
+      std::vector<Status> statuses;
+      extractor->ExtractBatch(batch, &features, &statuses);
+      std::vector<size_t> ok;
+      std::vector<const GrayImage*> ok_images;
+      std::vector<Features> ok_features;
+      for (size_t k = 0; k < batch.size(); ++k)
+        if (statuses[k].ok()) {
+          ok.push_back(k);
+          ok_images.push_back(batch[k]);
+          ok_features.push_back(std::move(features[k]));
         }
-        started[i].Reset();
-        return &jobs[i].image;
-      },
-      [&](int i, Features&& features, Status&& status) {
-        Job& job = jobs[i];
-        job.extract_s = started[i].Seconds();
-        job.status = std::move(status);
-        job.features = std::move(features);
-        if (extract_again && job.status.ok() && static_cast<int>(job.features.size()) < rule.min_features) {
-          std::lock_guard<std::mutex> lock(again_mutex);
-          again.push_back(i);  // taken on below, its pixels kept
-          return;
-        }
-        to_full_image(job);
-        finish(i);
-      });
-  stop_decoders();
-  // With --device cuda, the images that gave fewer than --min-features, at lower
-  // thresholds now (the writer waits for the first of them; the others are written).
-  if (!again.empty()) {
-    std::sort(again.begin(), again.end());
-    std::vector<const GrayImage*> images;
-    std::vector<Features> features;
-    for (int i : again) {
-      images.push_back(&jobs[i].image);
-      features.push_back(std::move(jobs[i].features));
-    }
-    const Timer timer;
-    s = ExtractAgainWhileFewFeatures(extractor.get(), rule, images, &features, nullptr);
-    for (size_t j = 0; j < again.size(); ++j) {
-      Job& job = jobs[again[j]];
-      job.features = std::move(features[j]);
-      job.extract_s += timer.Seconds() / static_cast<double>(again.size());
-      if (!s.ok()) job.status = s;
-      to_full_image(job);
-      finish(again[j]);
+      const Status again = ExtractAgainWhileFewFeatures(extractor.get(), rule, ok_images, &ok_features, nullptr);
+      for (size_t j = 0; j < ok.size(); ++j) {
+        features[ok[j]] = std::move(ok_features[j]);
+        if (!again.ok()) statuses[ok[j]] = again;
+      }
+      for (size_t k = 0; k < batch.size(); ++k) done(index[k], std::move(features[k]), std::move(statuses[k]));
     }
   }
+  stop_decoders();
   writer.join();
   progress.Done();
   const int ok = num_images - static_cast<int>(failed.size());
