@@ -11,7 +11,10 @@
 //     decoded; on the GPU, --cuda-streams host threads each keep one image in flight with
 //     no barrier between images (uploads of some overlap the kernels of others); on the
 //     CPU, groups of 4 go through ExtractBatch. The extractor (a CUDA context) is created
-//     while the first images decode;
+//     while the first images decode. With --min-features on the GPU, groups of
+//     2 x --cuda-streams images go through ExtractBatch instead, each group's images with
+//     too few features extracted again at lower thresholds (ExtractAgainWhileFewFeatures)
+//     before the next group;
 //   - writing: a thread writes each image's files as soon as it and the images before it
 //     are done (input order).
 // The per-image time printed is its decoding time plus the time from handing it to the
@@ -350,10 +353,15 @@ int RunExtract(const ExtractArgs& a) {
           ok_images.push_back(batch[k]);
           ok_features.push_back(std::move(features[k]));
         }
-      const Status again = ExtractAgainWhileFewFeatures(extractor.get(), rule, ok_images, &ok_features, nullptr);
+      std::vector<Status> again_statuses;
+      const Status again =
+          ExtractAgainWhileFewFeatures(extractor.get(), rule, ok_images, &ok_features, nullptr, &again_statuses);
       for (size_t j = 0; j < ok.size(); ++j) {
         features[ok[j]] = std::move(ok_features[j]);
+        // An image whose extraction at a lower threshold failed (out of GPU memory: exit 3)
+        // fails: its features would not be those asked for.
         if (!again.ok()) statuses[ok[j]] = again;
+        else if (!again_statuses[j].ok()) statuses[ok[j]] = std::move(again_statuses[j]);
       }
       for (size_t k = 0; k < batch.size(); ++k) done(index[k], std::move(features[k]), std::move(statuses[k]));
     }

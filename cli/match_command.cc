@@ -280,7 +280,8 @@ int RunMatch(const MatchArgs& a) {
       if (!fresh) {
         return ReportError(cmd, Status::InvalidInput(a.features[i] + ": its outputs would overwrite those of " +
                                                      it->second + " (both named '" + it->first +
-                                                     "' in them); give their folder instead"));
+                                                     "' in them); give a folder that holds both, whose "
+                                                     "files are named by their paths in it"));
       }
       if (features[i].size() > kMaxMatcherDescriptors) {
         return ReportError(cmd, Status::InvalidInput(a.features[i] + ": " +
@@ -304,6 +305,16 @@ int RunMatch(const MatchArgs& a) {
   }
   std::vector<std::pair<int, int>> pairs;
   if (!(s = BuildPairs(a.pairs, a.features, a.image_names, &pairs)).ok()) return ReportError(cmd, s);
+  // Every output's name fits a file name (255 bytes; images deep in subfolders have long
+  // names), checked before anything is written.
+  constexpr size_t kMaxFileNameBytes = 255;
+  for (const auto& [i, j] : pairs) {
+    const std::string longest = MatchesFileName(a.image_names[i], a.image_names[j], ".tpmatch");
+    if (longest.size() > kMaxFileNameBytes)
+      return ReportError(cmd, Status::InvalidInput(a.features[i] + ", " + a.features[j] + ": the pair's output name '" +
+                                                   longest + "' is " + std::to_string(longest.size()) +
+                                                   " bytes, more than a file name may have (255)"));
+  }
   // Image sizes for the SVGs: from --images when given, else the keypoints' extent.
   std::vector<std::string> image_path(n);
   std::vector<std::array<int, 2>> image_size(n);
@@ -660,10 +671,11 @@ Runner RegisterMatch(CLI::App& app) {
                "Verification the reference way (for comparisons): RANSAC on every pair, each "
                "hypothesis scored in full, no give-up bound; same verified pairs, slower");
   app.add_option("-o,--output", a->output_dir,
-                 "Output directory (created if missing): <stem1>--<stem2>.tpmatch per pair, "
+                 "Output directory (created if missing): <name1>--<name2>.tpmatch per pair (name: the image's, "
+                 "the feature file's name without .tpfeat, from a folder its path there with / as %2F), "
                  "summary.json")
       ->required();
-  app.add_flag("--txt", a->txt, "Also write <stem1>--<stem2>.txt (index1 index2 distance^2 inlier)");
+  app.add_flag("--txt", a->txt, "Also write <name1>--<name2>.txt (index1 index2 distance^2 inlier)");
   app.add_flag("--svg", a->svg, "Also draw each pair's inlier matches side by side (.svg)");
   app.add_option("--images", a->images_dir,
                  "With --svg: folder holding the images (NAME for NAME.tpfeat) to draw under "

@@ -236,7 +236,8 @@ Runner RegisterReconstruct(CLI::App& app) {
       "apply)");
   features_opt->excludes(tracks_opt);
   app.add_option("--matches", a->matches_dir,
-                 "Matches of `tiepoint match` (DIR/<name1>--<name2>.tpmatch) in place of matching: with --features; "
+                 "Matches of `tiepoint match` (DIR/<name1>--<name2>.tpmatch, an image of a subfolder named by its path with / "
+                 "as %2F, or by its file name where unique) in place of matching: with --features; "
                  "where it verified, its inliers (verified again; pairs it rejected are dropped)")
       ->needs(features_opt);
   app.add_option("--image-path", a->images_dir,

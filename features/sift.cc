@@ -1370,40 +1370,67 @@ void FeatureExtractor::ExtractStream(int count, int group, const NextImage& next
 
 Status ExtractAgainWhileFewFeatures(FeatureExtractor* ex, const SiftOptions& rule,
                                     const std::vector<const GrayImage*>& images, std::vector<Features>* features,
-                                    std::vector<char>* lowered) {
+                                    std::vector<char>* lowered, std::vector<Status>* statuses) {
   const int n = static_cast<int>(images.size());
   if (features->size() != images.size() || (lowered && lowered->size() != images.size()))
     return Status::Internal("ExtractAgainWhileFewFeatures: one features per image");
+  if (statuses) statuses->assign(images.size(), Status::Ok());
   if (rule.min_features <= 0) return Status::Ok();
-  const double min_ct = rule.min_contrast_threshold;
-  const double lowest = rule.fallback_min_features > 0 ? rule.fallback_min_contrast_threshold : min_ct;
-  std::vector<char> at_floor(n, 0);  // extracted at min_ct: the fallback's candidates
-  for (double ct = rule.contrast_threshold; ct * 0.5 >= lowest * (1 - 1e-9);) {
-    ct *= 0.5;
-    const bool below = ct < min_ct * (1 - 1e-9);
+  // The thresholds the CPU extractor's one pass tries (SiftCpu::Lowest): contrast_threshold
+  // halved, by the same products, while at or above a bound.
+  const double start = rule.contrast_threshold;
+  auto last_halving_down_to = [start](double bound) {
+    double t = start;
+    while (t * 0.5 >= bound * (1 - 1e-9)) t *= 0.5;
+    return t;
+  };
+  const double floor = last_halving_down_to(rule.min_contrast_threshold);
+  const bool fallback = rule.fallback_min_features > 0;
+  const double lowest = fallback ? last_halving_down_to(rule.fallback_min_contrast_threshold) : floor;
+  // The images of `active` below `want` features, again at half the threshold t.
+  std::vector<int> active(n);
+  for (int k = 0; k < n; ++k) active[k] = k;
+  double t = start;
+  auto lower = [&](int want) -> Status {
     std::vector<int> few;
     std::vector<const GrayImage*> few_images;
-    for (int k = 0; k < n; ++k)
-      if (below ? at_floor[k] && static_cast<int>((*features)[k].size()) < rule.fallback_min_features
-                : static_cast<int>((*features)[k].size()) < rule.min_features) {
+    for (int k : active)
+      if (static_cast<int>((*features)[k].size()) < want) {
         few.push_back(k);
         few_images.push_back(images[k]);
       }
-    if (!below && ct <= min_ct * (1 + 1e-9))
-      for (int k : few) at_floor[k] = 1;
-    if (few.empty()) break;
+    active = std::move(few);
+    if (active.empty()) return Status::Ok();
+    t *= 0.5;
     // The same extractor at the lower threshold (its streams and buffers stay).
-    TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(ct));
+    TIEPOINT_RETURN_IF_ERROR(ex->SetContrastThreshold(t));
     std::vector<Features> more;
     std::vector<Status> more_status;
     ex->ExtractBatch(few_images, &more, &more_status);
-    for (size_t j = 0; j < few.size(); ++j)
-      if (more_status[j].ok() && more[j].size() > (*features)[few[j]].size()) {
-        (*features)[few[j]] = std::move(more[j]);
-        if (lowered) (*lowered)[few[j]] = 1;
+    for (size_t j = 0; j < active.size(); ++j) {
+      const int k = active[j];
+      if (!more_status[j].ok()) {
+        if (statuses && (*statuses)[k].ok()) (*statuses)[k] = std::move(more_status[j]);
+      } else if (more[j].size() > (*features)[k].size()) {
+        (*features)[k] = std::move(more[j]);
+        if (lowered) (*lowered)[k] = 1;
       }
-  }
-  return ex->SetContrastThreshold(rule.contrast_threshold);
+    }
+    return Status::Ok();
+  };
+  auto run = [&]() -> Status {
+    // Down to the floor while fewer than min_features; then, with the fallback, the images
+    // that got there (every image when the floor is the threshold itself) on down while
+    // fewer than fallback_min_features.
+    while (t > floor && !active.empty()) TIEPOINT_RETURN_IF_ERROR(lower(rule.min_features));
+    if (!fallback || active.empty()) return Status::Ok();
+    while (t > lowest && !active.empty()) TIEPOINT_RETURN_IF_ERROR(lower(rule.fallback_min_features));
+    return Status::Ok();
+  };
+  const Status result = run();
+  // Back at the threshold given, whatever happened.
+  const Status reset = ex->SetContrastThreshold(start);
+  return result.ok() ? reset : result;
 }
 
 Status FeatureExtractor::Create(const SiftOptions& options, Device device,

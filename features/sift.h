@@ -183,16 +183,19 @@ class FeatureExtractor {
 
 // SiftOptions::min_features and fallback_min_features (as `rule` sets them) for an
 // extractor that holds one contrast threshold, the CUDA one (the CPU extractor applies
-// them in its one pass): each image whose (*features)[k], from `ex` at
-// rule.contrast_threshold, are fewer than rule.min_features is extracted again at half the
-// threshold, then at half that, down to rule.min_contrast_threshold, keeping the larger
-// set each time; then, with rule.fallback_min_features > 0, those that were extracted at
-// min_contrast_threshold and are still fewer than fallback_min_features go on down to
-// rule.fallback_min_contrast_threshold. (*lowered)[k] (if given) is set to 1 for an image
-// that took features of a lower threshold. `ex` is at rule.contrast_threshold again at the
-// end. Errors: SetContrastThreshold's (a failed image keeps what it had).
+// them in its one pass; this gives what that pass gives, but counts the features kept
+// after max_features where the pass counts them before): each image whose (*features)[k], from `ex` at rule.contrast_threshold, are
+// fewer than rule.min_features is extracted again at half the threshold, then at half
+// that, down to the floor (the last halving at or above rule.min_contrast_threshold),
+// keeping the larger set each time; then, with rule.fallback_min_features > 0, the images
+// that reached the floor (each, when the floor is rule.contrast_threshold itself) go on
+// down to the last halving at or above rule.fallback_min_contrast_threshold while fewer
+// than fallback_min_features. (*lowered)[k] (if given) is set to 1 for an image that took
+// features of a lower threshold; (*statuses)[k] (if given) is image k's first failed
+// extraction (it keeps what it had), else Ok. `ex` is at rule.contrast_threshold again at
+// the end, whatever happened. Errors: SetContrastThreshold's.
 Status ExtractAgainWhileFewFeatures(FeatureExtractor* ex, const SiftOptions& rule,
                                     const std::vector<const GrayImage*>& images, std::vector<Features>* features,
-                                    std::vector<char>* lowered);
+                                    std::vector<char>* lowered, std::vector<Status>* statuses = nullptr);
 
 }  // namespace tiepoint

@@ -779,7 +779,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           rule.min_contrast_threshold = min_ct_x;
           rule.fallback_min_features = ext.fallback_min_features;
           rule.fallback_min_contrast_threshold = ext.fallback_min_ct;
-          TIEPOINT_RETURN_IF_ERROR(ExtractAgainWhileFewFeatures(ex, rule, ptrs, &features, &lowered_image));
+          TIEPOINT_RETURN_IF_ERROR(ExtractAgainWhileFewFeatures(ex, rule, ptrs, &features, &lowered_image, &fstatus));
+          for (int k = 0; k < n; ++k)
+            if (!fstatus[k].ok()) return Status(fstatus[k].code(), names[k] + ": " + fstatus[k].message());
         }
         // Features of shrunk images back to the full image's pixels (features/resize.h).
         for (int k = 0; k < n; ++k) {

@@ -156,6 +156,10 @@ Status ReadStoredMatches(const std::string& dir, const std::vector<std::string>&
     const auto [a, b] = pairs.front();
     return Status::InvalidInput(dir + ": no matches file for any of the " + std::to_string(pairs.size()) +
                                 " pairs (the first would be " + MatchesFileName(names[a], names[b]) +
+                                (other_names.empty() || MatchesFileName(other_names[a], other_names[b]) ==
+                                                            MatchesFileName(names[a], names[b])
+                                     ? std::string()
+                                     : " or " + MatchesFileName(other_names[a], other_names[b])) +
                                 "; tiepoint match writes them)");
   }
   return Status::Ok();

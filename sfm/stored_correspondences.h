@@ -6,7 +6,10 @@
 //   FEATURES_DIR/<image name>.tpfeat    (io/features.h; an image of a folder's subfolder,
 //                                        "cam0/a.png", in the same subfolder, as extract
 //                                        writes it)
-//   MATCHES_DIR/<image file name 1>--<image file name 2>.tpmatch  (io/matches.h)
+//   MATCHES_DIR/<image name 1>--<image name 2>.tpmatch  (io/matches.h MatchesFileName:
+//                                        "cam0%2Fa.png--cam1%2Fa.png.tpmatch" for images of
+//                                        subfolders, as `match FEATURES_DIR` writes it, or
+//                                        by their file names, as `match` of files does)
 // A pair's file may name its images in either order; a folder with no file for any pair is
 // an error (the wrong folder), a pair without one has no matches. Its matches are the pair's
 // candidates; where the file holds a verification (`match --verify`), only its inliers are,

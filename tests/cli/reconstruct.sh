@@ -102,7 +102,7 @@ printf 'camB/v0.png camB/v1.png\n' > "$d/card_pairs.txt"
 # Given one by one, feature files that share a file name would share outputs: refused.
 "$tp" match "$d/card_feat/cam A/v0.png.tpfeat" "$d/card_feat/camB/v0.png.tpfeat" -o "$d/card_match3" --quiet \
   > /dev/null 2> "$d/stderr_match3"; rc=$?
-[ "$rc" = 2 ] && grep -q "give their folder instead" "$d/stderr_match3" && [ ! -e "$d/card_match3" ] \
+[ "$rc" = 2 ] && grep -q "give a folder that holds both" "$d/stderr_match3" && [ ! -e "$d/card_match3" ] \
   || { cat "$d/stderr_match3"; fail "match of files sharing a file name: exit $rc"; }
 stored_matches_read() {  # report.json: every pair's file read, all 8 images registered
   python3 - "$1" <<'PY'

@@ -302,9 +302,14 @@ TEST(SiftCudaTest, ExtractAgainWhileFewFeaturesFollowsTheRule) {
   }
   SiftOptions options;
   options.cuda_streams = 2;
-  // Thresholds 0.02, 0.005, 0.0025; then 0.04, 0.005, 0.0025.
-  for (const auto& [min_features, fallback] : {std::pair<int, int>{120, 140}, {90, 130}})
-    testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCuda, min_features, fallback);
+  // Thresholds 0.02, 0.005, 0.0025; 0.04, 0.005, 0.0025; with the floor at 0.02 (min_ct
+  // 0.015) 0.01, 0.005, 0.0025; at 0.04 itself (0.03) 0.02, 0.005, 0.0025.
+  struct Rule {
+    int min_features, fallback;
+    double min_ct;
+  };
+  for (const Rule& r : {Rule{120, 140, 0.01}, Rule{90, 130, 0.01}, Rule{120, 140, 0.015}, Rule{90, 120, 0.03}})
+    testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCuda, r.min_features, r.fallback, r.min_ct);
 }
 
 TEST(SiftCudaTest, BadOptionsAreExplained) {

@@ -559,15 +559,21 @@ TEST(SiftTest, ExtractAgainWhileFewFeaturesEqualsTheOnePassRule) {
   }
   SiftOptions options;
   options.num_threads = 2;
-  // Thresholds 0.02, 0.005, 0.0025, 0.0025; then 0.04, 0.005, 0.0025, 0.0025.
-  for (const auto& [min_features, fallback] : {std::pair<int, int>{150, 200}, {100, 210}}) {
-    const std::vector<Features> got =
-        testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCpu, min_features, fallback);
+  // Thresholds 0.02, 0.005, 0.0025, 0.0025; then 0.04, 0.005, 0.0025, 0.0025. With a floor
+  // that is no halving of 0.04 (0.015: the floor is 0.02), 0.04, 0.005, 0.0025, 0.0025; with
+  // one at 0.04 itself (0.03: every image goes to the fallback), 0.02, 0.01, 0.0025, 0.0025.
+  struct Rule {
+    int min_features, fallback;
+    double min_ct;
+  };
+  for (const Rule& r : {Rule{150, 200, 0.01}, Rule{100, 210, 0.01}, Rule{120, 210, 0.015}, Rule{100, 150, 0.03}}) {
+    const std::vector<Features> got = testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCpu,
+                                                                                 r.min_features, r.fallback, r.min_ct);
     ASSERT_EQ(got.size(), images.size());
     SiftOptions one_pass = options;
-    one_pass.min_features = min_features;
-    one_pass.min_contrast_threshold = 0.01;
-    one_pass.fallback_min_features = fallback;
+    one_pass.min_features = r.min_features;
+    one_pass.min_contrast_threshold = r.min_ct;
+    one_pass.fallback_min_features = r.fallback;
     one_pass.fallback_min_contrast_threshold = 0.0025;
     for (size_t i = 0; i < images.size(); ++i)
       testing::ExpectSameFeatures(got[i], Extract(images[i], one_pass), "one pass", got[i].contrast_threshold, i);

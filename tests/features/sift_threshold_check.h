@@ -72,38 +72,43 @@ inline void CheckSetContrastThreshold(const std::vector<GrayImage>& images, cons
 }
 
 // ExtractAgainWhileFewFeatures (what `reconstruct` and `extract --min-features` do with the
-// CUDA extractor) with an extractor on `device` made at options.contrast_threshold = 0.04:
-// each image must end with the bytes of a fresh extractor at the threshold the rule picks
-// from that device's own counts at 0.04, 0.02, ..., 0.0025 (the first of 0.04, 0.02, 0.01
-// giving min_features; for an image that reaches it only at 0.01, or not at all, the first
-// of 0.01, 0.005, 0.0025 giving fallback_min_features, else 0.0025), and be flagged lowered
-// when that is below 0.04. The images must take at least three different thresholds (else
-// the check would prove little). Returns the features.
+// CUDA extractor) with an extractor on `device` made at options.contrast_threshold = 0.04,
+// min_features and fallback_min_features as given, min_contrast_threshold min_ct and
+// fallback_min_contrast_threshold 0.0025: each image must end with the bytes of a fresh
+// extractor at the threshold the rule picks from that device's own counts at 0.04, 0.02,
+// ..., 0.0025. The rule: the floor is the last of those at or above min_ct; the first
+// threshold above the floor giving min_features, else (the image reaches the floor) the
+// first from the floor on giving fallback_min_features, else 0.0025. The image must be
+// flagged lowered when that is below 0.04, and the images must take at least `distinct`
+// different thresholds (else the check would prove little). Returns the features.
 inline std::vector<Features> CheckExtractAgainWhileFewFeatures(const std::vector<GrayImage>& images,
                                                                SiftOptions options, Device device, int min_features,
-                                                               int fallback_min_features) {
+                                                               int fallback_min_features, double min_ct = 0.01,
+                                                               size_t distinct = 3) {
   const std::vector<double> thresholds = {0.04, 0.02, 0.01, 0.005, 0.0025};
+  size_t floor = 0;
+  while (floor + 1 < thresholds.size() && thresholds[floor + 1] >= min_ct * (1 - 1e-9)) ++floor;
   options.contrast_threshold = 0.04;
   std::vector<const GrayImage*> ptrs;
   for (const GrayImage& g : images) ptrs.push_back(&g);
   // The rule, from fresh extractors' counts.
-  std::vector<double> want_t(images.size());
+  std::vector<size_t> want(images.size());
   std::vector<std::vector<Features>> at(images.size());
-  std::set<double> distinct;
+  std::set<size_t> taken;
   for (size_t i = 0; i < images.size(); ++i) {
     for (double t : thresholds) {
       SiftOptions fresh = options;
       fresh.contrast_threshold = t;
       at[i].push_back(ExtractWith(images[i], fresh, device));
     }
-    int k = 0;
-    while (k < 2 && static_cast<int>(at[i][k].size()) < min_features) ++k;
-    if (k == 2)
-      while (k < 4 && static_cast<int>(at[i][k].size()) < fallback_min_features) ++k;
-    want_t[i] = thresholds[k];
-    distinct.insert(want_t[i]);
+    size_t k = 0;
+    while (k < floor && static_cast<int>(at[i][k].size()) < min_features) ++k;
+    if (k == floor)
+      while (k + 1 < thresholds.size() && static_cast<int>(at[i][k].size()) < fallback_min_features) ++k;
+    want[i] = k;
+    taken.insert(k);
   }
-  EXPECT_GE(distinct.size(), 3u) << "the images take too few thresholds for the check";
+  EXPECT_GE(taken.size(), distinct) << "the images take too few thresholds for the check";
   std::unique_ptr<FeatureExtractor> ex;
   EXPECT_TRUE(FeatureExtractor::Create(options, device, &ex).ok());
   if (!ex) return {};
@@ -112,16 +117,16 @@ inline std::vector<Features> CheckExtractAgainWhileFewFeatures(const std::vector
   ex->ExtractBatch(ptrs, &got, &statuses);
   SiftOptions rule = options;
   rule.min_features = min_features;
-  rule.min_contrast_threshold = 0.01;
+  rule.min_contrast_threshold = min_ct;
   rule.fallback_min_features = fallback_min_features;
   rule.fallback_min_contrast_threshold = 0.0025;
   std::vector<char> lowered(images.size(), 0);
-  const Status s = ExtractAgainWhileFewFeatures(ex.get(), rule, ptrs, &got, &lowered);
+  const Status s = ExtractAgainWhileFewFeatures(ex.get(), rule, ptrs, &got, &lowered, &statuses);
   EXPECT_TRUE(s.ok()) << s.ToString();
   for (size_t i = 0; i < images.size(); ++i) {
-    const size_t k = static_cast<size_t>(std::find(thresholds.begin(), thresholds.end(), want_t[i]) - thresholds.begin());
-    ExpectSameFeatures(got[i], at[i][k], "again while few", want_t[i], i);
-    EXPECT_EQ(lowered[i] != 0, want_t[i] < 0.04) << "image " << i;
+    EXPECT_TRUE(statuses[i].ok()) << statuses[i].ToString();
+    ExpectSameFeatures(got[i], at[i][want[i]], "again while few", thresholds[want[i]], i);
+    EXPECT_EQ(lowered[i] != 0, want[i] > 0) << "image " << i;
   }
   // The extractor is back at 0.04.
   Features after;
