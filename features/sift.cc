@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <numeric>
 #include <string>
@@ -1387,7 +1388,10 @@ Status ExtractAgainWhileFewFeatures(FeatureExtractor* ex, const SiftOptions& rul
   const double floor = last_halving_down_to(rule.min_contrast_threshold);
   const bool fallback = rule.fallback_min_features > 0;
   const double lowest = fallback ? last_halving_down_to(rule.fallback_min_contrast_threshold) : floor;
-  // The images of `active` below `want` features, again at half the threshold t.
+  // The images of `active` below `want` features, again at half the threshold t. An image
+  // at max_features has all it may keep: a lower threshold would add weaker features, which
+  // the cap drops again.
+  const int cap = rule.max_features > 0 ? rule.max_features : std::numeric_limits<int>::max();
   std::vector<int> active(n);
   for (int k = 0; k < n; ++k) active[k] = k;
   double t = start;
@@ -1395,7 +1399,7 @@ Status ExtractAgainWhileFewFeatures(FeatureExtractor* ex, const SiftOptions& rul
     std::vector<int> few;
     std::vector<const GrayImage*> few_images;
     for (int k : active)
-      if (static_cast<int>((*features)[k].size()) < want) {
+      if (static_cast<int>((*features)[k].size()) < std::min(want, cap)) {
         few.push_back(k);
         few_images.push_back(images[k]);
       }

@@ -190,7 +190,8 @@ class FeatureExtractor {
 // keeping the larger set each time; then, with rule.fallback_min_features > 0, the images
 // that reached the floor (each, when the floor is rule.contrast_threshold itself) go on
 // down to the last halving at or above rule.fallback_min_contrast_threshold while fewer
-// than fallback_min_features. (*lowered)[k] (if given) is set to 1 for an image that took
+// than fallback_min_features. An image with max_features features (if set) is not
+// extracted again. (*lowered)[k] (if given) is set to 1 for an image that took
 // features of a lower threshold; (*statuses)[k] (if given) is image k's first failed
 // extraction (it keeps what it had), else Ok. `ex` is at rule.contrast_threshold again at
 // the end, whatever happened. Errors: SetContrastThreshold's.

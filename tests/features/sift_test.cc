@@ -580,6 +580,37 @@ TEST(SiftTest, ExtractAgainWhileFewFeaturesEqualsTheOnePassRule) {
   }
 }
 
+// An image that already has max_features is not extracted again (a lower threshold would
+// only add features the cap drops): 132, 6 and 0 features at 0.04, 83 and 5 at 0.02, 54 at
+// 0.01, capped at 50.
+TEST(SiftTest, ExtractAgainWhileFewFeaturesStopsAtMaxFeatures) {
+  std::vector<GrayImage> images;
+  for (const float contrast : {1.0f, 0.3f, 0.12f}) {
+    images.push_back(TextureImage(300, 220, 21));
+    for (float& v : images.back().pixels) v = 0.5f + contrast * (v - 0.5f);
+  }
+  std::vector<const GrayImage*> ptrs;
+  for (const GrayImage& g : images) ptrs.push_back(&g);
+  SiftOptions options;
+  options.max_features = 50;
+  std::unique_ptr<FeatureExtractor> ex;
+  ASSERT_TRUE(FeatureExtractor::Create(options, Device::kCpu, &ex).ok());
+  std::vector<Features> got;
+  std::vector<Status> statuses;
+  ex->ExtractBatch(ptrs, &got, &statuses);
+  SiftOptions rule = options;
+  rule.min_features = 150;
+  rule.fallback_min_features = 2000;
+  std::vector<char> lowered(3, 0);
+  ASSERT_TRUE(ExtractAgainWhileFewFeatures(ex.get(), rule, ptrs, &got, &lowered, &statuses).ok());
+  const double want[3] = {0.04, 0.02, 0.01};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].size(), 50u) << i;
+    EXPECT_EQ(got[i].contrast_threshold, want[i]) << i;
+    EXPECT_EQ(lowered[i] != 0, i > 0) << i;
+  }
+}
+
 // SetContrastThreshold (tests/features/sift_threshold_check.h), the CPU extractor with
 // two batch workers.
 TEST(SiftTest, SetContrastThresholdEqualsAFreshExtractor) {
