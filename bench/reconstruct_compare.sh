@@ -8,7 +8,10 @@
 # SIMPLE_RADIAL camera, exhaustive_matcher, mapper), wall time per stage; accuracy of every
 # model by bench/sfm_eval (similarity alignment of camera centres to the ground truth);
 # and whether the real `colmap` reads tiepoint's models (text and binary) and reports the
-# same counts (model_analyzer). Without colmap installed the COLMAP columns are null.
+# same counts (model_analyzer), and whether COLMAP's image_undistorter (the way into
+# COLMAP's and OpenMVS's dense reconstruction) takes the binary model with the images and
+# writes every registered image undistorted. Without colmap installed the COLMAP columns
+# are null.
 # Environment: THREADS (default 2), TIEPOINT_SHARED_DATA, BUILD (default build), DEVICE (cpu),
 # TP_ARGS (more `tiepoint reconstruct` options, e.g. "--min-features 2000
 # --min-contrast-threshold 0.0025" for the dino), REPEATS (default 1): each set's tiepoint
@@ -118,9 +121,14 @@ for s in $sets; do
         d=$work/$s-$v-$fmt; mkdir -p "$d"; cp "$o"/sparse/0/*.$fmt "$d"/
         colmap model_analyzer --path "$d" > "$d.analyzer" 2>&1 || true
       done
-      python3 - "$records" "$s" "$v" "$work/$s-$v-txt.analyzer" "$work/$s-$v-bin.analyzer" "$o/report.json" <<'PY'
+      u=$work/$s-$v-undistorted
+      colmap image_undistorter --image_path "$(dirname "${imgs[0]}")" --input_path "$work/$s-$v-bin" \
+        --output_path "$u" > "$u.log" 2>&1 || true
+      undistorted=$(find "$u/images" -type f 2>/dev/null | wc -l)
+      python3 - "$records" "$s" "$v" "$work/$s-$v-txt.analyzer" "$work/$s-$v-bin.analyzer" "$o/report.json" \
+        "$undistorted" <<'PY'
 import json, re, sys
-path, s, v, a_txt, a_bin, rep = sys.argv[1:]
+path, s, v, a_txt, a_bin, rep, undistorted = sys.argv[1:]
 def parse(p):
     t = open(p).read()
     g = lambda k: (re.search(k + r":\s*([0-9.]+)", t) or [None, None])[1]
@@ -137,6 +145,8 @@ same = all(m[k] is not None and float(m[k]) == float(r[k]) for m in (txt, binary
            abs(float(m["mean_reprojection_error"]) - r["mean_point_error_px"]) <= 5e-7 for m in (txt, binary))
 open(path, "a").write(json.dumps({"set": s, "tool": "colmap model_analyzer on tiepoint's model", "variant": v,
     "text": txt, "binary": binary, "same_as_report": same,
+    "image_undistorter": {"images_written": int(undistorted),
+                          "every_registered_image": int(undistorted) == int(r["registered_images"])},
     "tiepoint_report": {k: r[k] for k in ("registered_images", "points", "observations", "mean_reprojection_error_px",
                                           "mean_point_error_px")}}) + "\n")
 PY
