@@ -293,22 +293,15 @@ TEST(SiftCudaTest, SetContrastThresholdEqualsAFreshExtractor) {
 // the GPU's own counts, with a fresh CUDA extractor's bytes there.
 TEST(SiftCudaTest, ExtractAgainWhileFewFeaturesFollowsTheRule) {
   TIEPOINT_REQUIRE_GPU();
-  std::vector<GrayImage> images;
   // The CPU's counts at 0.04, 0.02, ..., 0.0025 (the GPU's are the same or within a few):
   // 101 134 171 187 199; 2 57 107 148 175; 0 0 0 17 82.
-  for (const float contrast : {1.0f, 0.3f, 0.05f}) {
-    images.push_back(Texture(300, 220, 21));
-    for (float& v : images.back().pixels) v = 0.5f + contrast * (v - 0.5f);
-  }
+  const std::vector<GrayImage> images = testing::AtContrasts(Texture(300, 220, 21), {1.0f, 0.3f, 0.05f});
   SiftOptions options;
   options.cuda_streams = 2;
   // Thresholds 0.02, 0.005, 0.0025; 0.04, 0.005, 0.0025; with the floor at 0.02 (min_ct
   // 0.015) 0.01, 0.005, 0.0025; at 0.04 itself (0.03) 0.02, 0.005, 0.0025.
-  struct Rule {
-    int min_features, fallback;
-    double min_ct;
-  };
-  for (const Rule& r : {Rule{120, 140, 0.01}, Rule{90, 130, 0.01}, Rule{120, 140, 0.015}, Rule{90, 120, 0.03}})
+  for (const testing::MinFeaturesRule& r : std::vector<testing::MinFeaturesRule>{
+           {120, 140, 0.01}, {90, 130, 0.01}, {120, 140, 0.015}, {90, 120, 0.03}})
     testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCuda, r.min_features, r.fallback, r.min_ct);
 }
 

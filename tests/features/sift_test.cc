@@ -550,23 +550,16 @@ TEST(SiftTest, ReusedExtractorAndParallelBatchEqualSingleImages) {
 // one pass with SiftOptions::min_features and fallback_min_features gives: the two ways
 // reconstruct and extract lower the threshold (the CUDA and the CPU extractor) agree.
 TEST(SiftTest, ExtractAgainWhileFewFeaturesEqualsTheOnePassRule) {
-  std::vector<GrayImage> images;
   // At 0.04, 0.02, ..., 0.0025: 132 194 258 279 282 features; 6 83 154 220 265; 0 5 54 124
   // 192; 0 0 0 28 107.
-  for (const float contrast : {1.0f, 0.3f, 0.12f, 0.05f}) {
-    images.push_back(TextureImage(300, 220, 21));
-    for (float& v : images.back().pixels) v = 0.5f + contrast * (v - 0.5f);
-  }
+  const std::vector<GrayImage> images = testing::AtContrasts(TextureImage(300, 220, 21), {1.0f, 0.3f, 0.12f, 0.05f});
   SiftOptions options;
   options.num_threads = 2;
   // Thresholds 0.02, 0.005, 0.0025, 0.0025; then 0.04, 0.005, 0.0025, 0.0025. With a floor
   // that is no halving of 0.04 (0.015: the floor is 0.02), 0.04, 0.005, 0.0025, 0.0025; with
   // one at 0.04 itself (0.03: every image goes to the fallback), 0.02, 0.01, 0.0025, 0.0025.
-  struct Rule {
-    int min_features, fallback;
-    double min_ct;
-  };
-  for (const Rule& r : {Rule{150, 200, 0.01}, Rule{100, 210, 0.01}, Rule{120, 210, 0.015}, Rule{100, 150, 0.03}}) {
+  for (const testing::MinFeaturesRule& r : std::vector<testing::MinFeaturesRule>{
+           {150, 200, 0.01}, {100, 210, 0.01}, {120, 210, 0.015}, {100, 150, 0.03}}) {
     const std::vector<Features> got = testing::CheckExtractAgainWhileFewFeatures(images, options, Device::kCpu,
                                                                                  r.min_features, r.fallback, r.min_ct);
     ASSERT_EQ(got.size(), images.size());
@@ -584,11 +577,7 @@ TEST(SiftTest, ExtractAgainWhileFewFeaturesEqualsTheOnePassRule) {
 // only add features the cap drops): 132, 6 and 0 features at 0.04, 83 and 5 at 0.02, 54 at
 // 0.01, capped at 50.
 TEST(SiftTest, ExtractAgainWhileFewFeaturesStopsAtMaxFeatures) {
-  std::vector<GrayImage> images;
-  for (const float contrast : {1.0f, 0.3f, 0.12f}) {
-    images.push_back(TextureImage(300, 220, 21));
-    for (float& v : images.back().pixels) v = 0.5f + contrast * (v - 0.5f);
-  }
+  const std::vector<GrayImage> images = testing::AtContrasts(TextureImage(300, 220, 21), {1.0f, 0.3f, 0.12f});
   std::vector<const GrayImage*> ptrs;
   for (const GrayImage& g : images) ptrs.push_back(&g);
   SiftOptions options;

@@ -71,6 +71,22 @@ inline void CheckSetContrastThreshold(const std::vector<GrayImage>& images, cons
   EXPECT_EQ(after.contrast_threshold, 0.0025);
 }
 
+// `image` at each of `contrasts` c: pixel values 0.5 + c (v - 0.5).
+inline std::vector<GrayImage> AtContrasts(const GrayImage& image, const std::vector<float>& contrasts) {
+  std::vector<GrayImage> images;
+  for (const float c : contrasts) {
+    images.push_back(image);
+    for (float& v : images.back().pixels) v = 0.5f + c * (v - 0.5f);
+  }
+  return images;
+}
+
+// SiftOptions::min_features, fallback_min_features and min_contrast_threshold of a check.
+struct MinFeaturesRule {
+  int min_features, fallback;
+  double min_ct;
+};
+
 // ExtractAgainWhileFewFeatures (what `reconstruct` and `extract --min-features` do with the
 // CUDA extractor) with an extractor on `device` made at options.contrast_threshold = 0.04,
 // min_features and fallback_min_features as given, min_contrast_threshold min_ct and
