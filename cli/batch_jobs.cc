@@ -44,9 +44,12 @@ const std::vector<KindRules>& AllKindRules() {
   static const std::vector<KindRules> rules = {
       {"ba", {{"report", "report.json"}}, {"output", "ply"}, {}},
       {"bench", {{"out", "bench.json"}, {"plot", "bench.svg"}}, {}, {}},
-      // features, matches, image-path: folders (resolved against the job file), fingerprinted
-      // by the files below them that the command reads (FingerprintInputs).
-      {"reconstruct", {{"output", "model"}}, {}, {"intrinsics", "pairs", "tracks", "features", "matches", "image-path"}},
+      // features, matches, image-path, mask-path: folders (resolved against the job file),
+      // fingerprinted by the files below them that the command reads (FingerprintInputs).
+      {"reconstruct",
+       {{"output", "model"}},
+       {},
+       {"intrinsics", "pairs", "tracks", "features", "matches", "image-path", "mask-path"}},
   };
   return rules;
 }

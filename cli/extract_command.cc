@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -45,6 +46,7 @@
 #include "io/base/timer.h"
 #include "io/features.h"
 #include "io/image.h"
+#include "io/mask.h"
 
 namespace tiepoint::cli {
 namespace {
@@ -71,6 +73,7 @@ struct ExtractArgs {
   int min_features = 0;
   double min_contrast_threshold = SiftOptions().min_contrast_threshold;
   bool no_second_attempt = false;
+  std::string mask_path;  // io/mask.h: DIR/<image name>.png, COLMAP's mask_path
   double edge_threshold = SiftOptions().edge_threshold;
   int threads = 0;
   // 12, not the library's 8: through this command (decoding on every core beside the
@@ -92,6 +95,8 @@ int RunExtract(const ExtractArgs& a) {
                                                      "full image (see --levels)"));
     if (a.min_features != 0)
       return ReportError(cmd, Status::InvalidOptions("--min-features applies to --detector sift"));
+    if (!a.mask_path.empty())
+      return ReportError(cmd, Status::InvalidOptions("--mask-path applies to --detector sift"));
     return RunExtractFast(a.images, a.image_names, a.output_dir, a.device, a.threads, a.quiet, a.fast);
   }
   if (a.detector != "sift") {
@@ -136,6 +141,12 @@ int RunExtract(const ExtractArgs& a) {
     if (device == Device::kCpu) options = rule;
   }
   const bool extract_again = device != Device::kCpu && rule.min_features > 0;
+  if (!a.mask_path.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(a.mask_path, ec))
+      return ReportError(cmd, Status::IoError(a.mask_path + ": not a folder (--mask-path: MASK_DIR/<image name>.png "
+                                                            "per image)"));
+  }
   OutputDirectory out_dir;
   if (!(s = out_dir.Create(a.output_dir)).ok()) return ReportError(cmd, s);
 
@@ -159,6 +170,9 @@ int RunExtract(const ExtractArgs& a) {
     std::string path, name, out;
     GrayImage image;  // shrunk to fit --max-image-size
     int width = 0, height = 0;  // the image's own size
+    FeatureMask mask;           // --mask-path: at the image's own size; empty: none
+    bool without_mask = false;  // --mask-path has no file for it
+    size_t masked = 0;          // features dropped by the mask
     Status status;
     double read_s = 0, extract_s = 0;
     Features features;
@@ -216,6 +230,12 @@ int RunExtract(const ExtractArgs& a) {
         job.status = ReadImageGray(job.path, &job.image);
         job.width = job.image.width;
         job.height = job.image.height;
+        if (job.status.ok() && !a.mask_path.empty()) {
+          const std::string mask_file = FeatureMaskPath(a.mask_path, job.name);
+          std::error_code ec;
+          job.without_mask = !fs::exists(mask_file, ec);
+          if (!job.without_mask) job.status = ReadFeatureMask(mask_file, job.width, job.height, &job.mask);
+        }
         if (job.status.ok()) job.status = ShrinkToFit(a.max_image_size, 1, &job.image);
         job.read_s = timer.Seconds();
         {
@@ -277,9 +297,13 @@ int RunExtract(const ExtractArgs& a) {
                                      ? ""
                                      : " (SIFT at " + std::to_string(job.image.width) + " x " +
                                            std::to_string(job.image.height) + ")";
-      char lowered[64] = "";
+      char lowered[96] = "";
       if (job.features.contrast_threshold < a.contrast_threshold * (1 - 1e-9))
         std::snprintf(lowered, sizeof(lowered), " at contrast threshold %g", job.features.contrast_threshold);
+      if (job.masked > 0) {
+        const size_t used = std::strlen(lowered);
+        std::snprintf(lowered + used, sizeof(lowered) - used, ", %zu masked", job.masked);
+      }
       std::printf("%s: %d x %d%s, %zu features%s, %.3f s (read %.3f s, extract %.3f s) -> %s\n",
                   job.path.c_str(), job.width, job.height, shrunk.c_str(), job.features.size(), lowered,
                   job.read_s + job.extract_s, job.read_s, job.extract_s, job.out.c_str());
@@ -322,8 +346,10 @@ int RunExtract(const ExtractArgs& a) {
     job.features = std::move(features);
     KeypointsToFullImage(static_cast<double>(job.width) / job.image.width,
                          static_cast<double>(job.height) / job.image.height, &job.features);
+    job.masked = ApplyFeatureMask(job.mask, &job.features);
     // The pixels are not needed any more (the writer prints only the size).
     std::vector<float>().swap(job.image.pixels);
+    job.mask = FeatureMask();
     finish(i);
   };
   if (!extract_again) {
@@ -370,6 +396,18 @@ int RunExtract(const ExtractArgs& a) {
   writer.join();
   progress.Done();
   const int ok = num_images - static_cast<int>(failed.size());
+  if (!a.mask_path.empty()) {
+    int without = 0;
+    const Job* first = nullptr;
+    for (const Job& job : jobs)
+      if (job.without_mask) {
+        ++without;
+        if (!first) first = &job;
+      }
+    if (first)
+      std::fprintf(stderr, "tiepoint %s: %d of %d images have no mask in %s (such as %s): all their features kept\n", cmd,
+                   without, num_jobs, a.mask_path.c_str(), FeatureMaskPath(a.mask_path, first->name).c_str());
+  }
   std::printf("tiepoint extract: %d of %d images, %lld features, %.2f s (detector sift, "
               "device %s)\n",
               ok, num_images, total_features, total.Seconds(), ToString(device));
@@ -421,6 +459,9 @@ Runner RegisterExtract(CLI::App& app) {
   app.add_flag("--no-second-attempt", a->no_second_attempt,
                "With --min-features: no more features (up to 2000, down to 0.0025) for the images of least "
                "contrast, as reconstruct --no-second-attempt");
+  app.add_option("--mask-path", a->mask_path,
+                 "Feature masks, as COLMAP's: image NAME's mask is DIR/NAME.png (same size); features on its "
+                 "black pixels are dropped; an image without one keeps all");
   app.add_option("--edge-threshold", a->edge_threshold,
                  "SIFT: drop extrema whose principal curvature ratio is >= R")
       ->capture_default_str()->check(CLI::PositiveNumber);

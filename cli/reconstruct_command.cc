@@ -59,6 +59,7 @@ struct ReconstructArgs {
   std::string features_dir;
   std::string matches_dir;
   std::string images_dir;
+  std::string mask_path;
   std::string format = "both";
   int threads = 0;
   std::string ba_solver = "auto";
@@ -123,6 +124,7 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.image_names = a.image_names;
   if (!(s = StoredCorrespondenceImages(a, &o.image_paths, &o.image_names)).ok()) return ReportError(cmd, s);
   o.features_dir = a.features_dir;
+  o.mask_path = a.mask_path;
   o.matches_dir = a.matches_dir;
   o.output_dir = a.output;
   o.single_camera = a.single_camera;
@@ -240,6 +242,9 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "as %2F, or by its file name where unique) in place of matching: with --features; "
                  "where it verified, its inliers (verified again; pairs it rejected are dropped)")
       ->needs(features_opt);
+  app.add_option("--mask-path", a->mask_path,
+                 "Feature masks, as COLMAP's: image NAME's mask is DIR/NAME.png (same size); features on its "
+                 "black pixels are dropped; an image without one keeps all");
   app.add_option("--image-path", a->images_dir,
                  "With --features and no IMAGES: the folder holding the images, one per features file (NAME for "
                  "NAME.tpfeat), taken in name order")

@@ -21,6 +21,7 @@
 #include "io/colmap_model.h"
 #include "io/exif.h"
 #include "io/image.h"
+#include "io/mask.h"
 #include "io/matches.h"
 #include "io/pairs_file.h"
 #include "io/reconstruction_export.h"
@@ -346,6 +347,15 @@ Status ReconstructionPipelineOptions::Check() const {
     return Status::InvalidOptions("reconstruct: --matches needs --features (the keypoints its matches index)");
   if (!features_dir.empty() && !tracks_file.empty())
     return Status::InvalidOptions("reconstruct: --features and --tracks are two sources of correspondences: give one");
+  if (!mask_path.empty()) {
+    if (!features_dir.empty() || !tracks_file.empty())
+      return Status::InvalidOptions(std::string("reconstruct: --mask-path applies to the features reconstruct extracts, "
+                                                "not to those of ") +
+                                    (features_dir.empty() ? "--tracks" : "--features"));
+    std::error_code ec;
+    if (!std::filesystem::is_directory(mask_path, ec))
+      return Status::IoError(mask_path + ": not a folder (--mask-path: MASK_DIR/<image name>.png per image)");
+  }
   if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
   if (single_camera && single_camera_per_folder)
     return Status::InvalidOptions("reconstruct: --single-camera and --single-camera-per-folder: give one");
@@ -484,6 +494,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // The focal length priors of the JPEGs' EXIF (not read when --intrinsics gives them).
   std::vector<std::optional<ExifFocalPrior>> exif(n_in);
   std::vector<std::string> exif_note(n_in);
+  // --mask-path: each image's mask, at its own size (none where it has no mask file).
+  std::vector<FeatureMask> masks(o.mask_path.empty() ? 0 : n_in);
+  std::vector<char> has_mask_file(masks.size(), 0);
+  std::vector<Status> mask_status(masks.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (int i = 0; i < n_in; ++i) {
     // One read of the file for its pixels and its EXIF.
@@ -492,6 +506,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     if (read_status[i].ok()) read_status[i] = DecodeImageGray(bytes.data(), bytes.size(), o.image_paths[i], &gray[i]);
     if (!read_status[i].ok() || gray[i].empty()) continue;
     full_size[i] = {gray[i].width, gray[i].height};
+    if (!masks.empty()) {
+      const std::string mask_file = FeatureMaskPath(o.mask_path, names_given[i]);
+      std::error_code ec;
+      has_mask_file[i] = fs::exists(mask_file, ec);
+      if (has_mask_file[i]) mask_status[i] = ReadFeatureMask(mask_file, gray[i].width, gray[i].height, &masks[i]);
+    }
     if (known.empty()) {
       const Status s = DecodeExifFocalPrior(bytes.data(), bytes.size(), o.image_paths[i], gray[i].width,
                                             gray[i].height, &exif[i], &exif_note[i]);
@@ -513,6 +533,18 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     }
   }
   report["stages"]["read"] = {{"seconds", Since(t0)}, {"images", usable.size()}, {"skipped", skipped.size()}};
+  if (!masks.empty()) {
+    // A mask given but unusable is the user's mistake to hear about, not a mask to do without.
+    for (int i : usable) TIEPOINT_RETURN_IF_ERROR(mask_status[i]);
+    std::vector<std::string> without;
+    for (int i : usable)
+      if (!has_mask_file[i]) without.push_back(names_given[i]);
+    report["stages"]["read"]["images_without_mask"] = without.size();
+    if (!without.empty())
+      std::fprintf(stderr, "tiepoint reconstruct: %zu of %zu images have no mask in %s (such as %s): all their features kept\n",
+                   without.size(), usable.size(), o.mask_path.c_str(),
+                   FeatureMaskPath(o.mask_path, without.front()).c_str());
+  }
   report["skipped_images"] = skipped;
   if (usable.size() < 2)
     return Status::Numerical("fewer than two usable images (" + std::to_string(usable.size()) + " of " +
@@ -746,6 +778,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       std::vector<Features> features;
       std::vector<char> lowered_image(n, 0);
       int num_shrunk = 0;
+      int64_t num_masked = 0;
       // With --features, the names the images' features are stored under (and, by those,
       // their matches): their own, or their file names.
       std::vector<std::string> feature_names = names;
@@ -790,6 +823,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           ++num_shrunk;
           KeypointsToFullImage(sx, sy, &features[k]);
         }
+        // --mask-path: the features on the masks' black pixels dropped.
+        for (int k = 0; k < n && !masks.empty(); ++k) num_masked += ApplyFeatureMask(masks[usable[k]], &features[k]);
       }
       int64_t total_features = 0;
       for (int k = 0; k < n; ++k) {
@@ -812,6 +847,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features}};
       // (A features file does not hold the threshold its features passed.)
       if (o.features_dir.empty()) report["stages"]["extract"]["images_at_lower_contrast_threshold"] = *num_lowered;
+      if (!masks.empty()) report["stages"]["extract"]["features_masked"] = num_masked;
       if (num_shrunk > 0) {
         report["stages"]["extract"]["images_shrunk"] = num_shrunk;
         report["stages"]["extract"]["max_image_size"] = o.max_image_size;

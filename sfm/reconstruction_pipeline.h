@@ -79,6 +79,12 @@ struct ReconstructionPipelineOptions {
   // second attempt (the features are not the pipeline's to extract again).
   std::string features_dir;
   std::string matches_dir;
+  // Feature masks (io/mask.h, COLMAP's ImageReader.mask_path): image NAME's mask is
+  // mask_path/NAME.png, and the features extracted on its black pixels are dropped; an
+  // image without a mask file keeps all (report: stages.read.images_without_mask). A mask
+  // that cannot be read or is of another size stops the run (kInvalidInput/kIoError naming
+  // it) before any extraction. Not with tracks_file or features_dir (no extraction).
+  std::string mask_path;
   int num_threads = 0;
   SiftOptions sift;             // max_features 8192, upsample on (set by the constructor)
   // Images with a side over this many pixels are held shrunk to fit from their reading on

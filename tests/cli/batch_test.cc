@@ -529,6 +529,23 @@ TEST_F(BatchTest, AFeaturesFolderIsKeyedByTheFilesBelowIt) {
   EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
 }
 
+// --mask-path: a folder keyed by every file below it (the masks, DIR/<image name>.png).
+TEST_F(BatchTest, AMaskFolderIsKeyedByTheMasksBelowIt) {
+  const std::string photos = dir_ + "/photos", masks = dir_ + "/masks";
+  for (const std::string& d : {photos, masks, masks + "/cam0"}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+  WriteFile(photos + "/a.png", "junk a");
+  WriteFile(masks + "/cam0/a.png.png", "junk mask");
+  const std::string run = dir_ + "/run", record = run + "/jobs/rec/job.json";
+  const std::string first = RunJunkJob({{"kind", "reconstruct"}, {"images", photos}, {"mask-path", masks}}, run);
+  ASSERT_FALSE(first.empty());
+  Result r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
+  WriteFile(masks + "/cam0/a.png.png", "JUNK MASK");  // in a subfolder, in place, the same size
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+  EXPECT_NE(ReadFile(record), first);
+}
+
 TEST_F(BatchTest, TwoShardsInParallelEqualOneRun) {
   const std::string a = Synth("a", 10, 800, 5), b = Synth("b", 10, 900, 6), c = Synth("c", 10, 700, 7);
   json file = {{"defaults", {{"threads", 1}, {"max-iterations", 6}}},

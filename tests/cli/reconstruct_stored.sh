@@ -76,6 +76,45 @@ for f in cameras.txt images.txt points3D.txt; do
   cmp -s "$d/low_rec/sparse/0/$f" "$d/low_rec2/sparse/0/$f" || fail "extract --min-features: another $f than reconstruct's"
 done
 
+# 3c. --mask-path (COLMAP's mask_path): MASKS/<image name>.png, black where no feature may
+# be. Views 0-6 are masked on their left half, view 7 has no mask (said, and kept whole).
+mkdir -p "$d/masks"
+python3 - "$d/masks" <<'PY' || fail "writing the masks"
+import sys
+w, h = 640, 480
+row = bytes([0] * (w // 2) + [255] * (w // 2))
+for i in range(7):
+    open("%s/view_%03d.png.png" % (sys.argv[1], i), "wb").write(b"P5\n%d %d\n255\n" % (w, h) + row * h)
+PY
+"$tp" reconstruct "$d/scene" --mask-path "$d/masks" --single-camera -o "$d/masked" -q > /dev/null 2> "$d/err_mask" \
+  || { cat "$d/err_mask"; fail "reconstruct --mask-path exited $?"; }
+grep -q "1 of 8 images have no mask in $d/masks (such as $d/masks/view_007.png.png)" "$d/err_mask" \
+  || { cat "$d/err_mask"; fail "the image without a mask is not said"; }
+python3 - "$d/masked" <<'PY' || fail "--mask-path: features on black pixels, or the report"
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+lines = [l for l in open(sys.argv[1] + "/sparse/0/images.txt").read().splitlines() if l and not l.startswith("#")]
+left = {}
+for image, points in zip(lines[0::2], lines[1::2]):
+    v = points.split()
+    left[image.split()[-1]] = sum(1 for i in range(0, len(v), 3) if float(v[i]) < 320)
+print("features masked", r["stages"]["extract"]["features_masked"], "points2D left of x = 320:", left)
+ok = r["stages"]["read"]["images_without_mask"] == 1 and r["stages"]["extract"]["features_masked"] > 1000 \
+     and all(left[n] == 0 for n in left if n != "view_007.png") and left.get("view_007.png", 0) > 100 \
+     and r["models"][0]["registered_images"] == 8
+sys.exit(0 if ok else 1)
+PY
+# extract with reconstruct's settings and the same masks: reconstruct's model, byte for byte.
+"$tp" extract "$d/scene" --upsample --max-image-size 3200 --max-features 8192 --min-features 500 --mask-path "$d/masks" \
+  -o "$d/masked_feat" --quiet > "$d/masked_extract.txt" 2> /dev/null || fail "extract --mask-path"
+grep -q "view_000.png: 640 x 480, [0-9]* features, [0-9]* masked," "$d/masked_extract.txt" \
+  || { cat "$d/masked_extract.txt"; fail "extract --mask-path: no masked count"; }
+"$tp" reconstruct --features "$d/masked_feat" --image-path "$d/scene" --single-camera -o "$d/masked2" -q > /dev/null \
+  || fail "reconstruct --features of extract --mask-path"
+for f in cameras.txt images.txt points3D.txt; do
+  cmp -s "$d/masked/sparse/0/$f" "$d/masked2/sparse/0/$f" || fail "extract --mask-path: another $f than reconstruct's"
+done
+
 # 4. Bad input: exit 2 with a message naming what is wrong, and no sparse/.
 x() { "$(dirname "$0")/expect.sh" "$@" || fail "case above"; }
 x 2 "requires --features" "$d/bad/sparse" -- \
@@ -117,4 +156,17 @@ x 2 "extracted again" "$d/bad/sparse" -- \
 "$tp" render-scene -o "$d/small" --views 8 --width 320 --height 240 > /dev/null || fail "render-scene small"
 x 2 "outside image" "$d/bad/sparse" -- \
   "$tp" reconstruct --features "$d/feat" --matches "$d/match" --image-path "$d/small" -o "$d/bad" -q
+# Masks: one of another size (named, before any extraction), a folder that is not one,
+# and --mask-path where nothing is extracted.
+mkdir -p "$d/badmasks"
+python3 -c 'import sys; open(sys.argv[1], "wb").write(b"P5\n320 240\n255\n" + bytes([255]) * 320 * 240)' \
+  "$d/badmasks/view_003.png.png"
+x 2 "view_003.png.png: mask of 320 x 240 pixels for an image of 640 x 480" "$d/badmask/sparse" -- \
+  "$tp" reconstruct "$d/scene" --mask-path "$d/badmasks" -o "$d/badmask" -q
+x 2 "nosuch: not a folder" "$d/badmask2/sparse" -- \
+  "$tp" reconstruct "$d/scene" --mask-path "$d/nosuch" -o "$d/badmask2" -q
+x 2 "--mask-path applies to the features reconstruct extracts, not to those of --features" "$d/badmask3/sparse" -- \
+  "$tp" reconstruct --features "$d/feat" --image-path "$d/scene" --mask-path "$d/masks" -o "$d/badmask3" -q
+x 2 "view_003.png.png: mask of 320 x 240" "$d/badmask4/view_003.png.tpfeat" -- \
+  "$tp" extract "$d/scene" --mask-path "$d/badmasks" -o "$d/badmask4" --quiet
 echo ok

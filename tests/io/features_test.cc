@@ -1,4 +1,6 @@
 #include "io/features.h"
+#include "io/image.h"
+#include "io/mask.h"
 #include "io/matches.h"
 #include "tests/common/scratch_dir.h"
 
@@ -195,6 +197,56 @@ TEST(FeaturesTest, TextFormat) {
   std::string rest;
   in >> rest;
   EXPECT_TRUE(rest.empty()) << "unexpected trailing text '" << rest << "'";
+}
+
+// COLMAP's mask_path: MASK_DIR/NAME.png; a feature rounding to a black pixel is dropped
+// with its descriptor, the others keep their order.
+TEST(FeatureMaskTest, BlackPixelsDropTheirFeatures) {
+  ScratchDir dir("mask");
+  EXPECT_EQ(FeatureMaskPath(dir.path(), "cam0/a.png"), dir.path() + "/cam0/a.png.png");
+  GrayImage m;
+  m.width = 8;
+  m.height = 4;
+  m.pixels.assign(32, 1.0f);
+  m.at(2, 1) = 0.0f;  // black: masked
+  m.at(5, 3) = 0.2f;  // grey: kept
+  const std::string path = dir.File("a.png.pgm");
+  ASSERT_TRUE(WritePgm(path, m).ok());
+  FeatureMask mask;
+  ASSERT_TRUE(ReadFeatureMask(path, 8, 4, &mask).ok());
+  Features f;
+  // (2.4, 0.6) rounds to (2, 1): masked; (1.6, 1.0) to (2, 1) too; (2.6, 1.0) to (3, 1);
+  // (5.0, 3.0) grey, kept; (7.6, 0) outside; (-0.4, 0) rounds to 0, kept.
+  for (const auto& [x, y] : std::vector<std::pair<float, float>>{{2.4f, 0.6f}, {1.6f, 1.0f}, {2.6f, 1.0f},
+                                                                 {5.0f, 3.0f}, {7.6f, 0.0f}, {-0.4f, 0.0f}}) {
+    Keypoint k;
+    k.x = x;
+    k.y = y;
+    f.keypoints.push_back(k);
+    f.descriptors.insert(f.descriptors.end(), kSiftDescriptorDim, static_cast<uint8_t>(f.keypoints.size()));
+  }
+  EXPECT_EQ(ApplyFeatureMask(mask, &f), 3u);
+  ASSERT_EQ(f.size(), 3u);
+  ASSERT_TRUE(f.CheckConsistent().ok());
+  EXPECT_FLOAT_EQ(f.keypoints[0].x, 2.6f);
+  EXPECT_FLOAT_EQ(f.keypoints[1].x, 5.0f);
+  EXPECT_FLOAT_EQ(f.keypoints[2].x, -0.4f);
+  EXPECT_EQ(f.descriptor(0)[0], 3);
+  EXPECT_EQ(f.descriptor(1)[127], 4);
+  EXPECT_EQ(f.descriptor(2)[5], 6);
+  // An empty mask drops nothing.
+  EXPECT_EQ(ApplyFeatureMask(FeatureMask(), &f), 0u);
+  // A mask of another size, or not an image, is named.
+  Status s = ReadFeatureMask(path, 8, 5, &mask);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("a.png.pgm: mask of 8 x 4 pixels for an image of 8 x 5"), std::string::npos) << s.message();
+  {
+    std::ofstream junk(dir.File("junk.png"));
+    junk << "not an image";
+  }
+  s = ReadFeatureMask(dir.File("junk.png"), 8, 4, &mask);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("junk.png"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -1,0 +1,56 @@
+#include "io/mask.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "io/image.h"
+
+namespace tiepoint {
+
+std::string FeatureMaskPath(const std::string& mask_dir, const std::string& image_name) {
+  std::string path = mask_dir;
+  if (!path.empty() && path.back() != '/') path += '/';
+  return path + image_name + ".png";
+}
+
+Status ReadFeatureMask(const std::string& path, int width, int height, FeatureMask* mask) {
+  GrayImage image;
+  TIEPOINT_RETURN_IF_ERROR(ReadImageGray(path, &image));
+  if (image.width != width || image.height != height) {
+    return Status::InvalidInput(path + ": mask of " + std::to_string(image.width) + " x " +
+                                std::to_string(image.height) + " pixels for an image of " + std::to_string(width) +
+                                " x " + std::to_string(height));
+  }
+  FeatureMask m;
+  m.width = width;
+  m.height = height;
+  m.keep.resize(image.pixels.size());
+  for (size_t i = 0; i < image.pixels.size(); ++i) m.keep[i] = image.pixels[i] != 0.0f;
+  *mask = std::move(m);
+  return Status::Ok();
+}
+
+size_t ApplyFeatureMask(const FeatureMask& mask, Features* features) {
+  if (mask.empty()) return 0;
+  size_t kept = 0;
+  const size_t n = features->size();
+  for (size_t i = 0; i < n; ++i) {
+    const Keypoint& kp = features->keypoints[i];
+    const double x = std::floor(static_cast<double>(kp.x) + 0.5), y = std::floor(static_cast<double>(kp.y) + 0.5);
+    const bool inside = x >= 0 && y >= 0 && x < mask.width && y < mask.height;
+    if (!inside || !mask.keep[static_cast<size_t>(y) * mask.width + static_cast<size_t>(x)]) continue;
+    if (kept != i) {
+      features->keypoints[kept] = kp;
+      std::copy(features->descriptors.begin() + i * kSiftDescriptorDim,
+                features->descriptors.begin() + (i + 1) * kSiftDescriptorDim,
+                features->descriptors.begin() + kept * kSiftDescriptorDim);
+    }
+    ++kept;
+  }
+  features->keypoints.resize(kept);
+  features->descriptors.resize(kept * kSiftDescriptorDim);
+  return n - kept;
+}
+
+}  // namespace tiepoint
