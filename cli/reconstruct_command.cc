@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <system_error>
 #include <string>
 #include <vector>
@@ -60,6 +62,7 @@ struct ReconstructArgs {
   std::string matches_dir;
   std::string images_dir;
   std::string mask_path;
+  std::string camera_params;  // "f,cx,cy,k": parsed into ReconstructionPipelineOptions::camera_params
   std::string format = "both";
   int threads = 0;
   std::string ba_solver = "auto";
@@ -125,6 +128,26 @@ int RunReconstruct(const ReconstructArgs& a) {
   if (!(s = StoredCorrespondenceImages(a, &o.image_paths, &o.image_names)).ok()) return ReportError(cmd, s);
   o.features_dir = a.features_dir;
   o.mask_path = a.mask_path;
+  if (!a.camera_params.empty()) {
+    // COLMAP's form: the values separated by commas (spaces around them allowed).
+    std::string text = a.camera_params;
+    for (char& ch : text)
+      if (ch == ',') ch = ' ';
+    std::istringstream in(text);
+    std::string token;
+    while (in >> token) {
+      char* end = nullptr;
+      const double v = std::strtod(token.c_str(), &end);
+      if (end == token.c_str() || *end != '\0')
+        return ReportError(cmd, Status::InvalidOptions("--camera-params '" + a.camera_params + "': '" + token +
+                                                       "' is not a number (give " +
+                                                       CameraModelParamNames(o.camera_model) + ")"));
+      o.camera_params.push_back(v);
+    }
+    if (o.camera_params.empty())
+      return ReportError(cmd, Status::InvalidOptions("--camera-params '" + a.camera_params + "': no values (give " +
+                                                     CameraModelParamNames(o.camera_model) + ")"));
+  }
   o.matches_dir = a.matches_dir;
   o.output_dir = a.output;
   o.single_camera = a.single_camera;
@@ -225,6 +248,9 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_flag("--single-camera", a->single_camera, "One camera (shared intrinsics) for all images of one size");
   app.add_flag("--single-camera-per-folder", a->single_camera_per_folder,
                "One camera for the images of one size in each folder (a rig's cam0/, cam1/ in the folder given)");
+  app.add_option("--camera-params", a->camera_params,
+                 "Every camera's initial intrinsics, refined (COLMAP's camera_params): the --camera-model's "
+                 "parameters, comma-separated, in COLMAP's order and pixels (simple_radial: f,cx,cy,k)");
   app.add_option("--intrinsics", a->intrinsics,
                  "Known intrinsics, held fixed: lines 'NAME fx fy cx cy' or a Middlebury *_par.txt");
   app.add_option("--pairs", a->pairs, "exhaustive | sequential:K | a file of 'NAME1 NAME2' lines")

@@ -124,6 +124,16 @@ int CameraModelNumParams(CameraModelId model) {
   return m != nullptr ? m->num_params : 0;
 }
 
+std::string CameraModelParamNames(CameraModelId model) {
+  switch (model) {
+    case CameraModelId::kSimplePinhole: return "f,cx,cy";
+    case CameraModelId::kPinhole: return "fx,fy,cx,cy";
+    case CameraModelId::kSimpleRadial: return "f,cx,cy,k";
+    case CameraModelId::kRadial: return "f,cx,cy,k1,k2";
+  }
+  return "";
+}
+
 double Camera::MeanFocal() const {
   return model == CameraModelId::kPinhole ? 0.5 * (params[0] + params[1]) : params[0];
 }

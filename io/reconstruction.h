@@ -46,6 +46,9 @@ Status CameraModelFromName(const std::string& name, CameraModelId* model);
 bool CameraModelFromId(int id, CameraModelId* model);
 // Parameters per model: 3, 4, 4, 5.
 int CameraModelNumParams(CameraModelId model);
+// Their names in order, as COLMAP lists them: "f,cx,cy", "fx,fy,cx,cy", "f,cx,cy,k",
+// "f,cx,cy,k1,k2".
+std::string CameraModelParamNames(CameraModelId model);
 
 inline constexpr uint64_t kInvalidPoint3DId = ~uint64_t{0};
 

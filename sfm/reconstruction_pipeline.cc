@@ -356,6 +356,16 @@ Status ReconstructionPipelineOptions::Check() const {
     if (!std::filesystem::is_directory(mask_path, ec))
       return Status::IoError(mask_path + ": not a folder (--mask-path: MASK_DIR/<image name>.png per image)");
   }
+  if (!camera_params.empty()) {
+    if (!intrinsics_file.empty())
+      return Status::InvalidOptions("reconstruct: --camera-params (initial, refined) and --intrinsics (held fixed): give one");
+    if (static_cast<int>(camera_params.size()) != CameraModelNumParams(camera_model))
+      return Status::InvalidOptions("reconstruct: --camera-params: " + std::to_string(camera_params.size()) +
+                                    " values for " + CameraModelName(camera_model) + ", which takes " +
+                                    CameraModelParamNames(camera_model));
+    for (const double v : camera_params)
+      if (!std::isfinite(v)) return Status::InvalidOptions("reconstruct: --camera-params: a value is not finite");
+  }
   if (sequential_overlap < 1) return Status::InvalidOptions("reconstruct: --pairs sequential:K needs K >= 1");
   if (single_camera && single_camera_per_folder)
     return Status::InvalidOptions("reconstruct: --single-camera and --single-camera-per-folder: give one");
@@ -711,6 +721,33 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         c.params[0] = f;
         if (c.model == CameraModelId::kPinhole) c.params[1] = f;
         focal_source[id] = priors.empty() ? "default" : "exif";
+        if (!o.camera_params.empty()) {
+          // --camera-params: the user's initial values. Against this camera's image they must
+          // make a camera (as --intrinsics' values must): a field of view between 0.06 and
+          // 177 degrees, the principal point within 10 x max(size, f) of the centre, and a
+          // radial distortion that keeps the image's corners from folding (|k| x r^2 <= 1).
+          const std::vector<double>& p = o.camera_params;
+          const double size = std::max(c.width, c.height);
+          const bool pinhole = c.model == CameraModelId::kPinhole;
+          const double fx = p[0], fy = pinhole ? p[1] : p[0];
+          const double cx = p[pinhole ? 2 : 1], cy = p[pinhole ? 3 : 2];
+          const std::string what = "--camera-params " + CameraModelParamNames(c.model) + " for the " +
+                                   std::to_string(c.width) + " x " + std::to_string(c.height) + " images: ";
+          if (!(fx >= 0.01 * size && fx <= 1000 * size && fy >= 0.01 * size && fy <= 1000 * size))
+            return Status::InvalidOptions(what + "a focal length (" + Number(fx) + ", " + Number(fy) +
+                                          " px) not within 0.01 to 1000 times the image's size");
+          const double reach = 10 * std::max(size, std::max(fx, fy));
+          if (!(std::abs(cx - 0.5 * c.width) <= reach && std::abs(cy - 0.5 * c.height) <= reach))
+            return Status::InvalidOptions(what + "a principal point (" + Number(cx) + ", " + Number(cy) +
+                                          ") over 10 times max(size, focal length) from the centre");
+          const double r2 = (0.25 * c.width * c.width + 0.25 * c.height * c.height) / (fx * fy);
+          for (size_t j = pinhole ? 4 : 3; j < p.size(); ++j)
+            if (!(std::abs(p[j]) * r2 <= 1.0))
+              return Status::InvalidOptions(what + "a radial distortion (" + Number(p[j]) +
+                                            ") that folds the image's corners (|k| r^2 > 1)");
+          c.params = p;
+          focal_source[id] = "camera params";
+        }
       }
       entry["focal_source"] = focal_source[id];
       entry["initial_focal_px"] = c.fx();

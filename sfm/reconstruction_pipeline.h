@@ -67,6 +67,10 @@ struct ReconstructionPipelineOptions {
   // Known intrinsics (lines "NAME fx fy cx cy" or Middlebury *_par.txt): held fixed. NAME
   // is the image's name, or its file name where no two images share one, or "*".
   std::string intrinsics_file;
+  // Every camera's initial parameters (COLMAP's ImageReader.camera_params): camera_model's,
+  // in COLMAP's order and pixel convention (the top-left pixel's centre at (0.5, 0.5)), in
+  // place of the EXIF prior or the default; refined as those are. Not with intrinsics_file.
+  std::vector<double> camera_params;
   PairSelection pairs = PairSelection::kExhaustive;
   int sequential_overlap = 10;  // K of sequential:K
   std::string pairs_file;       // io/pairs_file.h: lines "NAME1 NAME2"
