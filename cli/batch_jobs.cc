@@ -49,7 +49,7 @@ const std::vector<KindRules>& AllKindRules() {
       {"reconstruct",
        {{"output", "model"}},
        {},
-       {"intrinsics", "pairs", "tracks", "features", "matches", "image-path", "mask-path"}},
+       {"intrinsics", "pairs", "tracks", "features", "matches", "image-path", "mask-path", "camera-mask"}},
   };
   return rules;
 }

@@ -74,6 +74,7 @@ struct ExtractArgs {
   double min_contrast_threshold = SiftOptions().min_contrast_threshold;
   bool no_second_attempt = false;
   std::string mask_path;  // io/mask.h: DIR/<image name>.png, COLMAP's mask_path
+  std::string camera_mask;  // one mask for every image, COLMAP's camera_mask_path
   double edge_threshold = SiftOptions().edge_threshold;
   int threads = 0;
   // 12, not the library's 8: through this command (decoding on every core beside the
@@ -95,8 +96,9 @@ int RunExtract(const ExtractArgs& a) {
                                                      "full image (see --levels)"));
     if (a.min_features != 0)
       return ReportError(cmd, Status::InvalidOptions("--min-features applies to --detector sift"));
-    if (!a.mask_path.empty())
-      return ReportError(cmd, Status::InvalidOptions("--mask-path applies to --detector sift"));
+    if (!a.mask_path.empty() || !a.camera_mask.empty())
+      return ReportError(cmd, Status::InvalidOptions(std::string(a.mask_path.empty() ? "--camera-mask" : "--mask-path") +
+                                                     " applies to --detector sift"));
     return RunExtractFast(a.images, a.image_names, a.output_dir, a.device, a.threads, a.quiet, a.fast);
   }
   if (a.detector != "sift") {
@@ -141,6 +143,8 @@ int RunExtract(const ExtractArgs& a) {
     if (device == Device::kCpu) options = rule;
   }
   const bool extract_again = device != Device::kCpu && rule.min_features > 0;
+  FeatureMask camera_mask;  // --camera-mask, read before anything is written
+  if (!a.camera_mask.empty() && !(s = ReadFeatureMask(a.camera_mask, &camera_mask)).ok()) return ReportError(cmd, s);
   if (!a.mask_path.empty()) {
     std::error_code ec;
     if (!fs::is_directory(a.mask_path, ec))
@@ -236,6 +240,8 @@ int RunExtract(const ExtractArgs& a) {
           job.without_mask = !fs::exists(mask_file, ec);
           if (!job.without_mask) job.status = ReadFeatureMask(mask_file, job.width, job.height, &job.mask);
         }
+        if (job.status.ok() && !camera_mask.empty())
+          job.status = FeatureMaskFits(camera_mask, a.camera_mask, job.width, job.height, job.path);
         if (job.status.ok()) job.status = ShrinkToFit(a.max_image_size, 1, &job.image);
         job.read_s = timer.Seconds();
         {
@@ -346,7 +352,7 @@ int RunExtract(const ExtractArgs& a) {
     job.features = std::move(features);
     KeypointsToFullImage(static_cast<double>(job.width) / job.image.width,
                          static_cast<double>(job.height) / job.image.height, &job.features);
-    job.masked = ApplyFeatureMask(job.mask, &job.features);
+    job.masked = ApplyFeatureMask(job.mask, &job.features) + ApplyFeatureMask(camera_mask, &job.features);
     // The pixels are not needed any more (the writer prints only the size).
     std::vector<float>().swap(job.image.pixels);
     job.mask = FeatureMask();
@@ -462,6 +468,9 @@ Runner RegisterExtract(CLI::App& app) {
   app.add_option("--mask-path", a->mask_path,
                  "Feature masks, as COLMAP's: image NAME's mask is DIR/NAME.png (same size); features on its "
                  "black pixels are dropped; an image without one keeps all");
+  app.add_option("--camera-mask", a->camera_mask,
+                 "One feature mask for every image (COLMAP's camera_mask_path): an image of their size, features on "
+                 "its black pixels dropped (with --mask-path, both apply)");
   app.add_option("--edge-threshold", a->edge_threshold,
                  "SIFT: drop extrema whose principal curvature ratio is >= R")
       ->capture_default_str()->check(CLI::PositiveNumber);

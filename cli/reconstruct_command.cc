@@ -62,6 +62,7 @@ struct ReconstructArgs {
   std::string matches_dir;
   std::string images_dir;
   std::string mask_path;
+  std::string camera_mask;
   std::string camera_params;  // "f,cx,cy,k": parsed into ReconstructionPipelineOptions::camera_params
   std::string format = "both";
   int threads = 0;
@@ -128,6 +129,7 @@ int RunReconstruct(const ReconstructArgs& a) {
   if (!(s = StoredCorrespondenceImages(a, &o.image_paths, &o.image_names)).ok()) return ReportError(cmd, s);
   o.features_dir = a.features_dir;
   o.mask_path = a.mask_path;
+  o.camera_mask = a.camera_mask;
   if (!a.camera_params.empty()) {
     // COLMAP's form: the values separated by commas (spaces around them allowed).
     std::string text = a.camera_params;
@@ -271,6 +273,9 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--mask-path", a->mask_path,
                  "Feature masks, as COLMAP's: image NAME's mask is DIR/NAME.png (same size); features on its "
                  "black pixels are dropped; an image without one keeps all");
+  app.add_option("--camera-mask", a->camera_mask,
+                 "One feature mask for every image (COLMAP's camera_mask_path): an image of their size, features on "
+                 "its black pixels dropped (with --mask-path, both apply)");
   app.add_option("--image-path", a->images_dir,
                  "With --features and no IMAGES: the folder holding the images, one per features file (NAME for "
                  "NAME.tpfeat), taken in name order")

@@ -14,19 +14,30 @@ std::string FeatureMaskPath(const std::string& mask_dir, const std::string& imag
   return path + image_name + ".png";
 }
 
-Status ReadFeatureMask(const std::string& path, int width, int height, FeatureMask* mask) {
+Status ReadFeatureMask(const std::string& path, FeatureMask* mask) {
   GrayImage image;
   TIEPOINT_RETURN_IF_ERROR(ReadImageGray(path, &image));
-  if (image.width != width || image.height != height) {
-    return Status::InvalidInput(path + ": mask of " + std::to_string(image.width) + " x " +
-                                std::to_string(image.height) + " pixels for an image of " + std::to_string(width) +
-                                " x " + std::to_string(height));
-  }
   FeatureMask m;
-  m.width = width;
-  m.height = height;
+  m.width = image.width;
+  m.height = image.height;
   m.keep.resize(image.pixels.size());
   for (size_t i = 0; i < image.pixels.size(); ++i) m.keep[i] = image.pixels[i] != 0.0f;
+  *mask = std::move(m);
+  return Status::Ok();
+}
+
+Status FeatureMaskFits(const FeatureMask& mask, const std::string& path, int width, int height,
+                       const std::string& image) {
+  if (mask.width == width && mask.height == height) return Status::Ok();
+  return Status::InvalidInput(path + ": mask of " + std::to_string(mask.width) + " x " + std::to_string(mask.height) +
+                              " pixels for an image of " + std::to_string(width) + " x " + std::to_string(height) +
+                              (image.empty() ? "" : " (" + image + ")"));
+}
+
+Status ReadFeatureMask(const std::string& path, int width, int height, FeatureMask* mask) {
+  FeatureMask m;
+  TIEPOINT_RETURN_IF_ERROR(ReadFeatureMask(path, &m));
+  TIEPOINT_RETURN_IF_ERROR(FeatureMaskFits(m, path, width, height));
   *mask = std::move(m);
   return Status::Ok();
 }

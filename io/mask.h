@@ -27,9 +27,17 @@ struct FeatureMask {
 std::string FeatureMaskPath(const std::string& mask_dir, const std::string& image_name);
 
 // Reads the mask at `path` for an image of width x height. Errors name the file: those of
-// ReadImageGray (missing, unreadable, not an image), and kInvalidInput for another size:
-//   "<path>: mask of W x H pixels for an image of W' x H'".
+// ReadImageGray (missing, unreadable, not an image), and kInvalidInput for another size
+// (FeatureMaskFits).
 Status ReadFeatureMask(const std::string& path, int width, int height, FeatureMask* mask);
+// The same at the size the file has: one mask for every image (COLMAP's
+// ImageReader.camera_mask_path, `--camera-mask FILE`), checked against each with
+// FeatureMaskFits.
+Status ReadFeatureMask(const std::string& path, FeatureMask* mask);
+// kInvalidInput unless `mask` (read from `path`) is width x height:
+//   "<path>: mask of W x H pixels for an image of W' x H'" (+ " (<image>)" when named).
+Status FeatureMaskFits(const FeatureMask& mask, const std::string& path, int width, int height,
+                       const std::string& image = "");
 
 // Drops the features (keypoints and descriptors) whose position, rounded to the nearest
 // pixel (pixel centres at integers, io/image.h), is masked or lies outside the mask. Returns

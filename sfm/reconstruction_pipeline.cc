@@ -347,11 +347,11 @@ Status ReconstructionPipelineOptions::Check() const {
     return Status::InvalidOptions("reconstruct: --matches needs --features (the keypoints its matches index)");
   if (!features_dir.empty() && !tracks_file.empty())
     return Status::InvalidOptions("reconstruct: --features and --tracks are two sources of correspondences: give one");
+  if ((!mask_path.empty() || !camera_mask.empty()) && (!features_dir.empty() || !tracks_file.empty()))
+    return Status::InvalidOptions(std::string("reconstruct: ") + (mask_path.empty() ? "--camera-mask" : "--mask-path") +
+                                  " applies to the features reconstruct extracts, not to those of " +
+                                  (features_dir.empty() ? "--tracks" : "--features"));
   if (!mask_path.empty()) {
-    if (!features_dir.empty() || !tracks_file.empty())
-      return Status::InvalidOptions(std::string("reconstruct: --mask-path applies to the features reconstruct extracts, "
-                                                "not to those of ") +
-                                    (features_dir.empty() ? "--tracks" : "--features"));
     std::error_code ec;
     if (!std::filesystem::is_directory(mask_path, ec))
       return Status::IoError(mask_path + ": not a folder (--mask-path: MASK_DIR/<image name>.png per image)");
@@ -504,6 +504,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   // The focal length priors of the JPEGs' EXIF (not read when --intrinsics gives them).
   std::vector<std::optional<ExifFocalPrior>> exif(n_in);
   std::vector<std::string> exif_note(n_in);
+  // --camera-mask: one mask for all, read first (a bad one fails before any image is read).
+  FeatureMask camera_mask;
+  if (!o.camera_mask.empty()) TIEPOINT_RETURN_IF_ERROR(ReadFeatureMask(o.camera_mask, &camera_mask));
   // --mask-path: each image's mask, at its own size (none where it has no mask file).
   std::vector<FeatureMask> masks(o.mask_path.empty() ? 0 : n_in);
   std::vector<char> has_mask_file(masks.size(), 0);
@@ -543,6 +546,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     }
   }
   report["stages"]["read"] = {{"seconds", Since(t0)}, {"images", usable.size()}, {"skipped", skipped.size()}};
+  if (!camera_mask.empty())
+    for (int i : usable)
+      TIEPOINT_RETURN_IF_ERROR(FeatureMaskFits(camera_mask, o.camera_mask, full_size[i][0], full_size[i][1], names_given[i]));
   if (!masks.empty()) {
     // A mask given but unusable is the user's mistake to hear about, not a mask to do without.
     for (int i : usable) TIEPOINT_RETURN_IF_ERROR(mask_status[i]);
@@ -860,8 +866,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           ++num_shrunk;
           KeypointsToFullImage(sx, sy, &features[k]);
         }
-        // --mask-path: the features on the masks' black pixels dropped.
+        // --mask-path, --camera-mask: the features on the masks' black pixels dropped.
         for (int k = 0; k < n && !masks.empty(); ++k) num_masked += ApplyFeatureMask(masks[usable[k]], &features[k]);
+        for (int k = 0; k < n && !camera_mask.empty(); ++k) num_masked += ApplyFeatureMask(camera_mask, &features[k]);
       }
       int64_t total_features = 0;
       for (int k = 0; k < n; ++k) {
@@ -884,7 +891,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features}};
       // (A features file does not hold the threshold its features passed.)
       if (o.features_dir.empty()) report["stages"]["extract"]["images_at_lower_contrast_threshold"] = *num_lowered;
-      if (!masks.empty()) report["stages"]["extract"]["features_masked"] = num_masked;
+      if (!masks.empty() || !camera_mask.empty()) report["stages"]["extract"]["features_masked"] = num_masked;
       if (num_shrunk > 0) {
         report["stages"]["extract"]["images_shrunk"] = num_shrunk;
         report["stages"]["extract"]["max_image_size"] = o.max_image_size;

@@ -89,6 +89,10 @@ struct ReconstructionPipelineOptions {
   // that cannot be read or is of another size stops the run (kInvalidInput/kIoError naming
   // it) before any extraction. Not with tracks_file or features_dir (no extraction).
   std::string mask_path;
+  // One mask for every image (COLMAP's ImageReader.camera_mask_path): a dashboard, a
+  // watermark, a vignette. Each image must have its size (kInvalidInput naming both); with
+  // mask_path, a feature must pass both. Not with tracks_file or features_dir.
+  std::string camera_mask;
   int num_threads = 0;
   SiftOptions sift;             // max_features 8192, upsample on (set by the constructor)
   // Images with a side over this many pixels are held shrunk to fit from their reading on

@@ -156,6 +156,31 @@ x 2 "extracted again" "$d/bad/sparse" -- \
 "$tp" render-scene -o "$d/small" --views 8 --width 320 --height 240 > /dev/null || fail "render-scene small"
 x 2 "outside image" "$d/bad/sparse" -- \
   "$tp" reconstruct --features "$d/feat" --matches "$d/match" --image-path "$d/small" -o "$d/bad" -q
+# --camera-mask (COLMAP's camera_mask_path): one mask for every image, here black on the top
+# half: no points2D above y = 240; with --mask-path both apply. One of another size: exit 2
+# naming it and the image.
+python3 -c 'import sys; open(sys.argv[1], "wb").write(b"P5\n640 480\n255\n" + bytes(640 * 240) + bytes([255]) * 640 * 240)' \
+  "$d/top.pgm"
+"$tp" reconstruct "$d/scene" --camera-mask "$d/top.pgm" --mask-path "$d/masks" --single-camera -o "$d/cammask" -q \
+  > /dev/null 2>&1 || fail "reconstruct --camera-mask exited $?"
+python3 - "$d/cammask/sparse/0/images.txt" <<'PY' || fail "--camera-mask: points2D on its black half"
+import sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l and not l.startswith("#")]
+top = left = 0
+for image, points in zip(lines[0::2], lines[1::2]):
+    v = points.split()
+    top += sum(1 for i in range(1, len(v), 3) if float(v[i]) < 240)
+    if image.split()[-1] != "view_007.png":
+        left += sum(1 for i in range(0, len(v), 3) if float(v[i]) < 320)
+print("points2D above y = 240:", top, "left of x = 320 in the masked views:", left, "images:", len(lines) // 2)
+sys.exit(0 if top == 0 and left == 0 and len(lines) // 2 >= 2 else 1)
+PY
+python3 -c 'import sys; open(sys.argv[1], "wb").write(b"P5\n320 240\n255\n" + bytes([255]) * 320 * 240)' "$d/small.pgm"
+x 2 "small.pgm: mask of 320 x 240 pixels for an image of 640 x 480 .view_000.png." "$d/badmask5/sparse" -- \
+  "$tp" reconstruct "$d/scene" --camera-mask "$d/small.pgm" -o "$d/badmask5" -q
+x 2 "small.pgm: mask of 320 x 240 pixels for an image of 640 x 480" "$d/badmask6/view_000.png.tpfeat" -- \
+  "$tp" extract "$d/scene" --camera-mask "$d/small.pgm" -o "$d/badmask6" --quiet
+
 # Masks: one of another size (named, before any extraction), a folder that is not one,
 # and --mask-path where nothing is extracted.
 mkdir -p "$d/badmasks"

@@ -247,6 +247,15 @@ TEST(FeatureMaskTest, BlackPixelsDropTheirFeatures) {
   s = ReadFeatureMask(dir.File("junk.png"), 8, 4, &mask);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("junk.png"), std::string::npos) << s.message();
+  // One mask for every image (--camera-mask): read at its own size, checked per image.
+  ASSERT_TRUE(ReadFeatureMask(path, &mask).ok());
+  EXPECT_EQ(mask.width, 8);
+  EXPECT_EQ(mask.height, 4);
+  EXPECT_TRUE(FeatureMaskFits(mask, path, 8, 4).ok());
+  s = FeatureMaskFits(mask, path, 4, 8, "b.png");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("a.png.pgm: mask of 8 x 4 pixels for an image of 4 x 8 (b.png)"), std::string::npos)
+      << s.message();
 }
 
 }  // namespace
