@@ -238,7 +238,10 @@ int RunExtract(const ExtractArgs& a) {
           const std::string mask_file = FeatureMaskPath(a.mask_path, job.name);
           std::error_code ec;
           job.without_mask = !fs::exists(mask_file, ec);
-          if (!job.without_mask) job.status = ReadFeatureMask(mask_file, job.width, job.height, &job.mask);
+          if (ec)  // a folder that cannot be searched is not "no mask"
+            job.status = Status::IoError(mask_file + ": cannot look for the mask (" + ec.message() + ")");
+          else if (!job.without_mask)
+            job.status = ReadFeatureMask(mask_file, job.width, job.height, &job.mask);
         }
         if (job.status.ok() && !camera_mask.empty())
           job.status = FeatureMaskFits(camera_mask, a.camera_mask, job.width, job.height, job.path);

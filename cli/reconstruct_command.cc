@@ -131,10 +131,10 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.mask_path = a.mask_path;
   o.camera_mask = a.camera_mask;
   if (!a.camera_params.empty()) {
-    // COLMAP's form: the values separated by commas (spaces around them allowed).
+    // COLMAP's form: the values separated by commas or semicolons (spaces around them allowed).
     std::string text = a.camera_params;
     for (char& ch : text)
-      if (ch == ',') ch = ' ';
+      if (ch == ',' || ch == ';') ch = ' ';
     std::istringstream in(text);
     std::string token;
     while (in >> token) {

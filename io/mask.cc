@@ -20,8 +20,10 @@ Status ReadFeatureMask(const std::string& path, FeatureMask* mask) {
   FeatureMask m;
   m.width = image.width;
   m.height = image.height;
-  m.keep.resize(image.pixels.size());
-  for (size_t i = 0; i < image.pixels.size(); ++i) m.keep[i] = image.pixels[i] != 0.0f;
+  m.keep.assign((image.pixels.size() + 63) / 64, 0);
+  // COLMAP reads a mask as 8-bit grey and masks where that is 0.
+  for (size_t i = 0; i < image.pixels.size(); ++i)
+    if (image.pixels[i] * 255.0f >= 0.5f) m.keep[i >> 6] |= uint64_t{1} << (i & 63);
   *mask = std::move(m);
   return Status::Ok();
 }
@@ -48,9 +50,11 @@ size_t ApplyFeatureMask(const FeatureMask& mask, Features* features) {
   const size_t n = features->size();
   for (size_t i = 0; i < n; ++i) {
     const Keypoint& kp = features->keypoints[i];
-    const double x = std::floor(static_cast<double>(kp.x) + 0.5), y = std::floor(static_cast<double>(kp.y) + 0.5);
-    const bool inside = x >= 0 && y >= 0 && x < mask.width && y < mask.height;
-    if (!inside || !mask.keep[static_cast<size_t>(y) * mask.width + static_cast<size_t>(x)]) continue;
+    // On the image: [-0.5, size - 0.5] each way, edges included (io/image.h).
+    if (!InsideImage(kp.x, kp.y, mask.width, mask.height)) continue;
+    const int x = std::min(mask.width - 1, static_cast<int>(std::floor(static_cast<double>(kp.x) + 0.5)));
+    const int y = std::min(mask.height - 1, static_cast<int>(std::floor(static_cast<double>(kp.y) + 0.5)));
+    if (!mask.Keeps(x, y)) continue;
     if (kept != i) {
       features->keypoints[kept] = kp;
       std::copy(features->descriptors.begin() + i * kSiftDescriptorDim,

@@ -1,8 +1,13 @@
 // Feature masks, as COLMAP's ImageReader.mask_path: the mask of image NAME (its name as a
 // command gives it: the file name, or for an image found in a folder's subfolder its path
 // relative to the folder, "cam0/a.png") is MASK_DIR/NAME.png, an image of the same size in
-// any format io/image.h reads; a black pixel (grey value 0) masks it: no feature whose
-// position rounds to that pixel is kept. An image without a mask file keeps every feature.
+// any format io/image.h reads; a black pixel masks it (grey value 0 in 8 bits, as COLMAP
+// reads masks: under 0.5 / 255 in io/image.h's [0, 1]): no feature whose position rounds
+// to that pixel is kept. An image without a mask file keeps every feature.
+//
+// Unlike COLMAP, which skips an image whose mask cannot be read and does not check a
+// mask's size, the commands stop (or fail that image) naming the mask: a mask given but
+// unusable is a mistake to hear about.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +23,15 @@ namespace tiepoint {
 struct FeatureMask {
   int width = 0;
   int height = 0;
-  std::vector<uint8_t> keep;  // per pixel, row-major: 1 where features are kept, 0 masked
+  // One bit per pixel, row-major (pixel i is bit i % 64 of word i / 64): 1 where features
+  // are kept, 0 masked. 3 MB for a 24-megapixel photo.
+  std::vector<uint64_t> keep;
 
   bool empty() const { return keep.empty(); }
+  bool Keeps(int x, int y) const {
+    const size_t i = static_cast<size_t>(y) * static_cast<size_t>(width) + static_cast<size_t>(x);
+    return (keep[i >> 6] >> (i & 63)) & 1u;
+  }
 };
 
 // MASK_DIR/NAME.png.
@@ -40,8 +51,9 @@ Status FeatureMaskFits(const FeatureMask& mask, const std::string& path, int wid
                        const std::string& image = "");
 
 // Drops the features (keypoints and descriptors) whose position, rounded to the nearest
-// pixel (pixel centres at integers, io/image.h), is masked or lies outside the mask. Returns
-// how many were dropped; an empty mask drops none.
+// pixel (pixel centres at integers, io/image.h; a position on the image's outer edge, x =
+// width - 0.5, to the last pixel), is masked, or that lie outside the image. Returns how many
+// were dropped; an empty mask drops none.
 size_t ApplyFeatureMask(const FeatureMask& mask, Features* features);
 
 }  // namespace tiepoint

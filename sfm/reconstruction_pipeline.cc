@@ -523,7 +523,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       const std::string mask_file = FeatureMaskPath(o.mask_path, names_given[i]);
       std::error_code ec;
       has_mask_file[i] = fs::exists(mask_file, ec);
-      if (has_mask_file[i]) mask_status[i] = ReadFeatureMask(mask_file, gray[i].width, gray[i].height, &masks[i]);
+      if (ec)  // a folder that cannot be searched is not "no mask"
+        mask_status[i] = Status::IoError(mask_file + ": cannot look for the mask (" + ec.message() + ")");
+      else if (has_mask_file[i])
+        mask_status[i] = ReadFeatureMask(mask_file, gray[i].width, gray[i].height, &masks[i]);
     }
     if (known.empty()) {
       const Status s = DecodeExifFocalPrior(bytes.data(), bytes.size(), o.image_paths[i], gray[i].width,
@@ -746,17 +749,33 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           if (!(std::abs(cx - 0.5 * c.width) <= reach && std::abs(cy - 0.5 * c.height) <= reach))
             return Status::InvalidOptions(what + "a principal point (" + Number(cx) + ", " + Number(cy) +
                                           ") over 10 times max(size, focal length) from the centre");
-          const double r2 = (0.25 * c.width * c.width + 0.25 * c.height * c.height) / (fx * fy);
-          for (size_t j = pinhole ? 4 : 3; j < p.size(); ++j)
-            if (!(std::abs(p[j]) * r2 <= 1.0))
-              return Status::InvalidOptions(what + "a radial distortion (" + Number(p[j]) +
-                                            ") that folds the image's corners (|k| r^2 > 1)");
+          // Radial distortion r_d = r (1 + k1 r^2 + k2 r^4) must keep growing with r out to
+          // the corner farthest from the principal point (s = r^2 up to s_c): 1 + 3 k1 s +
+          // 5 k2 s^2 > 0 on [0, s_c], else the image folds onto itself.
+          if (c.model == CameraModelId::kSimpleRadial || c.model == CameraModelId::kRadial) {
+            const double k1 = p[3], k2 = c.model == CameraModelId::kRadial ? p[4] : 0.0;
+            double s_c = 0;
+            for (const double x : {0.0, double(c.width)})
+              for (const double y : {0.0, double(c.height)})
+                s_c = std::max(s_c, (x - cx) * (x - cx) / (fx * fx) + (y - cy) * (y - cy) / (fy * fy));
+            auto slope = [&](double s) { return 1 + 3 * k1 * s + 5 * k2 * s * s; };
+            bool folds = !(slope(s_c) > 0);
+            if (k2 > 0) {
+              const double vertex = -3 * k1 / (10 * k2);
+              if (vertex > 0 && vertex < s_c && !(slope(vertex) > 0)) folds = true;
+            }
+            if (folds)
+              return Status::InvalidOptions(what + "a radial distortion (" + Number(k1) +
+                                            (c.model == CameraModelId::kRadial ? ", " + Number(k2) : std::string()) +
+                                            ") under which the image folds before its farthest corner");
+          }
           c.params = p;
           focal_source[id] = "camera params";
         }
       }
       entry["focal_source"] = focal_source[id];
       entry["initial_focal_px"] = c.fx();
+      entry["initial_params"] = c.params;  // in COLMAP's order and pixels, as cameras.txt
       camera_report.push_back(entry);
     }
     // EXIF that was there but gave no prior (rejected values, corrupt blocks): said in the

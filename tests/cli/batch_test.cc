@@ -546,6 +546,21 @@ TEST_F(BatchTest, AMaskFolderIsKeyedByTheMasksBelowIt) {
   EXPECT_NE(ReadFile(record), first);
 }
 
+// --camera-mask: a file input, keyed by its size and time (or contents).
+TEST_F(BatchTest, ACameraMaskIsAnInput) {
+  const std::string photos = dir_ + "/photos";
+  ASSERT_EQ(::mkdir(photos.c_str(), 0755), 0);
+  WriteFile(photos + "/a.png", "junk a");
+  WriteFile(dir_ + "/mask.png", "junk mask");
+  const std::string run = dir_ + "/run";
+  ASSERT_FALSE(RunJunkJob({{"kind", "reconstruct"}, {"images", photos}, {"camera-mask", dir_ + "/mask.png"}}, run).empty());
+  Result r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_EQ(r.out.find("FAILED rec"), std::string::npos) << "run again:\n" << r.out;
+  WriteFile(dir_ + "/mask.png", "JUNK MASK");
+  r = Run({"batch", dir_ + "/jobs.json", "-o", run});
+  EXPECT_NE(r.out.find("FAILED rec"), std::string::npos) << "not run again:\n" << r.out;
+}
+
 TEST_F(BatchTest, TwoShardsInParallelEqualOneRun) {
   const std::string a = Synth("a", 10, 800, 5), b = Synth("b", 10, 900, 6), c = Synth("c", 10, 700, 7);
   json file = {{"defaults", {{"threads", 1}, {"max-iterations", 6}}},

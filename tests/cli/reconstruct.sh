@@ -219,16 +219,17 @@ params=$(awk 'NR == 2 { printf "%s,%s,%s,0", $2, $4 + 0.5, $7 + 0.5 }' "$d/scene
 "$tp" reconstruct "${imgs[@]}" -o "$d/rec4g" --camera-params "$params" --single-camera --no-upsample -q > /dev/null \
   || fail "reconstruct --camera-params $params"
 "$eval_bin" "$d/rec4g/sparse/0" --gt-par "$d/scene/scene_par.txt" > "$d/eval4g.json" || fail "sfm_eval of rec4g"
-python3 - "$d/rec4g/report.json" "$d/eval4g.json" "${params%%,*}" <<'PY' || fail "--camera-params not used, or a worse model"
+python3 - "$d/rec4g/report.json" "$d/eval4g.json" "$params" <<'PY' || fail "--camera-params not used, or a worse model"
 import json, sys
 r, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 c = r["cameras"][0]
 print("camera", c, "registered", e["registered"], "median rotation error", e["aligned"]["median_rotation_error_deg"])
-sys.exit(0 if c["focal_source"] == "camera params" and c["initial_focal_px"] == float(sys.argv[3])
+# The values start the camera as given: COLMAP's order and pixels, no offset added.
+sys.exit(0 if c["focal_source"] == "camera params" and c["initial_params"] == [float(v) for v in sys.argv[3].split(",")]
          and e["registered"] == 8 and e["aligned"]["median_rotation_error_deg"] < 0.5 else 1)
 PY
 for bad in "1,2,3|3 values for SIMPLE_RADIAL, which takes f,cx,cy,k" "700,x,240,0|'x' is not a number" \
-           "nan,320,240,0|a value is not finite" "700,320,240,5|a radial distortion (5) that folds" \
+           "nan,320,240,0|a value is not finite" "700,320,240,-2.5|a radial distortion (-2.5) under which the image folds" \
            "3,320,240,0|a focal length (3, 3 px) not within 0.01 to 1000 times"; do
   "$tp" reconstruct "${imgs[@]}" -o "$d/rec4h" --camera-params "${bad%%|*}" -q > /dev/null 2> "$d/err4h"; rc=$?
   [ $rc = 2 ] && grep -qF -- "${bad#*|}" "$d/err4h" && [ ! -e "$d/rec4h" ] \

@@ -210,23 +210,25 @@ TEST(FeatureMaskTest, BlackPixelsDropTheirFeatures) {
   m.pixels.assign(32, 1.0f);
   m.at(2, 1) = 0.0f;  // black: masked
   m.at(5, 3) = 0.2f;  // grey: kept
+  m.at(6, 0) = 1.0f / 1024;  // 0 in 8 bits, as COLMAP reads masks: masked
   const std::string path = dir.File("a.png.pgm");
-  ASSERT_TRUE(WritePgm(path, m).ok());
+  ASSERT_TRUE(WritePgm(path, m, 65535).ok());  // 16 bits: 1/1024 is 64, not 0
   FeatureMask mask;
   ASSERT_TRUE(ReadFeatureMask(path, 8, 4, &mask).ok());
   Features f;
   // (2.4, 0.6) rounds to (2, 1): masked; (1.6, 1.0) to (2, 1) too; (2.6, 1.0) to (3, 1);
-  // (5.0, 3.0) grey, kept; (7.6, 0) outside; (-0.4, 0) rounds to 0, kept.
-  for (const auto& [x, y] : std::vector<std::pair<float, float>>{{2.4f, 0.6f}, {1.6f, 1.0f}, {2.6f, 1.0f},
-                                                                 {5.0f, 3.0f}, {7.6f, 0.0f}, {-0.4f, 0.0f}}) {
+  // (5.0, 3.0) grey, kept; (7.6, 0) outside; (-0.4, 0) rounds to 0, kept; (7.5, 3.5), on the
+  // image's corner, to the last pixel, kept; (6, 0) on the pixel 0 in 8 bits, masked.
+  for (const auto& [x, y] : std::vector<std::pair<float, float>>{
+           {2.4f, 0.6f}, {1.6f, 1.0f}, {2.6f, 1.0f}, {5.0f, 3.0f}, {7.6f, 0.0f}, {-0.4f, 0.0f}, {7.5f, 3.5f}, {6.0f, 0.0f}}) {
     Keypoint k;
     k.x = x;
     k.y = y;
     f.keypoints.push_back(k);
     f.descriptors.insert(f.descriptors.end(), kSiftDescriptorDim, static_cast<uint8_t>(f.keypoints.size()));
   }
-  EXPECT_EQ(ApplyFeatureMask(mask, &f), 3u);
-  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(ApplyFeatureMask(mask, &f), 4u);
+  ASSERT_EQ(f.size(), 4u);
   ASSERT_TRUE(f.CheckConsistent().ok());
   EXPECT_FLOAT_EQ(f.keypoints[0].x, 2.6f);
   EXPECT_FLOAT_EQ(f.keypoints[1].x, 5.0f);
@@ -234,6 +236,7 @@ TEST(FeatureMaskTest, BlackPixelsDropTheirFeatures) {
   EXPECT_EQ(f.descriptor(0)[0], 3);
   EXPECT_EQ(f.descriptor(1)[127], 4);
   EXPECT_EQ(f.descriptor(2)[5], 6);
+  EXPECT_FLOAT_EQ(f.keypoints[3].x, 7.5f);
   // An empty mask drops nothing.
   EXPECT_EQ(ApplyFeatureMask(FeatureMask(), &f), 0u);
   // A mask of another size, or not an image, is named.
