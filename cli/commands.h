@@ -42,4 +42,7 @@ Status CheckOutputDirectory(const char* option, const std::string& path);
 // CUDA_DEVICE_MAX_CONNECTIONS. More queues than streams only cost start-up time (main.cc).
 void RequestCudaQueues(int streams);
 
+// --mask-path DIR and --camera-mask FILE (io/mask.h), the same for extract and reconstruct.
+void AddMaskOptions(CLI::App& app, std::string* mask_path, std::string* camera_mask);
+
 }  // namespace tiepoint::cli

@@ -468,12 +468,7 @@ Runner RegisterExtract(CLI::App& app) {
   app.add_flag("--no-second-attempt", a->no_second_attempt,
                "With --min-features: no more features (up to 2000, down to 0.0025) for the images of least "
                "contrast, as reconstruct --no-second-attempt");
-  app.add_option("--mask-path", a->mask_path,
-                 "Feature masks, as COLMAP's: image NAME's mask is DIR/NAME.png (same size); features on its "
-                 "black pixels are dropped; an image without one keeps all");
-  app.add_option("--camera-mask", a->camera_mask,
-                 "One feature mask for every image (COLMAP's camera_mask_path): an image of their size, features on "
-                 "its black pixels dropped (with --mask-path, both apply)");
+  AddMaskOptions(app, &a->mask_path, &a->camera_mask);
   app.add_option("--edge-threshold", a->edge_threshold,
                  "SIFT: drop extrema whose principal curvature ratio is >= R")
       ->capture_default_str()->check(CLI::PositiveNumber);

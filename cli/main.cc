@@ -32,6 +32,15 @@ int ReportError(const char* command, const Status& status) {
   return status.ExitCode();
 }
 
+void AddMaskOptions(CLI::App& app, std::string* mask_path, std::string* camera_mask) {
+  app.add_option("--mask-path", *mask_path,
+                 "Feature masks, as COLMAP's: image NAME's mask is DIR/NAME.png (same size); features on its "
+                 "black pixels are dropped; an image without one keeps all");
+  app.add_option("--camera-mask", *camera_mask,
+                 "One feature mask for every image (COLMAP's camera_mask_path): an image of their size, features on "
+                 "its black pixels dropped (with --mask-path, both apply)");
+}
+
 Status CheckOutputDirectory(const char* option, const std::string& path) {
   if (path.empty()) return Status::Ok();
   const size_t slash = path.find_last_of('/');

@@ -270,12 +270,7 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "as %2F, or by its file name where unique) in place of matching: with --features; "
                  "where it verified, its inliers (verified again; pairs it rejected are dropped)")
       ->needs(features_opt);
-  app.add_option("--mask-path", a->mask_path,
-                 "Feature masks, as COLMAP's: image NAME's mask is DIR/NAME.png (same size); features on its "
-                 "black pixels are dropped; an image without one keeps all");
-  app.add_option("--camera-mask", a->camera_mask,
-                 "One feature mask for every image (COLMAP's camera_mask_path): an image of their size, features on "
-                 "its black pixels dropped (with --mask-path, both apply)");
+  AddMaskOptions(app, &a->mask_path, &a->camera_mask);
   app.add_option("--image-path", a->images_dir,
                  "With --features and no IMAGES: the folder holding the images, one per features file (NAME for "
                  "NAME.tpfeat), taken in name order")
