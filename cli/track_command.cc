@@ -2,7 +2,8 @@
 // frame, pyramidal LK through the sequence, re-detection in emptied cells
 // (features/frontend.h: SequenceTracker). Writes one line per track point,
 // "track_id frame x y" (frame counted from 0, pixels with (0,0) the centre of the top-left
-// pixel), ordered by frame then track id. With --svg, DIR/<frame file name>.svg shows each
+// pixel), ordered by frame then track id; with --camera-mask, the points on its black pixels
+// are left out (the tracker still follows them). With --svg, DIR/<frame file name>.svg shows each
 // frame (embedded as a PNG data URI) with the live tracks' last positions drawn over it.
 // Nothing is written unless every frame was read and tracked (outputs go through
 // temporaries renamed into place at the end); a bad frame is named and exits 2.
@@ -28,6 +29,7 @@
 #include "io/base/device.h"
 #include "io/base/timer.h"
 #include "io/image.h"
+#include "io/mask.h"
 
 namespace tiepoint::cli {
 namespace {
@@ -51,6 +53,7 @@ struct TrackArgs {
   std::string affine_prediction = "on";
   int trail = 10;
   int threads = 0;
+  std::string camera_mask;  // io/mask.h: one mask for every frame
   bool quiet = false;
 };
 
@@ -207,6 +210,10 @@ int RunTrack(const TrackArgs& a) {
   if (a.trail < 0) return ReportError(cmd, Status::InvalidOptions("--trail must be >= 0"));
   if (!(s = options.Check()).ok()) return ReportError(cmd, s);
   if (!(s = CheckOutputDirectory("--output", a.output)).ok()) return ReportError(cmd, s);
+  // --camera-mask: read before any frame; the track points on its black pixels are left out.
+  FeatureMask camera_mask;
+  if (!a.camera_mask.empty() && !(s = ReadFeatureMask(a.camera_mask, &camera_mask)).ok()) return ReportError(cmd, s);
+  int64_t masked_points = 0;
   std::unique_ptr<FastLkFrontEnd> frontend;
   if (!(s = FastLkFrontEnd::Create(options, device, &frontend)).ok()) return ReportError(cmd, s);
   SequenceTracker tracker(frontend.get(), options);
@@ -226,12 +233,22 @@ int RunTrack(const TrackArgs& a) {
     const Timer read_timer;
     if (!(s = ReadImageGray(path, &gray)).ok()) return ReportError(cmd, s);
     read_s += read_timer.Seconds();
+    if (!camera_mask.empty() && !(s = FeatureMaskFits(camera_mask, a.camera_mask, gray.width, gray.height, path)).ok())
+      return ReportError(cmd, s);
     ImageU8 frame = QuantizeImage(gray);
     std::vector<TrackPoint> points;
     const Timer track_timer;
     s = tracker.AddFrame(frame, &points);
     track_s += track_timer.Seconds();
     if (!s.ok()) return ReportError(cmd, Status(s.code(), path + ": " + s.message()));
+    if (!camera_mask.empty()) {
+      // The tracker follows them still; they are only left out of the outputs.
+      const size_t before = points.size();
+      points.erase(std::remove_if(points.begin(), points.end(),
+                                  [&](const TrackPoint& t) { return !FeatureMaskKeeps(camera_mask, t.x, t.y); }),
+                   points.end());
+      masked_points += static_cast<int64_t>(before - points.size());
+    }
     std::sort(points.begin(), points.end(),
               [](const TrackPoint& x, const TrackPoint& y) { return x.track_id < y.track_id; });
     per_frame.push_back(std::move(points));
@@ -337,6 +354,9 @@ int RunTrack(const TrackArgs& a) {
     std::printf("  affine prediction: patches turned in %d of %zu frame steps (up to %.1f deg)\n",
                 turned, sum.second_pass.size(), max_turn);
   }
+  if (!camera_mask.empty())
+    std::printf("  %lld track points on the black pixels of %s left out\n", static_cast<long long>(masked_points),
+                a.camera_mask.c_str());
   std::printf("  %.2f s (read %.2f s, track %.2f s, %.1f frames/s; device %s)\n", total.Seconds(),
               read_s, track_s, track_s > 0 ? sum.frames / track_s : 0.0, ToString(device));
   return 0;
@@ -375,6 +395,9 @@ Runner RegisterTrack(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--trail", a->trail, "SVG: earlier positions drawn per track")->capture_default_str();
   app.add_option("--threads", a->threads, "CPU threads (0 = all hardware threads)")->capture_default_str();
+  app.add_option("--camera-mask", a->camera_mask,
+                 "One mask for every frame (COLMAP's camera_mask_path): an image of the frames' size; the track "
+                 "points on its black pixels (a burned-in timestamp, the car's hood) are left out of the outputs");
   app.add_flag("-q,--quiet", a->quiet, "No progress line");
   return [a] {  // a folder among the frames stands for the images in it
     if (Status s = ExpandImageArguments(a->frames, &a->frames); !s.ok()) return ReportError("track", s);

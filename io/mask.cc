@@ -44,17 +44,22 @@ Status ReadFeatureMask(const std::string& path, int width, int height, FeatureMa
   return Status::Ok();
 }
 
+bool FeatureMaskKeeps(const FeatureMask& mask, double x, double y) {
+  if (mask.empty()) return true;
+  // On the image: [-0.5, size - 0.5] each way, edges included (io/image.h).
+  if (!InsideImage(x, y, mask.width, mask.height)) return false;
+  const int ix = std::min(mask.width - 1, static_cast<int>(std::floor(x + 0.5)));
+  const int iy = std::min(mask.height - 1, static_cast<int>(std::floor(y + 0.5)));
+  return mask.Keeps(ix, iy);
+}
+
 size_t ApplyFeatureMask(const FeatureMask& mask, Features* features) {
   if (mask.empty()) return 0;
   size_t kept = 0;
   const size_t n = features->size();
   for (size_t i = 0; i < n; ++i) {
     const Keypoint& kp = features->keypoints[i];
-    // On the image: [-0.5, size - 0.5] each way, edges included (io/image.h).
-    if (!InsideImage(kp.x, kp.y, mask.width, mask.height)) continue;
-    const int x = std::min(mask.width - 1, static_cast<int>(std::floor(static_cast<double>(kp.x) + 0.5)));
-    const int y = std::min(mask.height - 1, static_cast<int>(std::floor(static_cast<double>(kp.y) + 0.5)));
-    if (!mask.Keeps(x, y)) continue;
+    if (!FeatureMaskKeeps(mask, kp.x, kp.y)) continue;
     if (kept != i) {
       features->keypoints[kept] = kp;
       std::copy(features->descriptors.begin() + i * kSiftDescriptorDim,

@@ -50,6 +50,11 @@ Status ReadFeatureMask(const std::string& path, FeatureMask* mask);
 Status FeatureMaskFits(const FeatureMask& mask, const std::string& path, int width, int height,
                        const std::string& image = "");
 
+// Whether a point at (x, y) (pixel centres at integers) is kept: on the image, and its
+// nearest pixel (a position on the outer edge, x = width - 0.5, taking the last pixel) not
+// masked. An empty mask keeps every point.
+bool FeatureMaskKeeps(const FeatureMask& mask, double x, double y);
+
 // Drops the features (keypoints and descriptors) whose position, rounded to the nearest
 // pixel (pixel centres at integers, io/image.h; a position on the image's outer edge, x =
 // width - 0.5, to the last pixel), is masked, or that lie outside the image. Returns how many

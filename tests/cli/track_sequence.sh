@@ -59,6 +59,26 @@ rc=$?
 grep -q "small.pgm: frame 1 is 40x30, the sequence started at" "$dir/stderr" || fail "size mismatch not explained"
 [ -z "$(ls -A "$dir/out")" ] || fail "output written for a failed run"
 
+# --camera-mask (COLMAP's camera_mask_path), black on the frame's left half: no track point
+# rounds to a pixel there, those on the right are as without it; one of another size is
+# named, exit 2, no output.
+python3 -c 'import sys; open(sys.argv[1], "wb").write(b"P5\n96 80\n255\n" + (bytes(48) + bytes([255]) * 48) * 80)' \
+  "$dir/mask.pgm"
+"$tp" track "$dir"/frame0.pgm "$dir"/frame1.pgm "$dir"/frame2.pgm --fast-threshold 10 --lk-coarse-level 2 \
+  --camera-mask "$dir/mask.pgm" -o "$dir/masked.txt" >"$dir/stdout" 2>"$dir/stderr" || fail "track --camera-mask"
+[ "$(awk '!/^#/ && int($3 + 0.5) < 48' "$dir/tracks.txt" | wc -l)" -gt 0 ] || fail "no points on the left half to mask"
+left=$(awk '!/^#/ && int($3 + 0.5) < 48' "$dir/masked.txt" | wc -l)
+[ "$left" = 0 ] || fail "track --camera-mask: $left points on its black half"
+diff <(awk '!/^#/ && int($3 + 0.5) >= 48' "$dir/tracks.txt") <(awk '!/^#/' "$dir/masked.txt") >/dev/null \
+  || fail "track --camera-mask: the points on its white half differ from those without it"
+[ "$(awk '!/^#/' "$dir/masked.txt" | wc -l)" -gt 0 ] || fail "track --camera-mask: nothing left"
+grep -q "track points on the black pixels of .*mask.pgm left out" "$dir/stdout" || fail "masked points not counted"
+printf 'P5\n40 30\n255\n' >"$dir/mask_small.pgm"; head -c 1200 /dev/zero >>"$dir/mask_small.pgm"
+"$tp" track "$dir"/frame0.pgm "$dir"/frame1.pgm --camera-mask "$dir/mask_small.pgm" -o "$dir/masked2.txt" \
+  >"$dir/stdout" 2>"$dir/stderr"; rc=$?
+[ "$rc" = 2 ] && grep -q "mask_small.pgm: mask of 40 x 30 pixels for an image of 96 x 80" "$dir/stderr" \
+  && [ ! -e "$dir/masked2.txt" ] || fail "track --camera-mask of another size: exit $rc"
+
 # Two frames whose SVGs would share a name.
 "$tp" track "$dir/frame0.pgm" "$dir/b/frame0.pgm" -o "$dir/clash.txt" --svg "$dir/clash" \
   >"$dir/stdout" 2>"$dir/stderr"
