@@ -40,6 +40,7 @@
 #include "cli/progress.h"
 #include "features/resize.h"
 #include "features/sift.h"
+#include "sfm/reconstruction_pipeline.h"
 #include "io/base/atomic_file.h"
 #include "io/base/device.h"
 #include "io/base/input_file.h"
@@ -133,24 +134,18 @@ int RunExtract(const ExtractArgs& a) {
     rule.min_contrast_threshold = a.min_contrast_threshold;
     // reconstruct's first attempt: the second attempt's features at once for an image
     // that reaches min_features only at the lowest threshold, or not at all.
-    constexpr int kFallbackFeatures = 2000;
-    constexpr double kFallbackContrastThreshold = 0.0025;
-    if (!a.no_second_attempt && kFallbackFeatures > a.min_features && kFallbackContrastThreshold < a.min_contrast_threshold &&
-        a.min_contrast_threshold < a.contrast_threshold) {
-      rule.fallback_min_features = kFallbackFeatures;
-      rule.fallback_min_contrast_threshold = kFallbackContrastThreshold;
+    const ReconstructionPipelineOptions second;  // its bounds: retry_min_features, retry_min_contrast_threshold
+    if (!a.no_second_attempt && second.retry_min_features > a.min_features &&
+        second.retry_min_contrast_threshold < a.min_contrast_threshold && a.min_contrast_threshold < a.contrast_threshold) {
+      rule.fallback_min_features = second.retry_min_features;
+      rule.fallback_min_contrast_threshold = second.retry_min_contrast_threshold;
     }
     if (device == Device::kCpu) options = rule;
   }
   const bool extract_again = device != Device::kCpu && rule.min_features > 0;
   FeatureMask camera_mask;  // --camera-mask, read before anything is written
   if (!a.camera_mask.empty() && !(s = ReadFeatureMask(a.camera_mask, &camera_mask)).ok()) return ReportError(cmd, s);
-  if (!a.mask_path.empty()) {
-    std::error_code ec;
-    if (!fs::is_directory(a.mask_path, ec))
-      return ReportError(cmd, Status::IoError(a.mask_path + ": not a folder (--mask-path: MASK_DIR/<image name>.png "
-                                                            "per image)"));
-  }
+  if (!a.mask_path.empty() && !(s = CheckFeatureMaskFolder(a.mask_path)).ok()) return ReportError(cmd, s);
   OutputDirectory out_dir;
   if (!(s = out_dir.Create(a.output_dir)).ok()) return ReportError(cmd, s);
 
@@ -235,13 +230,9 @@ int RunExtract(const ExtractArgs& a) {
         job.width = job.image.width;
         job.height = job.image.height;
         if (job.status.ok() && !a.mask_path.empty()) {
-          const std::string mask_file = FeatureMaskPath(a.mask_path, job.name);
-          std::error_code ec;
-          job.without_mask = !fs::exists(mask_file, ec);
-          if (ec)  // a folder that cannot be searched is not "no mask"
-            job.status = Status::IoError(mask_file + ": cannot look for the mask (" + ec.message() + ")");
-          else if (!job.without_mask)
-            job.status = ReadFeatureMask(mask_file, job.width, job.height, &job.mask);
+          bool found = false;
+          job.status = FindFeatureMask(a.mask_path, job.name, job.width, job.height, &job.mask, &found);
+          job.without_mask = !found;
         }
         if (job.status.ok() && !camera_mask.empty())
           job.status = FeatureMaskFits(camera_mask, a.camera_mask, job.width, job.height, job.path);
@@ -414,8 +405,8 @@ int RunExtract(const ExtractArgs& a) {
         if (!first) first = &job;
       }
     if (first)
-      std::fprintf(stderr, "tiepoint %s: %d of %d images have no mask in %s (such as %s): all their features kept\n", cmd,
-                   without, num_jobs, a.mask_path.c_str(), FeatureMaskPath(a.mask_path, first->name).c_str());
+      std::fprintf(stderr, "tiepoint %s: %s\n", cmd,
+                   ImagesWithoutMaskNote(without, num_jobs, a.mask_path, first->name).c_str());
   }
   std::printf("tiepoint extract: %d of %d images, %lld features, %.2f s (detector sift, "
               "device %s)\n",

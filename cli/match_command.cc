@@ -110,7 +110,7 @@ Status BuildPairs(const std::string& spec, const std::vector<std::string>& files
     const std::string image = Stem(files[i]);
     names_of[i] = {files[i], fs::path(files[i]).filename().string(), image, fs::path(image).stem().string()};
     // Listed from a folder: also the image's name there, as reconstruct names it ("cam0/a.png").
-    if (i < static_cast<int>(image_names.size())) names_of[i].push_back(image_names[i]);
+    names_of[i].push_back(image_names[i]);
   }
   return ResolvePairs(spec, named, names_of, "feature file", pairs);
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "io/image.h"
@@ -12,6 +14,28 @@ std::string FeatureMaskPath(const std::string& mask_dir, const std::string& imag
   std::string path = mask_dir;
   if (!path.empty() && path.back() != '/') path += '/';
   return path + image_name + ".png";
+}
+
+Status CheckFeatureMaskFolder(const std::string& mask_dir) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(mask_dir, ec)) return Status::Ok();
+  return Status::IoError(mask_dir + ": not a folder (--mask-path: MASK_DIR/<image name>.png per image)");
+}
+
+Status FindFeatureMask(const std::string& mask_dir, const std::string& image_name, int width, int height,
+                       FeatureMask* mask, bool* found) {
+  *mask = FeatureMask();
+  const std::string file = FeatureMaskPath(mask_dir, image_name);
+  std::error_code ec;
+  *found = std::filesystem::exists(file, ec);
+  if (ec) return Status::IoError(file + ": cannot look for the mask (" + ec.message() + ")");
+  return *found ? ReadFeatureMask(file, width, height, mask) : Status::Ok();
+}
+
+std::string ImagesWithoutMaskNote(size_t without, size_t total, const std::string& mask_dir,
+                                  const std::string& first_image) {
+  return std::to_string(without) + " of " + std::to_string(total) + " images have no mask in " + mask_dir +
+         " (such as " + FeatureMaskPath(mask_dir, first_image) + "): all their features kept";
 }
 
 Status ReadFeatureMask(const std::string& path, FeatureMask* mask) {

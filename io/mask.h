@@ -37,6 +37,19 @@ struct FeatureMask {
 // MASK_DIR/NAME.png.
 std::string FeatureMaskPath(const std::string& mask_dir, const std::string& image_name);
 
+// A mask folder must be a folder (kIoError otherwise):
+//   "<dir>: not a folder (--mask-path: MASK_DIR/<image name>.png per image)".
+Status CheckFeatureMaskFolder(const std::string& mask_dir);
+// Image NAME's mask in `mask_dir`, for an image of width x height (ReadFeatureMask), or
+// *found = false (and an empty mask) where it has no mask file. A folder that cannot be
+// searched is an error, not "no mask" (kIoError "<file>: cannot look for the mask (...)").
+Status FindFeatureMask(const std::string& mask_dir, const std::string& image_name, int width, int height,
+                       FeatureMask* mask, bool* found);
+// What the commands say of the images without a mask: "<without> of <total> images have no
+// mask in <dir> (such as <its mask path>): all their features kept".
+std::string ImagesWithoutMaskNote(size_t without, size_t total, const std::string& mask_dir,
+                                  const std::string& first_image);
+
 // Reads the mask at `path` for an image of width x height. Errors name the file: those of
 // ReadImageGray (missing, unreadable, not an image), and kInvalidInput for another size
 // (FeatureMaskFits).

@@ -11,13 +11,14 @@ struct ModelInfo {
   CameraModelId id;
   const char* name;
   int num_params;
+  const char* param_names;  // COLMAP's order
 };
 
 constexpr ModelInfo kModels[] = {
-    {CameraModelId::kSimplePinhole, "SIMPLE_PINHOLE", 3},
-    {CameraModelId::kPinhole, "PINHOLE", 4},
-    {CameraModelId::kSimpleRadial, "SIMPLE_RADIAL", 4},
-    {CameraModelId::kRadial, "RADIAL", 5},
+    {CameraModelId::kSimplePinhole, "SIMPLE_PINHOLE", 3, "f,cx,cy"},
+    {CameraModelId::kPinhole, "PINHOLE", 4, "fx,fy,cx,cy"},
+    {CameraModelId::kSimpleRadial, "SIMPLE_RADIAL", 4, "f,cx,cy,k"},
+    {CameraModelId::kRadial, "RADIAL", 5, "f,cx,cy,k1,k2"},
 };
 
 const ModelInfo* FindModel(CameraModelId model) {
@@ -125,13 +126,8 @@ int CameraModelNumParams(CameraModelId model) {
 }
 
 std::string CameraModelParamNames(CameraModelId model) {
-  switch (model) {
-    case CameraModelId::kSimplePinhole: return "f,cx,cy";
-    case CameraModelId::kPinhole: return "fx,fy,cx,cy";
-    case CameraModelId::kSimpleRadial: return "f,cx,cy,k";
-    case CameraModelId::kRadial: return "f,cx,cy,k1,k2";
-  }
-  return "";
+  const ModelInfo* m = FindModel(model);
+  return m != nullptr ? m->param_names : "";
 }
 
 double Camera::MeanFocal() const {

@@ -41,6 +41,21 @@ std::string Number(double v) {
   return buf;
 }
 
+// Whether intrinsics given by the user (--intrinsics, --camera-params) make a pinhole camera
+// of a width x height image: a field of view between 0.057 degrees (f = 1000 x size) and 177
+// degrees (f = 0.01 x size), and a principal point within 10 times max(size, f) of the
+// centre (a crop of a larger frame, even a small corner tile, has its principal point
+// within its focal length's reach). (dx, dy): the principal point's offset from the
+// image's centre, in whichever pixel convention the values come in.
+bool FocalMakesCamera(double fx, double fy, int width, int height) {
+  const double size = std::max(width, height);
+  return fx <= 1000 * size && fy <= 1000 * size && fx >= 0.01 * size && fy >= 0.01 * size;
+}
+bool PrincipalPointMakesCamera(double dx, double dy, double fx, double fy, int width, int height) {
+  const double reach = 10 * std::max(static_cast<double>(std::max(width, height)), std::max(fx, fy));
+  return std::abs(dx) <= reach && std::abs(dy) <= reach;
+}
+
 namespace fs = std::filesystem;
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -351,11 +366,7 @@ Status ReconstructionPipelineOptions::Check() const {
     return Status::InvalidOptions(std::string("reconstruct: ") + (mask_path.empty() ? "--camera-mask" : "--mask-path") +
                                   " applies to the features reconstruct extracts, not to those of " +
                                   (features_dir.empty() ? "--tracks" : "--features"));
-  if (!mask_path.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(mask_path, ec))
-      return Status::IoError(mask_path + ": not a folder (--mask-path: MASK_DIR/<image name>.png per image)");
-  }
+  if (!mask_path.empty()) TIEPOINT_RETURN_IF_ERROR(CheckFeatureMaskFolder(mask_path));
   if (!camera_params.empty()) {
     if (!intrinsics_file.empty())
       return Status::InvalidOptions("reconstruct: --camera-params (initial, refined) and --intrinsics (held fixed): give one");
@@ -509,7 +520,6 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   if (!o.camera_mask.empty()) TIEPOINT_RETURN_IF_ERROR(ReadFeatureMask(o.camera_mask, &camera_mask));
   // --mask-path: each image's mask, at its own size (none where it has no mask file).
   std::vector<FeatureMask> masks(o.mask_path.empty() ? 0 : n_in);
-  std::vector<char> has_mask_file(masks.size(), 0);
   std::vector<Status> mask_status(masks.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (int i = 0; i < n_in; ++i) {
@@ -520,13 +530,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     if (!read_status[i].ok() || gray[i].empty()) continue;
     full_size[i] = {gray[i].width, gray[i].height};
     if (!masks.empty()) {
-      const std::string mask_file = FeatureMaskPath(o.mask_path, names_given[i]);
-      std::error_code ec;
-      has_mask_file[i] = fs::exists(mask_file, ec);
-      if (ec)  // a folder that cannot be searched is not "no mask"
-        mask_status[i] = Status::IoError(mask_file + ": cannot look for the mask (" + ec.message() + ")");
-      else if (has_mask_file[i])
-        mask_status[i] = ReadFeatureMask(mask_file, gray[i].width, gray[i].height, &masks[i]);
+      bool found = false;
+      mask_status[i] = FindFeatureMask(o.mask_path, names_given[i], gray[i].width, gray[i].height, &masks[i], &found);
     }
     if (known.empty()) {
       const Status s = DecodeExifFocalPrior(bytes.data(), bytes.size(), o.image_paths[i], gray[i].width,
@@ -555,14 +560,14 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   if (!masks.empty()) {
     // A mask given but unusable is the user's mistake to hear about, not a mask to do without.
     for (int i : usable) TIEPOINT_RETURN_IF_ERROR(mask_status[i]);
+    // (A mask read is never empty: it has its image's size.)
     std::vector<std::string> without;
     for (int i : usable)
-      if (!has_mask_file[i]) without.push_back(names_given[i]);
+      if (masks[i].empty()) without.push_back(names_given[i]);
     report["stages"]["read"]["images_without_mask"] = without.size();
     if (!without.empty())
-      std::fprintf(stderr, "tiepoint reconstruct: %zu of %zu images have no mask in %s (such as %s): all their features kept\n",
-                   without.size(), usable.size(), o.mask_path.c_str(),
-                   FeatureMaskPath(o.mask_path, without.front()).c_str());
+      std::fprintf(stderr, "tiepoint reconstruct: %s\n",
+                   ImagesWithoutMaskNote(without.size(), usable.size(), o.mask_path, without.front()).c_str());
   }
   report["skipped_images"] = skipped;
   if (usable.size() < 2)
@@ -644,18 +649,14 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           return Status::InvalidInput(o.intrinsics_file + ": no intrinsics for image '" + names[k] + "'");
         const CameraIntrinsics& K = it->second;
         // The table's reader takes any positive, finite focal length and any finite principal
-        // point; against the image they must make a pinhole camera: a field of view between
-        // 0.057 degrees (f = 1000 x size) and 177 degrees (f = 0.01 x size), and a principal
-        // point within 10 times max(size, f) of the centre (a crop of a larger frame, even a
-        // small corner tile, has its principal point within its focal length's reach).
-        const double size = std::max(g.width, g.height);
-        if (!(K.fx <= 1000 * size && K.fy <= 1000 * size && K.fx >= 0.01 * size && K.fy >= 0.01 * size))
+        // point; against the image they must make a pinhole camera.
+        if (!FocalMakesCamera(K.fx, K.fy, g.width, g.height))
           return Status::InvalidInput(o.intrinsics_file + ": the focal length of image '" + names[k] + "' (" +
                                       Number(K.fx) + ", " + Number(K.fy) + " px) is not within 0.01 to 1000 times its size (" +
                                       std::to_string(g.width) + " x " + std::to_string(g.height) +
                                       "): a field of view over 177 or under 0.06 degrees");
-        const double reach = 10 * std::max(size, std::max(K.fx, K.fy));
-        if (!(std::abs(K.cx - 0.5 * (g.width - 1)) <= reach && std::abs(K.cy - 0.5 * (g.height - 1)) <= reach))
+        if (!PrincipalPointMakesCamera(K.cx - 0.5 * (g.width - 1), K.cy - 0.5 * (g.height - 1), K.fx, K.fy, g.width,
+                                       g.height))
           return Status::InvalidInput(o.intrinsics_file + ": the principal point of image '" + names[k] + "' (" +
                                       Number(K.cx) + ", " + Number(K.cy) + ") lies over 10 times max(size, focal length) (" +
                                       std::to_string(g.width) + " x " + std::to_string(g.height) + ", " +
@@ -732,21 +733,17 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         focal_source[id] = priors.empty() ? "default" : "exif";
         if (!o.camera_params.empty()) {
           // --camera-params: the user's initial values. Against this camera's image they must
-          // make a camera (as --intrinsics' values must): a field of view between 0.06 and
-          // 177 degrees, the principal point within 10 x max(size, f) of the centre, and a
-          // radial distortion that keeps the image's corners from folding (|k| x r^2 <= 1).
+          // make a camera, as --intrinsics' values must, and its distortion must not fold it.
           const std::vector<double>& p = o.camera_params;
-          const double size = std::max(c.width, c.height);
           const bool pinhole = c.model == CameraModelId::kPinhole;
           const double fx = p[0], fy = pinhole ? p[1] : p[0];
           const double cx = p[pinhole ? 2 : 1], cy = p[pinhole ? 3 : 2];
           const std::string what = "--camera-params " + CameraModelParamNames(c.model) + " for the " +
                                    std::to_string(c.width) + " x " + std::to_string(c.height) + " images: ";
-          if (!(fx >= 0.01 * size && fx <= 1000 * size && fy >= 0.01 * size && fy <= 1000 * size))
+          if (!FocalMakesCamera(fx, fy, c.width, c.height))
             return Status::InvalidOptions(what + "a focal length (" + Number(fx) + ", " + Number(fy) +
                                           " px) not within 0.01 to 1000 times the image's size");
-          const double reach = 10 * std::max(size, std::max(fx, fy));
-          if (!(std::abs(cx - 0.5 * c.width) <= reach && std::abs(cy - 0.5 * c.height) <= reach))
+          if (!PrincipalPointMakesCamera(cx - 0.5 * c.width, cy - 0.5 * c.height, fx, fy, c.width, c.height))
             return Status::InvalidOptions(what + "a principal point (" + Number(cx) + ", " + Number(cy) +
                                           ") over 10 times max(size, focal length) from the centre");
           // Radial distortion r_d = r (1 + k1 r^2 + k2 r^4) must keep growing with r out to
