@@ -24,6 +24,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -307,13 +308,24 @@ int RunMatch(const MatchArgs& a) {
   if (!(s = BuildPairs(a.pairs, a.features, a.image_names, &pairs)).ok()) return ReportError(cmd, s);
   // Every output's name fits a file name (255 bytes; images deep in subfolders have long
   // names), checked before anything is written.
+  // Nor may two pairs share one: names such as 'a--b.png' and 'c.png' against 'a' and
+  // 'b.png--c.png', or 'x%2Fy.png' against 'x/y.png', would write one file over the other.
   constexpr size_t kMaxFileNameBytes = 255;
-  for (const auto& [i, j] : pairs) {
+  std::unordered_map<std::string, size_t> pair_of_name;
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    const auto [i, j] = pairs[p];
     const std::string longest = MatchesFileName(a.image_names[i], a.image_names[j], ".tpmatch");
     if (longest.size() > kMaxFileNameBytes)
       return ReportError(cmd, Status::InvalidInput(a.features[i] + ", " + a.features[j] + ": the pair's output name '" +
                                                    longest + "' is " + std::to_string(longest.size()) +
                                                    " bytes, more than a file name may have (255)"));
+    const auto [it, inserted] = pair_of_name.emplace(longest, p);
+    if (!inserted) {
+      const auto [i0, j0] = pairs[it->second];
+      return ReportError(cmd, Status::InvalidInput("the pairs " + a.features[i0] + ", " + a.features[j0] + " and " +
+                                                   a.features[i] + ", " + a.features[j] + " would both be written to '" +
+                                                   longest + "': rename an image"));
+    }
   }
   // Image sizes for the SVGs: from --images when given, else the keypoints' extent.
   std::vector<std::string> image_path(n);

@@ -5,9 +5,9 @@
 #include "features/sift.h"
 
 #include "features/sift_cuda.h"
+#include "io/base/large_alloc.h"
 
 #include <omp.h>
-#include <sys/mman.h>
 
 #ifdef __SSE2__
 #include <immintrin.h>
@@ -101,29 +101,15 @@ struct Plane {
 
 // Float storage that only grows and is never initialised: from the second image of a size
 // on, nothing is allocated, zeroed or faulted in (that took a third of the time before),
-// and pages nobody writes (gradients away from keypoints) are never touched at all.
-// Arrays of 4 MiB and more are 2 MiB aligned and asked for transparent huge pages
-// (madvise; a no-op where the kernel has them off): a worker's workspace is some 2 GB for
-// a 12-megapixel photo with the upsampled first octave, and its first touch in 4 KiB pages
-// took 11 of 28 CPU seconds (page faults) in `extract` of fountain-P11's 11 photos on this
-// project's VM.
+// and pages nobody writes (gradients away from keypoints) are never touched at all. Large
+// arrays are 2 MiB aligned, on transparent huge pages only when the user asks
+// (io/base/large_alloc.h says what they cost on this project's VM).
 class Buffer {
  public:
   // Grows to at least n floats; the contents are then undefined.
   void Grow(size_t n) {
     if (n <= size_) return;
-    constexpr size_t kHuge = size_t{2} << 20;
-    const size_t bytes = n * sizeof(float);
-    void* p = nullptr;
-    if (bytes >= 2 * kHuge) {
-      const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-      if (posix_memalign(&p, kHuge, rounded) != 0) throw std::bad_alloc();
-      madvise(p, rounded, MADV_HUGEPAGE);
-    } else {
-      p = std::malloc(bytes);
-      if (p == nullptr) throw std::bad_alloc();
-    }
-    data_.reset(static_cast<float*>(p));
+    data_.reset(static_cast<float*>(AllocateLarge(n * sizeof(float))));
     size_ = n;
   }
   float* data() const { return data_.get(); }

@@ -1,7 +1,6 @@
 #include "solver/pcg_linearization.h"
 
 #include <omp.h>
-#include <sys/mman.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -15,33 +14,13 @@
 #include <cmath>
 #include <limits>
 
+#include "io/base/large_alloc.h"
 #include "solver/camera_model.h"
 #include "solver/parallel.h"
 
 namespace tiepoint {
 
-void* AllocateBlocks(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  void* p = nullptr;
-  if (bytes >= 2 * kHuge) {
-    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-    p = std::aligned_alloc(kHuge, rounded);
-    // Transparent huge pages only when asked (TIEPOINT_HUGEPAGES=1; advice, failure is
-    // harmless). With the kernel's usual defrag=madvise the advice makes page faults
-    // compact memory in place: right after a Ceres process had exited, problem-16-22106
-    // (84k observations) reached tau = 0.01 in 23 ms with it, 20 ms without, and at 10^6
-    // observations the huge pages gained nothing measurable on the development machine.
-    static const bool huge = [] {
-      const char* v = std::getenv("TIEPOINT_HUGEPAGES");
-      return v != nullptr && v[0] == '1';
-    }();
-    if (p && huge) madvise(p, rounded, MADV_HUGEPAGE);
-  } else {
-    p = std::malloc(bytes > 0 ? bytes : 1);
-  }
-  if (!p) throw std::bad_alloc();
-  return p;
-}
+void* AllocateBlocks(size_t bytes) { return AllocateLarge(bytes); }
 
 void FreeBlocks(void* p) noexcept { std::free(p); }
 

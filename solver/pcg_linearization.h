@@ -43,8 +43,8 @@ namespace tiepoint {
 
 // An allocator for the Jacobian blocks: elements are left uninitialized on resize (the
 // first Linearize writes every entry, in parallel, so zeroing them first is wasted work),
-// and large arrays are 2 MiB aligned and marked for transparent huge pages (every CG
-// iteration streams them; with 4 KiB pages a gigabyte of blocks thrashes the TLB).
+// and large arrays are 2 MiB aligned, on transparent huge pages when the user asks for
+// them (io/base/large_alloc.h AllocateLarge).
 void* AllocateBlocks(size_t bytes);
 void FreeBlocks(void* p) noexcept;
 

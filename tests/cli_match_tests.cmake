@@ -15,11 +15,12 @@ file(WRITE ${_mout}/in/intrinsics_other.txt "other.png 800 800 320 240\n")
 add_test(NAME cli.match.end_to_end
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/match.sh ${_tp} ${_good} ${_mout}/e2e)
 # Fixture: two good feature files for the error cases below (and two with names of 130
-# bytes, whose pair's output name would be longer than a file name may be).
+# bytes, whose pair's output name would be longer than a file name may be, and four whose
+# pairs 'a--b', 'c' and 'a', 'b--c' would write one output).
 string(REPEAT "a" 130 _long_a)
 string(REPEAT "b" 130 _long_b)
 add_test(NAME cli.match.setup
-         COMMAND sh -c "${_tp} extract ${_good} -o ${_mout}/x --quiet >/dev/null && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good1.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good2.tpfeat && mkdir -p ${_mout}/in/sub && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/sub/good1.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/${_long_a}.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/${_long_b}.tpfeat")
+         COMMAND sh -c "${_tp} extract ${_good} -o ${_mout}/x --quiet >/dev/null && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good1.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/good2.tpfeat && mkdir -p ${_mout}/in/sub && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/sub/good1.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/${_long_a}.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/${_long_b}.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/a--b.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/c.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/a.tpfeat && cp ${_mout}/x/blobs.pgm.tpfeat ${_mout}/in/b--c.tpfeat")
 set_tests_properties(cli.match.setup PROPERTIES FIXTURES_SETUP match_inputs)
 set(_g1 ${_mout}/in/good1.tpfeat)
 set(_g2 ${_mout}/in/good2.tpfeat)
@@ -36,6 +37,8 @@ _match_error(missing "nosuch.tpfeat: cannot open" ${_g1} ${_mout}/in/nosuch.tpfe
 _match_error(same_name "both named 'good1' in them.; give a folder that holds both" ${_g1} ${_mout}/in/sub/good1.tpfeat)
 _match_error(long_name "the pair's output name '${_long_a}--${_long_b}.tpmatch' is 270 bytes, more than a file name may have"
              ${_mout}/in/${_long_a}.tpfeat ${_mout}/in/${_long_b}.tpfeat)
+_match_error(same_output "the pairs .*a--b.tpfeat, .*c.tpfeat and .*a.tpfeat, .*b--c.tpfeat would both be written to 'a--b--c.tpmatch'"
+             ${_mout}/in/a--b.tpfeat ${_mout}/in/c.tpfeat ${_mout}/in/a.tpfeat ${_mout}/in/b--c.tpfeat)
 _match_error(same_file "good1.tpfeat: the same feature file given twice" ${_g1} ${_g1})
 _match_error(pairs_unknown "pairs_unknown.txt:1: 'nosuch' is not one of the feature files" ${_g1} ${_g2} --pairs ${_mout}/in/pairs_unknown.txt)
 _match_error(bad_pairs_spec "--pairs 'sequential:x'" ${_g1} ${_g2} --pairs sequential:x)
