@@ -308,8 +308,9 @@ int RunMatch(const MatchArgs& a) {
   if (!(s = BuildPairs(a.pairs, a.features, a.image_names, &pairs)).ok()) return ReportError(cmd, s);
   // Every output's name fits a file name (255 bytes; images deep in subfolders have long
   // names), checked before anything is written.
-  // Nor may two pairs share one: names such as 'a--b.png' and 'c.png' against 'a' and
-  // 'b.png--c.png', or 'x%2Fy.png' against 'x/y.png', would write one file over the other.
+  // Nor may two pairs share one: the pairs 'a--b.png', 'c.png' and 'a', 'b.png--c.png'
+  // would write one file over the other. (Two images of one name part, 'x%2Fy.png' beside
+  // 'x/y.png', are refused earlier, image by image.)
   constexpr size_t kMaxFileNameBytes = 255;
   std::unordered_map<std::string, size_t> pair_of_name;
   for (size_t p = 0; p < pairs.size(); ++p) {
