@@ -1,6 +1,7 @@
 // tiepoint <command> [options]: the only place that reads argv, prints and exits.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +71,17 @@ int RunVersion() {
   return 0;
 }
 
+// Whether `command` should run OpenBLAS without threads (see SetStartupEnvironment): it
+// never calls BLAS, or the process has a limit on its address space.
+bool OneBlasThread(const std::string& command) {
+  for (const char* uses_blas : {"ba", "bench", "bench-worker", "reconstruct", "batch"})
+    if (command == uses_blas) {
+      struct rlimit limit = {};
+      return ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+    }
+  return true;
+}
+
 // Settings that libraries read only when the process starts. Where one is missing, this
 // process sets it and runs itself again (about 5 ms); where that fails, it goes on.
 // - OpenBLAS's pthread build (Debian's default BLAS, under CHOLMOD and Ceres) starts its
@@ -79,6 +91,16 @@ int RunVersion() {
 //   --threads 2` runs of data/sample-20-2000.bal stalled ~90 ms (2 of 20 with pcg-schur),
 //   none with OPENBLAS_THREAD_TIMEOUT=4 (its minimum: sleep at once), which keeps BLAS
 //   threaded for large factorizations.
+// - OpenBLAS's threads (one per core but the first) each map a 128 MiB buffer as they
+//   start, and where that fails, retry for ever. Under a limit on address space (`ulimit
+//   -v`, a cluster's h_vmem) a command hung that way: `extract` of one small image under
+//   `ulimit -v 200000` never ended on this 2-core VM, and on a 64-core node the threads
+//   alone ask for 8 GB. Commands that never call BLAS (everything but `ba`, `bench`,
+//   `reconstruct`, whose CHOLMOD factorizations use it, and `batch`, whose jobs decide for
+//   themselves) and every command run under such a limit get OPENBLAS_NUM_THREADS=1: no
+//   threads, and the one buffer is mapped only if BLAS is called. (A CHOLMOD factorization
+//   under a limit that leaves less than 128 MiB free for that buffer still hangs in
+//   OpenBLAS; `--solver pcg-schur` needs no BLAS.)
 // - glibc's malloc asks for transparent huge pages for its large chunks only with
 //   glibc.malloc.hugetlb=1 (madvise, for kernels whose THP mode is "madvise", as on the
 //   device machine; glibc 2.35 and later, older ones ignore it). `ba` first-touches
@@ -88,12 +110,16 @@ int RunVersion() {
 //   the same peak memory (bench/results/ba-bz2-wall-h100-20261126.json, call 3).
 void SetStartupEnvironment(const std::string& command, char** argv) {
   bool changed = false;
-  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
-    using GetThreads = int (*)();
-    const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-    if (get != nullptr && get() > 1 && ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0) {
-      changed = true;
-    }
+  using GetThreads = int (*)();
+  const auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  const bool blas_threads = get != nullptr && get() > 1;
+  if (blas_threads && std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr &&
+      ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0) {
+    changed = true;
+  }
+  if (blas_threads && std::getenv("OPENBLAS_NUM_THREADS") == nullptr && OneBlasThread(command) &&
+      ::setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) {
+    changed = true;
   }
   if (command == "ba") {
     const char* tunables = std::getenv("GLIBC_TUNABLES");

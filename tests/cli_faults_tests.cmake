@@ -6,7 +6,7 @@ set(_faults ${CMAKE_CURRENT_SOURCE_DIR}/cli/faults.sh)
 set(_faults_out ${CMAKE_CURRENT_BINARY_DIR}/cli_faults_out)
 foreach(_case fsize-ba fsize-synth fsize-extract fsize-match fsize-track kill sigint sigterm
               input-cut input-swapped in-dir out-dir out-dangling-link out-readonly out-same-as-input
-              memory)
+              memory memory-blas)
   add_test(NAME cli.faults.${_case}
            COMMAND ${_faults} $<TARGET_FILE:tiepoint> ${_case} ${_faults_out}/${_case}
                    ${PROJECT_SOURCE_DIR})

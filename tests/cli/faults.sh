@@ -13,6 +13,8 @@
 #                   no images where it takes images)
 #   out-dir, out-dangling-link, out-readonly, out-same-as-input
 #   memory          RLIMIT_AS (ulimit -v) too small for the work: exit 3, a message
+#   memory-blas     RLIMIT_AS with no room for OpenBLAS's thread buffers: commands that
+#                   call no BLAS finish
 # <cmd> is ba, synth, extract, match or track.
 set -u
 tp=$1; case_name=$2; dir=$3; src=$4
@@ -311,6 +313,23 @@ case $case_name in
     # for 10^7 points (about 2 GB of arrays).
     run 3 "out of memory" -- bash -c "ulimit -v 1048576; exec \"$tp\" synth --cameras 2000 --points 10000000 --quiet -o big.bal"
     [ ! -e big.bal ] || fail "synth left big.bal"
+    no_temporaries ;;
+
+  memory-blas)
+    asan_build && { echo "SKIP: RLIMIT_AS cannot apply to an ASan build"; exit 77; }
+    # Commands that never call BLAS, under a limit that leaves no room for OpenBLAS's
+    # 128 MiB per thread (they need some 120 MB): each finishes. Before OPENBLAS_NUM_THREADS
+    # was set for them, OpenBLAS's thread retried its buffer for ever and `extract` hung at
+    # exit (`timeout` makes that exit 124 here).
+    "$tp" extract "$image" -o feats --quiet >/dev/null 2>&1 || fail "extract without a limit"
+    cp feats/blobs.pgm.tpfeat b.tpfeat
+    run 0 "" -- bash -c "ulimit -v 180000; exec timeout 60 \"$tp\" extract \"$image\" -o limited --quiet"
+    cmp -s limited/blobs.pgm.tpfeat feats/blobs.pgm.tpfeat || fail "extract under the limit wrote other features"
+    run 0 "" -- bash -c "ulimit -v 180000; exec timeout 60 \"$tp\" match feats/blobs.pgm.tpfeat b.tpfeat -o m --quiet"
+    run 0 "" -- bash -c "ulimit -v 180000; exec timeout 60 \"$tp\" synth --cameras 5 --points 200 --quiet -o s.bal"
+    # ba, which may call BLAS (CHOLMOD), runs it without threads under a limit: with the
+    # matrix-free solver, which needs none, it finishes under 200 MB.
+    run 0 "" -- bash -c "ulimit -v 200000; exec timeout 60 \"$tp\" ba s.bal --solver pcg-schur --max-iterations 2 --quiet"
     no_temporaries ;;
   *)
     echo "faults.sh: unknown case $case_name"; exit 2 ;;
