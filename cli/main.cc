@@ -1,6 +1,7 @@
 // tiepoint <command> [options]: the only place that reads argv, prints and exits.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -71,15 +72,24 @@ int RunVersion() {
   return 0;
 }
 
-// Whether `command` should run OpenBLAS without threads (see SetStartupEnvironment): it
-// never calls BLAS, or the process has a limit on its address space.
-bool OneBlasThread(const std::string& command) {
-  for (const char* uses_blas : {"ba", "bench", "bench-worker", "reconstruct", "batch"})
-    if (command == uses_blas) {
-      struct rlimit limit = {};
-      return ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
-    }
-  return true;
+// How many OpenBLAS threads `command` should run with, or 0 to leave OpenBLAS's own choice
+// (`available`, one per core): 1 for a command that never calls BLAS; under a limit on
+// address space or data (`ulimit -v`, `ulimit -d`, a cluster's h_vmem), as many as a
+// quarter of the lower limit holds at 128 MiB each, at least 1 (see SetStartupEnvironment).
+int BlasThreadsFor(const std::string& command, int available) {
+  bool uses_blas = false;
+  for (const char* c : {"ba", "bench", "bench-worker", "reconstruct", "batch"}) uses_blas |= command == c;
+  if (!uses_blas) return 1;
+  rlim_t lowest = RLIM_INFINITY;
+  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit limit = {};
+    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) lowest = std::min(lowest, limit.rlim_cur);
+  }
+  if (lowest == RLIM_INFINITY) return 0;
+  constexpr rlim_t kBuffer = rlim_t{128} << 20;
+  const rlim_t fit = lowest / 4 / kBuffer;
+  if (fit >= static_cast<rlim_t>(available)) return 0;
+  return std::max(1, static_cast<int>(fit));
 }
 
 // Settings that libraries read only when the process starts. Where one is missing, this
@@ -95,12 +105,15 @@ bool OneBlasThread(const std::string& command) {
 //   start, and where that fails, retry for ever. Under a limit on address space (`ulimit
 //   -v`, a cluster's h_vmem) a command hung that way: `extract` of one small image under
 //   `ulimit -v 200000` never ended on this 2-core VM, and on a 64-core node the threads
-//   alone ask for 8 GB. Commands that never call BLAS (everything but `ba`, `bench`,
-//   `reconstruct`, whose CHOLMOD factorizations use it, and `batch`, whose jobs decide for
-//   themselves) and every command run under such a limit get OPENBLAS_NUM_THREADS=1: no
-//   threads, and the one buffer is mapped only if BLAS is called. (A CHOLMOD factorization
-//   under a limit that leaves less than 128 MiB free for that buffer still hangs in
-//   OpenBLAS; `--solver pcg-schur` needs no BLAS.)
+//   alone ask for 8 GB. Commands that never call BLAS (everything but `ba`, `bench` and its
+//   `bench-worker`, `reconstruct`, whose CHOLMOD factorizations use it, and `batch`, whose
+//   jobs decide for themselves) get OPENBLAS_NUM_THREADS=1: no threads, and the one buffer
+//   is mapped only if BLAS is called. The others, under such a limit, get as many threads
+//   as a quarter of it holds (BlasThreadsFor). (A CHOLMOD factorization under a limit that
+//   leaves less than 128 MiB free for the calling thread's buffer still hangs in OpenBLAS;
+//   `--solver pcg-schur` needs no BLAS.)
+// A setuid or file-capability binary (AT_SECURE) runs without these: glibc drops
+// GLIBC_TUNABLES across such an exec, and `ba` would run itself again for ever.
 // - glibc's malloc asks for transparent huge pages for its large chunks only with
 //   glibc.malloc.hugetlb=1 (madvise, for kernels whose THP mode is "madvise", as on the
 //   device machine; glibc 2.35 and later, older ones ignore it). `ba` first-touches
@@ -117,9 +130,9 @@ void SetStartupEnvironment(const std::string& command, char** argv) {
       ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0) {
     changed = true;
   }
-  if (blas_threads && std::getenv("OPENBLAS_NUM_THREADS") == nullptr && OneBlasThread(command) &&
-      ::setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0) {
-    changed = true;
+  if (blas_threads && std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    const int n = BlasThreadsFor(command, get());
+    if (n > 0 && ::setenv("OPENBLAS_NUM_THREADS", std::to_string(n).c_str(), 1) == 0) changed = true;
   }
   if (command == "ba") {
     const char* tunables = std::getenv("GLIBC_TUNABLES");
@@ -130,7 +143,7 @@ void SetStartupEnvironment(const std::string& command, char** argv) {
       if (::setenv("GLIBC_TUNABLES", value.c_str(), 1) == 0) changed = true;
     }
   }
-  if (!changed) return;
+  if (!changed || ::getauxval(AT_SECURE) != 0) return;
   const WideAffinity wide;  // restored if the exec fails and this process goes on
   ::execv("/proc/self/exe", argv);
 }
@@ -149,6 +162,18 @@ extern "C" void OnStopSignal(int sig) {
   const unsigned char s = static_cast<unsigned char>(sig);
   if (::write(g_stop_pipe[1], &s, 1) < 0) {}  // nothing else is safe here
   errno = saved;
+}
+
+// Exit code 3 (out of memory, or no GPU): the outputs are already removed, so the process
+// leaves at once, without the libraries' exit handlers. OpenBLAS's joins its server
+// threads, and a thread that started after the address space ran out (RLIMIT_AS, under
+// load) retries its 128 MiB buffer allocation for ever: `batch` of a `ba` job that ran out
+// of memory under `ulimit -v` hung at that join in 1 of ~30 runs beside two busy loops
+// (cli.faults.batch-memory).
+[[noreturn]] void ExitWithoutLibraryFinalizers(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);
 }
 
 // Out of memory in any thread (std::bad_alloc leaves no OpenMP region or thread alive,
@@ -170,23 +195,10 @@ extern "C" void OnStopSignal(int sig) {
                  "tiepoint %s: error: out of memory: an allocation failed (the input needs "
                  "more memory than this process may use); no output was left half-written\n",
                  g_command);
-    std::fflush(stderr);
-    ::_exit(3);
+    ExitWithoutLibraryFinalizers(3);
   }
   std::fprintf(stderr, "tiepoint %s: internal error: uncaught exception\n", g_command);
   std::abort();
-}
-
-// Exit code 3 (out of memory, or no GPU): the outputs are already removed, so the process
-// leaves at once, without the libraries' exit handlers. OpenBLAS's joins its server
-// threads, and a thread that started after the address space ran out (RLIMIT_AS, under
-// load) retries its 128 MiB buffer allocation for ever: `batch` of a `ba` job that ran out
-// of memory under `ulimit -v` hung at that join in 1 of ~30 runs beside two busy loops
-// (cli.faults.batch-memory).
-[[noreturn]] void ExitWithoutLibraryFinalizers(int code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::_exit(code);
 }
 
 void InstallFaultHandling(const char* command) {

@@ -312,20 +312,22 @@ int RunMatch(const MatchArgs& a) {
   // would write one file over the other. (Two images of one name part, 'x%2Fy.png' beside
   // 'x/y.png', are refused earlier, image by image.)
   constexpr size_t kMaxFileNameBytes = 255;
-  std::unordered_map<std::string, size_t> pair_of_name;
-  for (size_t p = 0; p < pairs.size(); ++p) {
-    const auto [i, j] = pairs[p];
-    const std::string longest = MatchesFileName(a.image_names[i], a.image_names[j], ".tpmatch");
-    if (longest.size() > kMaxFileNameBytes)
-      return ReportError(cmd, Status::InvalidInput(a.features[i] + ", " + a.features[j] + ": the pair's output name '" +
-                                                   longest + "' is " + std::to_string(longest.size()) +
-                                                   " bytes, more than a file name may have (255)"));
-    const auto [it, inserted] = pair_of_name.emplace(longest, p);
-    if (!inserted) {
-      const auto [i0, j0] = pairs[it->second];
-      return ReportError(cmd, Status::InvalidInput("the pairs " + a.features[i0] + ", " + a.features[j0] + " and " +
-                                                   a.features[i] + ", " + a.features[j] + " would both be written to '" +
-                                                   longest + "': rename an image"));
+  {
+    std::unordered_map<std::string, size_t> pair_of_name;  // gone before the matching starts
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      const auto [i, j] = pairs[p];
+      const std::string longest = MatchesFileName(a.image_names[i], a.image_names[j], ".tpmatch");
+      if (longest.size() > kMaxFileNameBytes)
+        return ReportError(cmd, Status::InvalidInput(a.features[i] + ", " + a.features[j] + ": the pair's output name '" +
+                                                     longest + "' is " + std::to_string(longest.size()) +
+                                                     " bytes, more than a file name may have (255)"));
+      const auto [it, inserted] = pair_of_name.emplace(longest, p);
+      if (!inserted) {
+        const auto [i0, j0] = pairs[it->second];
+        return ReportError(cmd, Status::InvalidInput("the pairs " + a.features[i0] + ", " + a.features[j0] + " and " +
+                                                     a.features[i] + ", " + a.features[j] + " would both be written to '" +
+                                                     longest + "': rename an image"));
+      }
     }
   }
   // Image sizes for the SVGs: from --images when given, else the keypoints' extent.

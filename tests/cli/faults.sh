@@ -317,6 +317,8 @@ case $case_name in
 
   memory-blas)
     asan_build && { echo "SKIP: RLIMIT_AS cannot apply to an ASan build"; exit 77; }
+    [ "$(nproc)" -gt 1 ] || { echo "SKIP: one core, so OpenBLAS starts no threads"; exit 77; }
+    [ -z "${OPENBLAS_NUM_THREADS:-}${OMP_NUM_THREADS:-}" ] || { echo "SKIP: OpenBLAS's thread count is set by the caller"; exit 77; }
     # Commands that never call BLAS, under a limit that leaves no room for OpenBLAS's
     # 128 MiB per thread (they need some 120 MB): each finishes. Before OPENBLAS_NUM_THREADS
     # was set for them, OpenBLAS's thread retried its buffer for ever and `extract` hung at
