@@ -109,9 +109,8 @@ int BlasThreadsFor(const std::string& command, int available) {
 //   `bench-worker`, `reconstruct`, whose CHOLMOD factorizations use it, and `batch`, whose
 //   jobs decide for themselves) get OPENBLAS_NUM_THREADS=1: no threads, and the one buffer
 //   is mapped only if BLAS is called. The others, under such a limit, get as many threads
-//   as a quarter of it holds (BlasThreadsFor). (A CHOLMOD factorization under a limit that
-//   leaves less than 128 MiB free for the calling thread's buffer still hangs in OpenBLAS;
-//   `--solver pcg-schur` needs no BLAS.)
+//   as a quarter of it holds (BlasThreadsFor). (A CHOLMOD factorization needs 128 MiB free
+//   for the calling thread's buffer: solver/blas_buffer.h checks for it first.)
 // A setuid or file-capability binary (AT_SECURE) runs without these: glibc drops
 // GLIBC_TUNABLES across such an exec, and `ba` would run itself again for ever.
 // - glibc's malloc asks for transparent huge pages for its large chunks only with

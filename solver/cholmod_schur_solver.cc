@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "solver/blas_buffer.h"
+
 namespace tiepoint {
 namespace {
 
@@ -223,6 +225,8 @@ Status CholmodSchurSolver::Solve(const double* d_cameras, const double* d_points
     }
   }
 
+  TIEPOINT_RETURN_IF_ERROR(
+      CheckRoomForBlasBuffer("CHOLMOD Schur solver", static_cast<size_t>(std::max(0.0, common_.lnz)) * 12));
   if (!cholmod_l_factorize(matrix_, factor_, &common_) || common_.status == CHOLMOD_NOT_POSDEF) {
     summary->message = "the reduced camera system is not positive definite";
     return Status::Ok();

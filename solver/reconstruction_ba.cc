@@ -13,6 +13,7 @@
 #include <cholmod.h>
 #include <omp.h>
 
+#include "solver/blas_buffer.h"
 #include "solver/parallel.h"
 #include "solver/reconstruction_ba_cuda.h"
 
@@ -323,6 +324,8 @@ class SparseSchurSolver : public ReducedSolver {
     }
     double* x = static_cast<double*>(matrix_->x);
     for (size_t q = 0; q < src_.size(); ++q) x[q] = (*sys.S)[src_[q]];
+    TIEPOINT_RETURN_IF_ERROR(
+        CheckRoomForBlasBuffer("bundle adjustment", static_cast<size_t>(std::max(0.0, common_.lnz)) * 12));
     if (!cholmod_l_factorize(matrix_, factor_, &common_) || common_.status == CHOLMOD_NOT_POSDEF) {
       *solved = false;
       return Status::Ok();

@@ -332,6 +332,17 @@ case $case_name in
     # ba, which may call BLAS (CHOLMOD), runs it without threads under a limit: with the
     # matrix-free solver, which needs none, it finishes under 200 MB.
     run 0 "" -- bash -c "ulimit -v 200000; exec timeout 60 \"$tp\" ba s.bal --solver pcg-schur --max-iterations 2 --quiet"
+    # With CHOLMOD, whose factorization calls BLAS, under a limit too small for OpenBLAS's
+    # buffer: "out of memory" (exit 3) where it used to hang inside OpenBLAS; where the
+    # limit happens to leave room (another machine's libraries), it finishes.
+    bash -c "ulimit -v 300000; exec timeout 60 \"$tp\" ba s.bal --solver cholmod --max-iterations 2 --quiet" \
+      >"$dir/stdout" 2>"$dir/stderr"
+    rc=$?
+    case $rc in
+      0) ;;
+      3) grep -q "out of memory: .*OpenBLAS's buffer" "$dir/stderr" || fail "exit 3 without the message" ;;
+      *) fail "ba --solver cholmod under 300 MB: exit $rc, expected 0 or 3" ;;
+    esac
     no_temporaries ;;
   *)
     echo "faults.sh: unknown case $case_name"; exit 2 ;;
