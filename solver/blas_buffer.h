@@ -13,8 +13,10 @@ namespace tiepoint {
 // process's first factorization, this maps and releases that buffer plus `factor_bytes`
 // (what the factorization itself will allocate) and the margin below; where that fails it
 // returns kOutOfMemory naming the limit, so the run ends with "out of memory" (exit 3)
-// instead. Once a check has passed (OpenBLAS keeps its buffer), and without a limit, it
-// returns Ok at once.
+// instead. Without a limit, and once a check has passed, it returns Ok at once: OpenBLAS
+// keeps the buffer it maps at the first BLAS call after the check. (A heuristic: a process
+// whose first factorizations call no BLAS, CHOLMOD's simplicial ones, and whose free room
+// then shrinks below the buffer can still hang; and `factor_bytes` is an estimate.)
 Status CheckRoomForBlasBuffer(const char* what, size_t factor_bytes);
 
 }  // namespace tiepoint
