@@ -735,9 +735,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           // --camera-params: the user's initial values. Against this camera's image they must
           // make a camera, as --intrinsics' values must, and its distortion must not fold it.
           const std::vector<double>& p = o.camera_params;
-          const bool pinhole = c.model == CameraModelId::kPinhole;
-          const double fx = p[0], fy = pinhole ? p[1] : p[0];
-          const double cx = p[pinhole ? 2 : 1], cy = p[pinhole ? 3 : 2];
+          Camera given = c;
+          given.params = p;
+          const double fx = given.fx(), fy = given.fy(), cx = given.cx(), cy = given.cy();
           const std::string what = "--camera-params " + CameraModelParamNames(c.model) + " for the " +
                                    std::to_string(c.width) + " x " + std::to_string(c.height) + " images: ";
           if (!FocalMakesCamera(fx, fy, c.width, c.height))
