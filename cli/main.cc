@@ -2,7 +2,6 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/auxv.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include "io/base/atomic_file.h"
 #include "io/base/cuda_device.h"
 #include "io/base/status.h"
+#include "solver/blas_buffer.h"
 #include "solver/parallel.h"
 #include "tiepoint/build_info.h"
 
@@ -80,15 +80,10 @@ int BlasThreadsFor(const std::string& command, int available) {
   bool uses_blas = false;
   for (const char* c : {"ba", "bench", "bench-worker", "reconstruct", "batch"}) uses_blas |= command == c;
   if (!uses_blas) return 1;
-  rlim_t lowest = RLIM_INFINITY;
-  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
-    struct rlimit limit = {};
-    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) lowest = std::min(lowest, limit.rlim_cur);
-  }
-  if (lowest == RLIM_INFINITY) return 0;
-  constexpr rlim_t kBuffer = rlim_t{128} << 20;
-  const rlim_t fit = lowest / 4 / kBuffer;
-  if (fit >= static_cast<rlim_t>(available)) return 0;
+  const size_t limit = MemoryLimitBytes();
+  if (limit == 0) return 0;
+  const size_t fit = limit / 4 / kOpenBlasBufferBytes;
+  if (fit >= static_cast<size_t>(available)) return 0;
   return std::max(1, static_cast<int>(fit));
 }
 

@@ -7,6 +7,14 @@
 
 namespace tiepoint {
 
+// OpenBLAS's buffer per thread (its BUFFER_SIZE on x86-64), mapped at the thread's start
+// (server threads) or first call (the caller).
+inline constexpr size_t kOpenBlasBufferBytes = size_t{128} << 20;
+
+// The lower of the process's limits on address space and data (`ulimit -v`, `ulimit -d`,
+// a cluster's h_vmem), in bytes; 0 where neither is set.
+size_t MemoryLimitBytes();
+
 // OpenBLAS maps a 128 MiB buffer for the calling thread at its first call, and where that
 // mapping fails (a `ulimit -v` or `-d` with too little left) it retries for ever: a
 // CHOLMOD factorization then hangs instead of failing. Under such a limit, before the
