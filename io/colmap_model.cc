@@ -26,13 +26,13 @@ namespace colmap_internal {
 // COLMAP's other camera models, so that a model written by COLMAP with one of them is named.
 const char* ColmapOnlyModelName(int id) {
   static constexpr const char* kNames[] = {
-      "OPENCV",         "OPENCV_FISHEYE",    "FULL_OPENCV", "FOV", "SIMPLE_RADIAL_FISHEYE",
-      "RADIAL_FISHEYE", "THIN_PRISM_FISHEYE"};
-  return id >= 4 && id <= 10 ? kNames[id - 4] : nullptr;
+      "OPENCV_FISHEYE", "FULL_OPENCV", "FOV", "SIMPLE_RADIAL_FISHEYE", "RADIAL_FISHEYE",
+      "THIN_PRISM_FISHEYE"};
+  return id >= 5 && id <= 10 ? kNames[id - 5] : nullptr;
 }
 
 const char* const kSupportedModels =
-    "SIMPLE_PINHOLE (0), PINHOLE (1), SIMPLE_RADIAL (2), RADIAL (3)";
+    "SIMPLE_PINHOLE (0), PINHOLE (1), SIMPLE_RADIAL (2), RADIAL (3), OPENCV (4)";
 
 Status CheckCamera(const Camera& camera, const std::string& where) {
   const int expected = CameraModelNumParams(camera.model);

@@ -19,6 +19,7 @@ constexpr ModelInfo kModels[] = {
     {CameraModelId::kPinhole, "PINHOLE", 4, "fx,fy,cx,cy"},
     {CameraModelId::kSimpleRadial, "SIMPLE_RADIAL", 4, "f,cx,cy,k"},
     {CameraModelId::kRadial, "RADIAL", 5, "f,cx,cy,k1,k2"},
+    {CameraModelId::kOpenCV, "OPENCV", 8, "fx,fy,cx,cy,k1,k2,p1,p2"},
 };
 
 const ModelInfo* FindModel(CameraModelId model) {
@@ -84,6 +85,52 @@ double UndistortRadius(double k1, double k2, double rd) {
   return r;
 }
 
+// OPENCV's distortion of a normalized point and its 2x2 Jacobian (row-major).
+void OpenCVDistort(const double* k, double u, double v, double* du, double* dv, double* J) {
+  const double k1 = k[0], k2 = k[1], p1 = k[2], p2 = k[3];
+  const double uu = u * u, uv = u * v, vv = v * v, r2 = uu + vv;
+  const double d = 1 + r2 * (k1 + k2 * r2);
+  const double dd = k1 + 2 * k2 * r2;  // d d / d r2
+  *du = u * d + 2 * p1 * uv + p2 * (r2 + 2 * uu);
+  *dv = v * d + 2 * p2 * uv + p1 * (r2 + 2 * vv);
+  J[0] = d + 2 * uu * dd + 2 * p1 * v + 6 * p2 * u;
+  J[1] = 2 * uv * dd + 2 * p1 * u + 2 * p2 * v;
+  J[2] = J[1];
+  J[3] = d + 2 * vv * dd + 2 * p2 * u + 6 * p1 * v;
+}
+
+// Solves OpenCVDistort(u, v) = (ud, vd) by damped Newton steps from (ud, vd).
+void OpenCVUndistort(const double* k, double ud, double vd, double* u, double* v) {
+  double x = ud, y = vd, fx, fy, J[4];
+  OpenCVDistort(k, x, y, &fx, &fy, J);
+  double ex = fx - ud, ey = fy - vd, err = ex * ex + ey * ey;
+  const double scale2 = std::max(1.0, ud * ud + vd * vd);
+  for (int iter = 0; iter < 100 && err > 1e-32 * scale2 && std::isfinite(err); ++iter) {
+    const double det = J[0] * J[3] - J[1] * J[2];
+    if (!(std::abs(det) > 1e-300)) break;
+    double sx = (J[3] * ex - J[1] * ey) / det, sy = (J[0] * ey - J[2] * ex) / det;
+    bool improved = false;
+    for (int h = 0; h < 30; ++h, sx *= 0.5, sy *= 0.5) {
+      double nx, ny, nJ[4];
+      OpenCVDistort(k, x - sx, y - sy, &nx, &ny, nJ);
+      const double nex = nx - ud, ney = ny - vd, nerr = nex * nex + ney * ney;
+      if (nerr < err) {
+        x -= sx;
+        y -= sy;
+        ex = nex;
+        ey = ney;
+        err = nerr;
+        std::copy(nJ, nJ + 4, J);
+        improved = true;
+        break;
+      }
+    }
+    if (!improved) break;
+  }
+  *u = x;
+  *v = y;
+}
+
 }  // namespace
 
 const char* CameraModelName(CameraModelId model) {
@@ -106,8 +153,8 @@ Status CameraModelFromName(const std::string& name, CameraModelId* model) {
     }
   }
   return Status::InvalidOptions("unknown camera model '" + name +
-                                "': expected simple_pinhole, pinhole, simple_radial or radial "
-                                "(COLMAP's SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL)");
+                                "': expected simple_pinhole, pinhole, simple_radial, radial or opencv "
+                                "(COLMAP's SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV)");
 }
 
 bool CameraModelFromId(int id, CameraModelId* model) {
@@ -130,8 +177,17 @@ std::string CameraModelParamNames(CameraModelId model) {
   return m != nullptr ? m->param_names : "";
 }
 
+int CameraModelDistortionBegin(CameraModelId model) {
+  switch (model) {
+    case CameraModelId::kSimpleRadial:
+    case CameraModelId::kRadial: return 3;
+    case CameraModelId::kOpenCV: return 4;
+    default: return CameraModelNumParams(model);
+  }
+}
+
 double Camera::MeanFocal() const {
-  return model == CameraModelId::kPinhole ? 0.5 * (params[0] + params[1]) : params[0];
+  return CameraModelHasTwoFocals(model) ? 0.5 * (params[0] + params[1]) : params[0];
 }
 
 int64_t Reconstruction::NumObservations() const {
@@ -208,6 +264,17 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
       const double scale = UndistortRadius(k1, k2, rd) / rd;
       *u = ud * scale;
       *v = vd * scale;
+      return;
+    }
+    case CameraModelId::kOpenCV: {
+      const double ud = (x - params[2]) / params[0];
+      const double vd = (y - params[3]) / params[1];
+      if (params[4] == 0 && params[5] == 0 && params[6] == 0 && params[7] == 0) {
+        *u = ud;
+        *v = vd;
+        return;
+      }
+      OpenCVUndistort(params + 4, ud, vd, u, v);
       return;
     }
   }

@@ -16,6 +16,10 @@
 //      SIMPLE_RADIAL  [2]  f, cx, cy, k        d = k r2             (r2 = u^2 + v^2)
 //      RADIAL         [3]  f, cx, cy, k1, k2   d = k1 r2 + k2 r2^2
 //    radial models: x = f u (1 + d) + cx, y = f v (1 + d) + cy.
+//      OPENCV         [4]  fx, fy, cx, cy, k1, k2, p1, p2
+//    x = fx (u d' + 2 p1 u v + p2 (r2 + 2 u^2)) + cx,
+//    y = fy (v d' + 2 p2 u v + p1 (r2 + 2 v^2)) + cy, with d' = 1 + k1 r2 + k2 r2^2
+//    (OpenCV's and COLMAP's radial-tangential model, Brown-Conrady to second order).
 //  - A point2D with no 3D point has point3D_id = kInvalidPoint3DId (COLMAP writes -1 in
 //    text and 2^64 - 1 in binary).
 #pragma once
@@ -35,20 +39,29 @@ enum class CameraModelId : int {
   kPinhole = 1,
   kSimpleRadial = 2,
   kRadial = 3,
+  kOpenCV = 4,
 };
 
-// "SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL" (COLMAP's names).
+// "SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV" (COLMAP's names).
 const char* CameraModelName(CameraModelId model);
 // Accepts COLMAP's names and the lower-case forms ("simple_radial"); else kInvalidOptions
 // naming the choices.
 Status CameraModelFromName(const std::string& name, CameraModelId* model);
-// Accepts the COLMAP ids 0..3; false otherwise.
+// Accepts the COLMAP ids 0..4; false otherwise.
 bool CameraModelFromId(int id, CameraModelId* model);
-// Parameters per model: 3, 4, 4, 5.
+// Parameters per model: 3, 4, 4, 5, 8.
 int CameraModelNumParams(CameraModelId model);
 // Their names in order, as COLMAP lists them: "f,cx,cy", "fx,fy,cx,cy", "f,cx,cy,k",
-// "f,cx,cy,k1,k2".
+// "f,cx,cy,k1,k2", "fx,fy,cx,cy,k1,k2,p1,p2".
 std::string CameraModelParamNames(CameraModelId model);
+// Whether the model has a focal length per axis (PINHOLE, OPENCV): then fx, fy, cx, cy are
+// parameters 0-3, else f, cx, cy are 0-2.
+inline bool CameraModelHasTwoFocals(CameraModelId model) {
+  return model == CameraModelId::kPinhole || model == CameraModelId::kOpenCV;
+}
+// Index of the first distortion parameter (the rest are distortion too): 3 for the radial
+// models, 4 for OPENCV, the parameter count for the pinhole models (none).
+int CameraModelDistortionBegin(CameraModelId model);
 
 inline constexpr uint64_t kInvalidPoint3DId = ~uint64_t{0};
 
@@ -61,9 +74,21 @@ struct Camera {
   // Focal length(s) and principal point, whatever the model.
   double MeanFocal() const;
   double fx() const { return params[0]; }
-  double fy() const { return model == CameraModelId::kPinhole ? params[1] : params[0]; }
-  double cx() const { return model == CameraModelId::kPinhole ? params[2] : params[1]; }
-  double cy() const { return model == CameraModelId::kPinhole ? params[3] : params[2]; }
+  double fy() const { return CameraModelHasTwoFocals(model) ? params[1] : params[0]; }
+  double cx() const { return CameraModelHasTwoFocals(model) ? params[2] : params[1]; }
+  double cy() const { return CameraModelHasTwoFocals(model) ? params[3] : params[2]; }
+  void SetFocal(double f) {  // every focal parameter
+    params[0] = f;
+    if (CameraModelHasTwoFocals(model)) params[1] = f;
+  }
+  void SetPrincipalPoint(double x, double y) {
+    const int k = CameraModelHasTwoFocals(model) ? 2 : 1;
+    params[k] = x;
+    params[k + 1] = y;
+  }
+  bool HasDistortion() const {
+    return CameraModelDistortionBegin(model) < static_cast<int>(params.size());
+  }
 };
 
 struct Point2D {
@@ -134,6 +159,14 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
       *y = params[0] * v * d + params[2];
       return;
     }
+    case CameraModelId::kOpenCV: {
+      const T uu = u * u, uv = u * v, vv = v * v, r2 = uu + vv;
+      const T d = T(1) + r2 * (params[4] + params[5] * r2);
+      const T p1 = params[6], p2 = params[7];
+      *x = params[0] * (u * d + T(2) * p1 * uv + p2 * (r2 + T(2) * uu)) + params[2];
+      *y = params[1] * (v * d + T(2) * p2 * uv + p1 * (r2 + T(2) * vv)) + params[3];
+      return;
+    }
   }
 }
 
@@ -141,7 +174,10 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
 // the radial distortion by solving for the undistorted radius (Newton's method kept in a
 // bracket by bisection, at most 100 steps). Exact to rounding where the distortion is
 // monotone in the radius; past the radius where it folds back (strong barrel distortion),
-// the point maps to that radius.
+// the point maps to that radius. OPENCV's tangential terms leave no scalar equation: there
+// Newton's method runs on both coordinates (steps halved while they do not lower the
+// error, at most 100 steps, from the distorted point), as COLMAP's iterative undistortion
+// does; where it cannot converge (past a fold) the best point found is returned.
 void CameraPixelToNormalized(CameraModelId model, const double* params, double x, double y,
                              double* u, double* v);
 

@@ -67,7 +67,16 @@ Status ReconstructionToBalScene(const Reconstruction& rec, Scene* scene) {
         return Status::InvalidInput("BAL export: point " + std::to_string(pid) + " has a bad track element");
       const Camera& c = rec.cameras.at(iit->second.camera_id);
       const Point2D& q = iit->second.points2D[e.point2D_idx];
-      obs.push_back({cam_index.at(e.image_id), {q.x - c.cx(), -(q.y - c.cy())}});
+      if (c.model == CameraModelId::kOpenCV) {
+        // BAL's camera has no tangential terms: the observation goes undistorted, at the
+        // mean focal length, and the BAL camera has none (k1 = k2 = 0).
+        double u, v;
+        CameraPixelToNormalized(c.model, c.params.data(), q.x, q.y, &u, &v);
+        const double f = c.MeanFocal();
+        obs.push_back({cam_index.at(e.image_id), {f * u, -f * v}});
+      } else {
+        obs.push_back({cam_index.at(e.image_id), {q.x - c.cx(), -(q.y - c.cy())}});
+      }
     }
     std::sort(obs.begin(), obs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [ci, xy] : obs) {

@@ -460,6 +460,8 @@ class Mapper {
     AdjustedState before;
     const bool pp_may_run_off = bo.refine_principal_point && !o_.refine_principal_point;
     if (pp_may_run_off) before.Take(rec_, variable);
+    bo.hold_aspect_ratio = !aspect_free_;
+    bo.refine_tangential = tangential_free_;
     bo.loss.type = LossType::kCauchy;
     bo.loss.scale = 1.0;
     ReconstructionBAConfig config;
@@ -536,11 +538,15 @@ class Mapper {
   // degenerate with the focal length and the principal point: fitted freely it takes
   // values far from the truth for a gain in the noise (the Middlebury rings, k1 = -0.25 for
   // 0.1%), and the rotations pay for it.
+  // OPENCV's tangential terms p1, p2 are held (at zero, or at --camera-params' values) while a
+  // model grows and in the radial candidate; where the radial terms are kept, they are then
+  // freed as well, and kept free only when that lowers the cost by another min_radial_gain.
+  // Free with the radial terms from the start, on the Middlebury temple (k1, k2, p1, p2 =
+  // -0.16, -9.5, -0.003, 0.002) they stood in for the principal point's 16 px offset, which
+  // then stayed at the centre, and the rotations were 0.79 degrees off instead of 0.27.
   Status SelectRadialTerms() {
-    // Both radial models keep their radial terms from parameter 3 on.
-    auto is_radial = [](const Camera& c) {
-      return c.model == CameraModelId::kSimpleRadial || c.model == CameraModelId::kRadial;
-    };
+    // The models with distortion terms (the radial ones, OPENCV): their radial terms together.
+    auto is_radial = [](const Camera& c) { return c.HasDistortion(); };
     bool radial = false;
     for (const auto& [id, c] : rec_.cameras) radial |= is_radial(c);
     if (!radial || !o_.refine_intrinsics || rec_.images.size() < 3) return Status::Ok();
@@ -559,7 +565,7 @@ class Mapper {
     rec_ = start;
     principal_point_free_ = pp_free;
     for (auto& [id, c] : rec_.cameras)
-      if (is_radial(c)) std::fill(c.params.begin() + 3, c.params.end(), 0.0);
+      if (is_radial(c)) std::fill(c.params.begin() + CameraModelDistortionBegin(c.model), c.params.end(), 0.0);
     extra_override_ = 0;
     if (st.ok()) st = Adjust(all, true, o_.ba_global_max_iterations);
     const double cost_zero = last_cost_;
@@ -571,6 +577,24 @@ class Mapper {
       principal_point_free_ = pp_free_radial;
     } else {
       radial_fixed_ = true;
+      return Status::Ok();
+    }
+    bool tangential = false;
+    for (const auto& [id, c] : rec_.cameras) tangential |= c.model == CameraModelId::kOpenCV;
+    if (!tangential) return Status::Ok();
+    Reconstruction radial_only = rec_;
+    hold_principal_point_ = true;
+    extra_override_ = 1;
+    tangential_free_ = true;
+    st = Adjust(all, true, o_.ba_global_max_iterations);
+    const double cost_tangential = last_cost_;
+    extra_override_ = -1;
+    hold_principal_point_ = false;
+    TIEPOINT_RETURN_IF_ERROR(st);
+    if (!(cost_tangential < (1.0 - o_.min_radial_gain) * cost_free)) {
+      rec_ = std::move(radial_only);
+      principal_point_free_ = pp_free_radial;
+      tangential_free_ = false;
     }
     return Status::Ok();
   }
@@ -590,11 +614,7 @@ class Mapper {
     if (!principal_point_free_) return st;  // left the image's middle: back at the centre
     Reconstruction with_pp = std::move(rec_);
     rec_ = start;
-    for (auto& [id, c] : rec_.cameras) {
-      const bool pinhole = c.model == CameraModelId::kPinhole;
-      c.params[pinhole ? 2 : 1] = 0.5 * c.width;
-      c.params[pinhole ? 3 : 2] = 0.5 * c.height;
-    }
+    for (auto& [id, c] : rec_.cameras) c.SetPrincipalPoint(0.5 * c.width, 0.5 * c.height);
     principal_point_free_ = false;
     if (st.ok()) st = Adjust(all, true, o_.ba_global_max_iterations);
     const double cost_centre = last_cost_;
@@ -602,6 +622,47 @@ class Mapper {
     if (cost_free < (1.0 - o_.min_principal_point_gain) * cost_centre) {
       rec_ = std::move(with_pp);
       principal_point_free_ = true;
+    }
+    return Status::Ok();
+  }
+
+  // PINHOLE and OPENCV: fx and fy moved together while the model grew (bo.hold_aspect_ratio).
+  // In its final adjustments they are let apart, and kept apart only where the images show
+  // it: a lower cost by more than min_aspect_ratio_gain, and fy / fx within
+  // max_aspect_ratio_change of where it started. A narrow field of view leaves the ratio
+  // nearly undetermined: free from the start, fx and fy ran to 1323 and 1536 px on the
+  // Middlebury temple and to 1294 and 2837 px on the dino, where both are 1520 and 3310,
+  // and the rotations were 1.1 and 20 degrees off.
+  Status SelectAspectRatio() {
+    bool two = false;
+    for (const auto& [id, c] : rec_.cameras) two |= CameraModelHasTwoFocals(c.model);
+    if (!two || !o_.refine_intrinsics || o_.refine_aspect_ratio_min_images <= 0 ||
+        rec_.images.size() < static_cast<size_t>(o_.refine_aspect_ratio_min_images))
+      return Status::Ok();
+    const std::set<uint32_t> all = AllImages();
+    const Reconstruction start = rec_;
+    const bool pp_free = principal_point_free_;
+    Status st = Adjust(all, true, o_.ba_global_max_iterations);
+    const double cost_held = last_cost_;
+    Reconstruction held = std::move(rec_);
+    const bool pp_free_held = principal_point_free_;
+    rec_ = start;
+    principal_point_free_ = pp_free;
+    aspect_free_ = true;
+    if (st.ok()) st = Adjust(all, true, o_.ba_global_max_iterations);
+    const double cost_free = last_cost_;
+    TIEPOINT_RETURN_IF_ERROR(st);
+    bool plausible = true;
+    for (const auto& [id, c] : rec_.cameras) {
+      if (!CameraModelHasTwoFocals(c.model)) continue;
+      const Camera& c0 = start.cameras.at(id);
+      const double change = (c.fy() / c.fx()) / (c0.fy() / c0.fx());
+      plausible &= std::isfinite(change) && std::abs(change - 1) <= o_.max_aspect_ratio_change;
+    }
+    if (!(plausible && cost_free < (1.0 - o_.min_aspect_ratio_gain) * cost_held)) {
+      rec_ = std::move(held);
+      principal_point_free_ = pp_free_held;
+      aspect_free_ = false;
     }
     return Status::Ok();
   }
@@ -642,6 +703,8 @@ class Mapper {
     first_image_ = ImageId(a);
     principal_point_free_ = true;
     radial_fixed_ = false;
+    aspect_free_ = false;
+    tangential_free_ = false;
     AddImage(a, Eigen::Matrix3d::Identity(), Eigen::Vector3d::Zero());
     const Eigen::Matrix3d R = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(pr.rotation);
     const Eigen::Vector3d t(pr.translation[0], pr.translation[1], pr.translation[2]);
@@ -696,9 +759,11 @@ class Mapper {
     point_track_ = std::move(m.point_track);
     first_image_ = m.first_image;
     current_init_ = m.init;
-    // A merged model selects its radial terms and principal point afresh.
+    // A merged model selects its radial terms, principal point and aspect ratio afresh.
     radial_fixed_ = false;
     principal_point_free_ = true;
+    aspect_free_ = false;
+    tangential_free_ = false;
   }
 
   // Models that share tracks are merged (a similarity from their common points), and the
@@ -1395,6 +1460,7 @@ class Mapper {
     final_ba_ = true;
     Status st = SelectRadialTerms();
     if (st.ok()) st = SelectPrincipalPoint();
+    if (st.ok()) st = SelectAspectRatio();
     if (st.ok()) st = GlobalAdjust(o_.ba_global_max_iterations);
     if (st.ok()) {
       Retriangulate();
@@ -1432,6 +1498,8 @@ class Mapper {
   bool final_ba_ = false;             // the final adjustment of a model is running
   double loose_ = 1.0;                // triangulation and filtering at FilterPx()
   bool principal_point_free_ = true;  // cleared when the principal point proved undetermined
+  bool aspect_free_ = false;  // SelectAspectRatio let fx and fy apart in this model
+  bool tangential_free_ = false;  // SelectRadialTerms freed OPENCV's p1, p2 in this model
   std::set<uint32_t> diverged_cameras_;  // intrinsics held fixed: refined, they diverged
 };
 
@@ -1449,6 +1517,11 @@ Status MapperOptions::Check() const {
   if (!(ba_function_tolerance >= 0 && ba_function_tolerance < 1))
     return Status::InvalidOptions("mapper: ba_function_tolerance must be in [0, 1)");
   if (!(global_ba_ratio >= 1)) return Status::InvalidOptions("mapper: global_ba_ratio must be >= 1");
+  if (refine_aspect_ratio_min_images < 0)
+    return Status::InvalidOptions("mapper: refine_aspect_ratio_min_images must be >= 0");
+  if (!(min_aspect_ratio_gain >= 0 && min_aspect_ratio_gain < 1))
+    return Status::InvalidOptions("mapper: min_aspect_ratio_gain must be in [0, 1)");
+  if (!(max_aspect_ratio_change >= 0)) return Status::InvalidOptions("mapper: max_aspect_ratio_change must be >= 0");
   if (!(max_tri_angle_deg > tri_min_angle_deg && max_tri_angle_deg <= 180))
     return Status::InvalidOptions("mapper: --max-tri-angle must be above the minimum triangulation angle and at most 180");
   return Status::Ok();

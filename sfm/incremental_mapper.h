@@ -108,6 +108,14 @@ struct MapperOptions {
   double min_radial_gain = 0.02;
   // Likewise the refined principal point against the image centre.
   double min_principal_point_gain = 0.01;
+  // PINHOLE and OPENCV: fx and fy move together (keeping the ratio they start with) while a
+  // model grows; in the final adjustments of a model of at least this many images (0:
+  // never) they are let apart, and kept apart only when that lowers the cost by more than
+  // min_aspect_ratio_gain and leaves fy / fx within max_aspect_ratio_change (a fraction) of
+  // its start.
+  int refine_aspect_ratio_min_images = 8;
+  double min_aspect_ratio_gain = 0.01;
+  double max_aspect_ratio_change = 0.1;
   int ba_local_max_iterations = 25;
   int ba_global_max_iterations = 50;
   // Function tolerance of the adjustments while a model grows or merges (LM stops when an

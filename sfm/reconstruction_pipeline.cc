@@ -680,6 +680,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           case CameraModelId::kPinhole: c.params = {f, f, cx, cy}; break;
           case CameraModelId::kSimpleRadial: c.params = {f, cx, cy, 0}; break;
           case CameraModelId::kRadial: c.params = {f, cx, cy, 0, 0}; break;
+          case CameraModelId::kOpenCV: c.params = {f, f, cx, cy, 0, 0, 0, 0}; break;
         }
       }
       const bool share = o.single_camera || o.single_camera_per_folder || !known.empty();
@@ -728,8 +729,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           }
           if (members[id].size() == 1) entry["exif_source"] = exif[usable[members[id][0]]]->source;
         }
-        c.params[0] = f;
-        if (c.model == CameraModelId::kPinhole) c.params[1] = f;
+        c.SetFocal(f);
         focal_source[id] = priors.empty() ? "default" : "exif";
         if (!o.camera_params.empty()) {
           // --camera-params: the user's initial values. Against this camera's image they must
@@ -749,8 +749,11 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           // Radial distortion r_d = r (1 + k1 r^2 + k2 r^4) must keep growing with r out to
           // the corner farthest from the principal point (s = r^2 up to s_c): 1 + 3 k1 s +
           // 5 k2 s^2 > 0 on [0, s_c], else the image folds onto itself.
-          if (c.model == CameraModelId::kSimpleRadial || c.model == CameraModelId::kRadial) {
-            const double k1 = p[3], k2 = c.model == CameraModelId::kRadial ? p[4] : 0.0;
+          // OPENCV: its radial terms k1, k2 (the tangential ones are small beside them).
+          if (c.HasDistortion()) {
+            const int k = CameraModelDistortionBegin(c.model);
+            const bool two = c.model != CameraModelId::kSimpleRadial;
+            const double k1 = p[k], k2 = two ? p[k + 1] : 0.0;
             double s_c = 0;
             for (const double x : {0.0, double(c.width)})
               for (const double y : {0.0, double(c.height)})
@@ -763,7 +766,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
             }
             if (folds)
               return Status::InvalidOptions(what + "a radial distortion (" + Number(k1) +
-                                            (c.model == CameraModelId::kRadial ? ", " + Number(k2) : std::string()) +
+                                            (two ? ", " + Number(k2) : std::string()) +
                                             ") under which the image folds before its farthest corner");
           }
           c.params = p;

@@ -20,7 +20,9 @@
 namespace tiepoint {
 namespace {
 
-constexpr int kMaxLocal = 11;  // 6 pose + at most 5 intrinsics columns per observation
+// Camera-side columns of one observation: 6 for the pose, then at most 8 intrinsics
+// (OPENCV). Per-observation storage uses the problem's own largest count (ml below).
+constexpr int kMaxLocal = 14;
 
 void RotationFromAngleAxis(const double* w, double* R) {
   const double theta2 = w[0] * w[0] + w[1] * w[1] + w[2] * w[2];
@@ -60,7 +62,10 @@ std::vector<int> FreeParams(CameraModelId model, const ReconstructionBAOptions& 
     case CameraModelId::kPinhole: focal = {0, 1}; pp = {2, 3}; break;
     case CameraModelId::kSimpleRadial: focal = {0}; pp = {1, 2}; extra = {3}; break;
     case CameraModelId::kRadial: focal = {0}; pp = {1, 2}; extra = {3, 4}; break;
+    case CameraModelId::kOpenCV: focal = {0, 1}; pp = {2, 3}; extra = {4, 5, 6, 7}; break;
   }
+  if (options.hold_aspect_ratio) focal.resize(1);  // fx's column stands for both
+  if (model == CameraModelId::kOpenCV && !options.refine_tangential) extra.resize(2);  // k1, k2
   std::vector<int> out;
   if (options.fix_intrinsics) return out;
   if (options.refine_focal) out.insert(out.end(), focal.begin(), focal.end());
@@ -127,15 +132,16 @@ struct PointSide {
   const int64_t* point_ptr;
   const uint8_t* point_free;
   const ObsBlocks* obs_blocks;
-  const int* local_cols;     // kMaxLocal per observation
+  const int* local_cols;     // max_local per observation
   const uint8_t* num_local;
-  const double* W;           // kMaxLocal x 3 per observation
+  const double* W;           // max_local x 3 per observation
   // Optional (null: looked up with BlockPattern::Find): per free point, where its block
   // pairs start in pair_offsets, which holds the value offset (or -1) of every (observation
   // a <= b, block x of a, block y of b) in SchurAccumulatePoint's loop order. Built once per
   // bundle adjustment; saves a binary search per block pair in every LM step.
   const int64_t* pair_ptr = nullptr;
   const int64_t* pair_offsets = nullptr;
+  int max_local = kMaxLocal;  // stride of local_cols (and of W, times 3)
 };
 
 // vals(block A, B) -= M or M^T (see SchurAccumulate), M = T_x W_y^T over the local rows of
@@ -188,13 +194,14 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
                           const Eigen::Matrix3d& Vi, const double* gj, bool diag_only,
                           std::vector<double>* T, double* vals, double* bt) {
   const int64_t first = ps.point_ptr[j], count = ps.point_ptr[j + 1] - first;
-  T->resize(static_cast<size_t>(count) * kMaxLocal * 3);
+  const int ml = ps.max_local;
+  T->resize(static_cast<size_t>(count) * ml * 3);
   for (int64_t a = 0; a < count; ++a) {
     const int64_t k = first + a;
     const int nl = ps.num_local[k];
-    const int* ca = &ps.local_cols[k * kMaxLocal];
-    const double* Wa = &ps.W[k * kMaxLocal * 3];
-    double* Ta = &(*T)[a * kMaxLocal * 3];
+    const int* ca = &ps.local_cols[k * ml];
+    const double* Wa = &ps.W[k * ml * 3];
+    double* Ta = &(*T)[a * ml * 3];
     for (int p = 0; p < nl; ++p) {
       const double* w = Wa + 3 * p;
       double* t = Ta + 3 * p;
@@ -205,10 +212,10 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
   const int64_t* table = ps.pair_offsets ? ps.pair_offsets + ps.pair_ptr[j] : nullptr;
   for (int64_t a = 0; a < count; ++a) {
     const ObsBlocks& oa = ps.obs_blocks[first + a];
-    const double* Ta = &(*T)[a * kMaxLocal * 3];
+    const double* Ta = &(*T)[a * ml * 3];
     for (int64_t bb = a; bb < count; ++bb) {
       const ObsBlocks& ob = ps.obs_blocks[first + bb];
-      const double* Wb = &ps.W[(first + bb) * kMaxLocal * 3];
+      const double* Wb = &ps.W[(first + bb) * ml * 3];
       for (int x = 0; x < oa.n; ++x)
         for (int y = 0; y < ob.n; ++y) {
           const int bx = oa.blk[x], by = ob.blk[y];
@@ -403,7 +410,7 @@ class CudaIterativeSchurSolver : public ReducedSolver {
     v.num_points = ps.num_points;
     v.point_ptr = ps.point_ptr;
     v.point_free = ps.point_free;
-    v.max_local = kMaxLocal;
+    v.max_local = ps.max_local;
     v.local_cols = ps.local_cols;
     v.num_local = ps.num_local;
     v.W = ps.W;
@@ -489,15 +496,15 @@ class IterativeSchurSolver : public ReducedSolver {
         if (!ps.point_free[j]) continue;
         Eigen::Vector3d w = Eigen::Vector3d::Zero();
         for (int64_t k = ps.point_ptr[j]; k < ps.point_ptr[j + 1]; ++k) {
-          const int* ck = &ps.local_cols[k * kMaxLocal];
-          const double* Wk = &ps.W[k * kMaxLocal * 3];
+          const int* ck = &ps.local_cols[k * ps.max_local];
+          const double* Wk = &ps.W[k * ps.max_local * 3];
           for (int p = 0; p < ps.num_local[k]; ++p)
             for (int q = 0; q < 3; ++q) w[q] += Wk[3 * p + q] * x[ck[p]];
         }
         const Eigen::Vector3d v = (*sys.Vinv)[j] * w;
         for (int64_t k = ps.point_ptr[j]; k < ps.point_ptr[j + 1]; ++k) {
-          const int* ck = &ps.local_cols[k * kMaxLocal];
-          const double* Wk = &ps.W[k * kMaxLocal * 3];
+          const int* ck = &ps.local_cols[k * ps.max_local];
+          const double* Wk = &ps.W[k * ps.max_local * 3];
           for (int p = 0; p < ps.num_local[k]; ++p)
             yt[ck[p]] -= Wk[3 * p] * v[0] + Wk[3 * p + 1] * v[1] + Wk[3 * p + 2] * v[2];
         }
@@ -618,6 +625,26 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
       }
       break;
     }
+    case CameraModelId::kOpenCV: {
+      const double fx = params[0], fy = params[1], k1 = params[4], k2 = params[5];
+      const double p1 = params[6], p2 = params[7];
+      const double uu = u * u, uv = u * v, vv = v * v;
+      const double d = 1 + r2 * (k1 + k2 * r2);
+      const double dd = k1 + 2 * k2 * r2;  // d d / d r2
+      // Distorted normalized point (du, dv) and its derivatives in (u, v).
+      const double du = u * d + 2 * p1 * uv + p2 * (r2 + 2 * uu);
+      const double dv = v * d + 2 * p2 * uv + p1 * (r2 + 2 * vv);
+      A[0] = fx * (d + 2 * uu * dd + 2 * p1 * v + 6 * p2 * u);
+      A[1] = fx * (2 * uv * dd + 2 * p1 * u + 2 * p2 * v);
+      A[2] = fy * (2 * uv * dd + 2 * p1 * u + 2 * p2 * v);
+      A[3] = fy * (d + 2 * vv * dd + 2 * p2 * u + 6 * p1 * v);
+      if (jparams) {
+        const double jp[16] = {du, 0, 1, 0, fx * u * r2, fx * u * r2 * r2, fx * 2 * uv, fx * (r2 + 2 * uu),
+                               0, dv, 0, 1, fy * v * r2, fy * v * r2 * r2, fy * (r2 + 2 * vv), fy * 2 * uv};
+        std::copy(jp, jp + 16, jparams);
+      }
+      break;
+    }
   }
   // d (u, v) / d P
   const double B[6] = {iz, 0, -u * iz, 0, iz, -v * iz};
@@ -716,6 +743,9 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   }
   std::vector<std::vector<int>> free_params(num_cameras);
   std::vector<int> intr_col(num_cameras, -1);
+  // hold_aspect_ratio: per camera fy / fx, whose fx column is d/dfx + (fy / fx) d/dfy
+  // (0: the camera's focal lengths are not linked).
+  std::vector<double> aspect(num_cameras, 0.0);
   for (int c = 0; c < num_cameras; ++c) {
     // Intrinsics move only when some variable image uses the camera.
     bool used = false;
@@ -724,6 +754,8 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     if (!used || config.fixed_cameras.count(camera_ids[c])) continue;
     free_params[c] = FreeParams(models[c], options);
     if (free_params[c].empty()) continue;
+    if (options.hold_aspect_ratio && options.refine_focal && CameraModelHasTwoFocals(models[c]))
+      aspect[c] = params[c][1] / params[c][0];
     intr_col[c] = nc;
     nc += static_cast<int>(free_params[c].size());
   }
@@ -872,8 +904,11 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   // Per-observation linearization storage. Each observation keeps only its active
   // camera-side columns (the pose's 6 unless the pose is fixed, then the camera's free
   // intrinsics), packed first in local_cols / W.
-  std::vector<double> W(nobs * kMaxLocal * 3);   // J_c^T J_p, kMaxLocal x 3 per observation
-  std::vector<int> local_cols(nobs * kMaxLocal);  // global column of each active local row
+  size_t max_free = 0;
+  for (int c = 0; c < num_cameras; ++c) max_free = std::max(max_free, free_params[c].size());
+  const int ml = 6 + static_cast<int>(max_free);  // <= kMaxLocal
+  std::vector<double> W(nobs * ml * 3);   // J_c^T J_p, ml x 3 per observation
+  std::vector<int> local_cols(nobs * ml);  // global column of each active local row
   std::vector<uint8_t> num_local(nobs);
   std::vector<double> V(9 * num_points), g(3 * num_points);
   Eigen::VectorXd b(nc), diagU(nc);
@@ -887,7 +922,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   const PointSide point_side{num_points, point_ptr.data(), point_free.data(), obs_blocks.data(),
                              local_cols.data(), num_local.data(), W.data(),
                              pair_offsets.empty() ? nullptr : pair_ptr.data(),
-                             pair_offsets.empty() ? nullptr : pair_offsets.data()};
+                             pair_offsets.empty() ? nullptr : pair_offsets.data(), ml};
 
   double mu = options.initial_mu, nu = 2.0;
   bool relinearize = true;
@@ -914,7 +949,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
           for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
             const Obs& o = obs[k];
             const int c = image_camera[o.image];
-            double r[2], jpose[12], jpt[6], jprm[10];
+            double r[2], jpose[12], jpt[6], jprm[16];
             ReconstructionResidual(models[c], params[c].data(), &Rs[9 * o.image], &ts[3 * o.image],
                                    &Xs[3 * o.point], o.xy, r, jpose, jpt, jprm);
             double rho, drho;
@@ -922,7 +957,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
             const double w = std::sqrt(std::max(drho, 0.0));
             // Active camera-side Jacobian: 2 x nl.
             double Jc[2][kMaxLocal];
-            int* cols = &local_cols[k * kMaxLocal];
+            int* cols = &local_cols[k * ml];
             int nl = 0;
             if (pose_col[o.image] >= 0) {
               for (int q = 0; q < 6; ++q, ++nl) {
@@ -936,6 +971,11 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
               cols[nl] = intr_col[c] + static_cast<int>(q);
               Jc[0][nl] = w * jprm[free_params[c][q]];
               Jc[1][nl] = w * jprm[np + free_params[c][q]];
+            }
+            if (aspect[c] > 0) {  // free_params[c][0] is fx, standing for both
+              const int q = nl - static_cast<int>(free_params[c].size());
+              Jc[0][q] += w * aspect[c] * jprm[1];
+              Jc[1][q] += w * aspect[c] * jprm[np + 1];
             }
             num_local[k] = static_cast<uint8_t>(nl);
             const double wr[2] = {w * r[0], w * r[1]};
@@ -951,7 +991,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
                   for (int q = 0; q < sy; ++q)
                     blk[p * sy + q] += Jc[0][ox + p] * Jc[0][oy + q] + Jc[1][ox + p] * Jc[1][oy + q];
               }
-            double* Wk = &W[k * kMaxLocal * 3];
+            double* Wk = &W[k * ml * 3];
             if (point_free[j]) {
               double Jp[2][3];
               for (int q = 0; q < 3; ++q) { Jp[0][q] = w * jpt[q]; Jp[1][q] = w * jpt[3 + q]; }
@@ -962,7 +1002,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
               for (int a = 0; a < nl; ++a)
                 for (int q = 0; q < 3; ++q) Wk[3 * a + q] = Jc[0][a] * Jp[0][q] + Jc[1][a] * Jp[1][q];
             } else {
-              std::fill(Wk, Wk + kMaxLocal * 3, 0.0);
+              std::fill(Wk, Wk + ml * 3, 0.0);
             }
           }
         }
@@ -1032,8 +1072,8 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
         if (!point_free[j]) { dX[3 * j] = dX[3 * j + 1] = dX[3 * j + 2] = 0; continue; }
         Eigen::Vector3d rhs(&g[3 * j]);
         for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a) {
-          const int* ca = &local_cols[a * kMaxLocal];
-          const double* Wa = &W[a * kMaxLocal * 3];
+          const int* ca = &local_cols[a * ml];
+          const double* Wa = &W[a * ml * 3];
           for (int p = 0; p < num_local[a]; ++p)
             for (int q = 0; q < 3; ++q) rhs[q] -= Wa[3 * p + q] * dc[ca[p]];
         }
@@ -1069,8 +1109,10 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       LeftRotate(&dc[pose_col[i]], &Rn[9 * i]);
       for (int q = 0; q < 3; ++q) tn[3 * i + q] += dc[pose_col[i] + 3 + q];
     }
-    for (int c = 0; c < num_cameras; ++c)
+    for (int c = 0; c < num_cameras; ++c) {
       for (size_t q = 0; q < free_params[c].size(); ++q) pn[c][free_params[c][q]] += dc[intr_col[c] + q];
+      if (aspect[c] > 0) pn[c][1] = aspect[c] * pn[c][0];
+    }
     for (int j = 0; j < num_points; ++j)
       for (int q = 0; q < 3; ++q) Xn[3 * j + q] += dX[3 * j + q];
     const double new_cost = cost_of(Rn, tn, pn, Xn);

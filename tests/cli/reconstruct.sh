@@ -239,6 +239,31 @@ done
   > /dev/null 2> "$d/err4h"; rc=$?
 [ $rc = 2 ] && grep -q "give one" "$d/err4h" || fail "--camera-params with --intrinsics: exit $rc, $(cat "$d/err4h")"
 
+# 4i. --camera-model opencv: COLMAP's OPENCV camera (fx, fy, cx, cy, k1, k2, p1, p2) in
+# cameras.txt, a model that agrees with the rendering cameras, and a BAL export (observations
+# undistorted: BAL has no tangential terms) that `tiepoint ba` starts at the model's error.
+# --camera-params takes OPENCV's eight values; seven are refused naming them.
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4i" --camera-model opencv --single-camera --no-upsample -q > /dev/null \
+  || fail "reconstruct --camera-model opencv"
+awk '!/^#/ { exit !($2 == "OPENCV" && NF == 12) }' "$d/rec4i/sparse/0/cameras.txt" \
+  || fail "--camera-model opencv: cameras.txt has $(grep -v '^#' "$d/rec4i/sparse/0/cameras.txt")"
+"$eval_bin" "$d/rec4i/sparse/0" --gt-par "$d/scene/scene_par.txt" > "$d/eval4i.json" || fail "sfm_eval of rec4i"
+"$tp" ba "$d/rec4i/sparse/0/model.bal" --max-iterations 3 --report "$d/ba4i.json" > /dev/null || fail "ba on OPENCV's model.bal"
+python3 - "$d/eval4i.json" "$d/ba4i.json" "$d/rec4i/report.json" <<'PY' || fail "--camera-model opencv: a worse model or BAL export"
+import json, sys, math
+e, ba, rep = (json.load(open(f)) for f in sys.argv[1:4])
+rms = math.sqrt(2 * ba["initial_cost"] / (2 * ba["num_observations"]))
+mean = rep["models"][0]["mean_reprojection_error_px"]
+print("OPENCV: registered", e["registered"], "median rotation error", e["aligned"]["median_rotation_error_deg"],
+      "BAL initial RMS", rms, "model mean error", mean)
+sys.exit(0 if e["registered"] == 8 and e["aligned"]["median_rotation_error_deg"] < 0.5
+         and rms < 2 * mean + 0.05 and ba["num_observations"] == rep["models"][0]["observations"] else 1)
+PY
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4j" --camera-model opencv --camera-params 700,700,320,240,0,0,0 -q \
+  > /dev/null 2> "$d/err4j"; rc=$?
+[ $rc = 2 ] && grep -qF "7 values for OPENCV, which takes fx,fy,cx,cy,k1,k2,p1,p2" "$d/err4j" && [ ! -e "$d/rec4j" ] \
+  || fail "--camera-params of 7 values for opencv: exit $rc, $(cat "$d/err4j")"
+
 # 5. Images that share nothing: exit 1, no sparse/.
 # (Two views of one scene seen from opposite sides, 180 degrees apart, share no points.)
 "$tp" render-scene -o "$d/other" --views 2 --width 320 --height 240 > /dev/null

@@ -366,8 +366,9 @@ TEST(ColmapModel, MalformedTextNamesFileAndLine) {
   const std::string c = kCameras, i = kImages, p = kPoints;
   const std::vector<Case> cases = {
       {"1 PINHOLE 640 480 500 501 320\n", i, p, "model/cameras.txt:1: camera 1: PINHOLE has 4"},
-      {"1 OPENCV 640 480 1 2 3 4 0 0 0 0\n", i, p,
-       "cameras.txt:1: camera model 'OPENCV' is a COLMAP model"},
+      {"1 FULL_OPENCV 640 480 1 2 3 4 0 0 0 0 0 0 0 0\n", i, p,
+       "cameras.txt:1: camera model 'FULL_OPENCV' is a COLMAP model"},
+      {"1 OPENCV 640 480 500 501 320 240 0.1 0.01\n", i, p, "camera 1: OPENCV has 8 parameters, not 6"},
       {"1 FISHEYE 640 480 1 2 3\n", i, p, "cameras.txt:1: camera model 'FISHEYE' is unknown"},
       {"1 PINHOLE 640 480 500 nan 320 240\n", i, p, "cameras.txt:1: parameter 2 'nan'"},
       {"1 PINHOLE -640 480 500 501 320 240\n", i, p, "cameras.txt:1: camera 1: width and height"},
@@ -464,9 +465,9 @@ TEST(ColmapModel, MalformedBinaryNamesFileOffsetAndField) {
       {"cameras", [](std::string* s) { s->resize(s->size() - 3); }, "cameras.bin: byte"},
       {"cameras", [](std::string* s) { PatchU64(s, 0, 1ull << 60); },
        "cameras.bin: byte 0: header, camera count: 1152921504606846976 records"},
-      {"cameras", [](std::string* s) { PatchU32(s, 12, 4); },
-       "cameras.bin: byte 12: camera record 0 of 4 (camera 1), model_id: camera model id 4 "
-       "(COLMAP's OPENCV)"},
+      {"cameras", [](std::string* s) { PatchU32(s, 12, 6); },
+       "cameras.bin: byte 12: camera record 0 of 4 (camera 1), model_id: camera model id 6 "
+       "(COLMAP's FULL_OPENCV)"},
       {"cameras", [](std::string* s) { PatchU32(s, 12, 0xffffffffu); },
        "camera model id -1 is unknown"},
       {"cameras", [](std::string* s) { PatchU64(s, 16, 0); },
@@ -565,7 +566,8 @@ TEST(CameraModel, NamesIdsAndParameterCounts) {
   const std::pair<CameraModelId, int> expect[] = {{CameraModelId::kSimplePinhole, 3},
                                                   {CameraModelId::kPinhole, 4},
                                                   {CameraModelId::kSimpleRadial, 4},
-                                                  {CameraModelId::kRadial, 5}};
+                                                  {CameraModelId::kRadial, 5},
+                                                  {CameraModelId::kOpenCV, 8}};
   for (const auto& [model, n] : expect) {
     EXPECT_EQ(CameraModelNumParams(model), n);
     CameraModelId back;
@@ -579,16 +581,36 @@ TEST(CameraModel, NamesIdsAndParameterCounts) {
     EXPECT_EQ(back, model);
   }
   CameraModelId m;
-  const Status s = CameraModelFromName("OPENCV", &m);
+  const Status s = CameraModelFromName("FULL_OPENCV", &m);
   EXPECT_EQ(s.code(), StatusCode::kInvalidOptions);
   EXPECT_NE(s.message().find("simple_radial"), std::string::npos);
   EXPECT_FALSE(CameraModelFromName("Simple_Radial", &m).ok());
-  EXPECT_FALSE(CameraModelFromId(4, &m));
+  EXPECT_FALSE(CameraModelFromId(5, &m));
   EXPECT_FALSE(CameraModelFromId(-1, &m));
   Camera pinhole;
   pinhole.model = CameraModelId::kPinhole;
   pinhole.params = {100, 200, 3, 4};
   EXPECT_EQ(pinhole.MeanFocal(), 150);
+  // The accessors and setters read and write each model's own parameter layout.
+  Camera opencv;
+  opencv.model = CameraModelId::kOpenCV;
+  opencv.params = {100, 200, 3, 4, 0.1, 0.2, 0.3, 0.4};
+  EXPECT_EQ(opencv.MeanFocal(), 150);
+  EXPECT_EQ(opencv.fy(), 200);
+  EXPECT_EQ(opencv.cx(), 3);
+  EXPECT_EQ(opencv.cy(), 4);
+  opencv.SetPrincipalPoint(30, 40);
+  opencv.SetFocal(500);
+  EXPECT_EQ(opencv.params, (std::vector<double>{500, 500, 30, 40, 0.1, 0.2, 0.3, 0.4}));
+  EXPECT_EQ(CameraModelDistortionBegin(CameraModelId::kOpenCV), 4);
+  EXPECT_TRUE(opencv.HasDistortion());
+  EXPECT_FALSE(pinhole.HasDistortion());
+  Camera radial;
+  radial.model = CameraModelId::kRadial;
+  radial.params = {800, 320, 240, 0.1, 0.2};
+  radial.SetPrincipalPoint(1, 2);
+  EXPECT_EQ(radial.params, (std::vector<double>{800, 1, 2, 0.1, 0.2}));
+  EXPECT_EQ(CameraModelDistortionBegin(CameraModelId::kRadial), 3);
 }
 
 TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
@@ -604,6 +626,9 @@ TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
       {CameraModelId::kSimpleRadial, {800, 320, 240, 0.3}},
       {CameraModelId::kRadial, {800, 320, 240, -0.2, 0.05}},
       {CameraModelId::kRadial, {800, 320, 240, 0.1, -0.02}},
+      // OPENCV: a phone's and a wide-angle lens's radial terms with tangential ones.
+      {CameraModelId::kOpenCV, {800, 790, 321, 239, 0.05, -0.02, 0.001, -0.0005}},
+      {CameraModelId::kOpenCV, {800, 810, 318, 242, -0.2, 0.05, -0.002, 0.003}},
   };
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> uv(-0.5, 0.5);  // up to 30 degrees off axis

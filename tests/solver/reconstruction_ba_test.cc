@@ -32,6 +32,7 @@ std::vector<double> ParamsFor(CameraModelId m) {
     case CameraModelId::kPinhole: return {800, 780, 320, 240};
     case CameraModelId::kSimpleRadial: return {800, 320, 240, -0.08};
     case CameraModelId::kRadial: return {800, 320, 240, -0.08, 0.02};
+    case CameraModelId::kOpenCV: return {800, 780, 320, 240, -0.08, 0.02, 0.003, -0.002};
   }
   return {};
 }
@@ -39,7 +40,7 @@ std::vector<double> ParamsFor(CameraModelId m) {
 TEST(ReconstructionBA, JacobiansMatchCentralDifferences) {
   std::mt19937 rng(3);
   for (CameraModelId m : {CameraModelId::kSimplePinhole, CameraModelId::kPinhole,
-                          CameraModelId::kSimpleRadial, CameraModelId::kRadial}) {
+                          CameraModelId::kSimpleRadial, CameraModelId::kRadial, CameraModelId::kOpenCV}) {
     std::vector<double> params = ParamsFor(m);
     const int np = static_cast<int>(params.size());
     for (int trial = 0; trial < 5; ++trial) {
@@ -49,7 +50,7 @@ TEST(ReconstructionBA, JacobiansMatchCentralDifferences) {
       double t[3] = {u(rng), u(rng), 4 + u(rng)};
       double X[3] = {u(rng), u(rng), u(rng)};
       const double obs[2] = {300, 250};
-      double r[2], jpose[12], jpt[6], jprm[10];
+      double r[2], jpose[12], jpt[6], jprm[16];
       ASSERT_TRUE(ReconstructionResidual(m, params.data(), R, t, X, obs, r, jpose, jpt, jprm));
       const double h = 1e-6;
       // Pose: left rotation increment and translation.
@@ -100,8 +101,11 @@ TEST(ReconstructionBA, JacobiansMatchCentralDifferences) {
   }
 }
 
-// A ring of images around a cloud of points, one shared SIMPLE_RADIAL camera.
-Reconstruction MakeScene(std::mt19937& rng, int num_images, int num_points, double noise_px) {
+// A ring of images (radius 5) around a cloud of points (a cube of half-width `cloud`), one
+// shared camera: SIMPLE_RADIAL (700, 320, 240, -0.05) unless `camera` is given (its model
+// and parameters; 640 x 480).
+Reconstruction MakeScene(std::mt19937& rng, int num_images, int num_points, double noise_px,
+                         const Camera* camera = nullptr, double cloud = 1.0) {
   Reconstruction rec;
   Camera cam;
   cam.camera_id = 1;
@@ -109,11 +113,15 @@ Reconstruction MakeScene(std::mt19937& rng, int num_images, int num_points, doub
   cam.width = 640;
   cam.height = 480;
   cam.params = {700, 320, 240, -0.05};
+  if (camera) {
+    cam.model = camera->model;
+    cam.params = camera->params;
+  }
   rec.cameras[1] = cam;
   std::uniform_real_distribution<double> u(-1, 1);
   std::normal_distribution<double> n(0, noise_px);
   std::vector<Eigen::Vector3d> X;
-  for (int j = 0; j < num_points; ++j) X.emplace_back(u(rng), u(rng), u(rng));
+  for (int j = 0; j < num_points; ++j) X.emplace_back(cloud * u(rng), cloud * u(rng), cloud * u(rng));
   for (int i = 0; i < num_images; ++i) {
     const double a = 2 * M_PI * i / num_images * 0.5;  // half ring
     const Eigen::Vector3d C(5 * std::sin(a), 0.3 * u(rng), -5 * std::cos(a));
@@ -298,7 +306,8 @@ void Perturb(std::mt19937& rng, Reconstruction* rec, double scale = 1.0) {
   }
   for (auto& [cid, cam] : rec->cameras) {
     cam.params[0] *= 1 + 0.05 * scale;
-    cam.params[3] = 0;
+    if (cam.model == CameraModelId::kOpenCV) cam.params[1] *= 1 + 0.04 * scale;
+    std::fill(cam.params.begin() + CameraModelDistortionBegin(cam.model), cam.params.end(), 0.0);
   }
   for (auto& [pid, p] : rec->points3D)
     for (int k = 0; k < 3; ++k) p.xyz[k] += 0.02 * scale * n(rng);
@@ -537,6 +546,210 @@ TEST(ReconstructionBASolvers, FixedPosesAgree) {
   CheckSolversAgree(rec, TightOptions(), config, 1e-5);
 }
 
+// OPENCV (fx, fy, cx, cy, k1, k2, p1, p2), every intrinsic free, against Ceres with one
+// shared block of all eight differentiated automatically through the same templated
+// projection (io/reconstruction.h), from the same start.
+struct CeresOpenCVResidual {
+  CeresOpenCVResidual(double x, double y) : x(x), y(y) {}
+  template <typename T>
+  bool operator()(const T* pose, const T* intr, const T* point, T* r) const {
+    T P[3];
+    ceres::AngleAxisRotatePoint(pose, point, P);
+    for (int k = 0; k < 3; ++k) P[k] += pose[3 + k];
+    T px, py;
+    CameraNormalizedToPixel(CameraModelId::kOpenCV, intr, P[0] / P[2], P[1] / P[2], &px, &py);
+    r[0] = px - T(x);
+    r[1] = py - T(y);
+    return true;
+  }
+  double x, y;
+};
+
+Camera OpenCVCamera() {
+  Camera cam;
+  cam.model = CameraModelId::kOpenCV;
+  cam.params = {420, 430, 322, 238, -0.12, 0.04, 0.002, -0.0015};
+  return cam;
+}
+
+TEST(ReconstructionBA, OpenCVSharedIntrinsicsMatchCeres) {
+  std::mt19937 rng(17);
+  const Camera truth_cam = OpenCVCamera();
+  // Points out to 0.8 of the image's half-width (a cloud of half-width 2.2 at distance 5),
+  // so that the distortion is seen.
+  const Reconstruction truth = MakeScene(rng, 12, 300, 0.3, &truth_cam, 2.2);
+  Reconstruction start = truth;
+  Perturb(rng, &start);
+  ASSERT_EQ(start.cameras.at(1).params[4], 0.0);  // distortion zeroed
+  ReconstructionBAOptions options = [] {
+    ReconstructionBAOptions o;
+    o.max_iterations = 200;
+    o.function_tolerance = 1e-14;
+    o.parameter_tolerance = 1e-15;
+    o.refine_principal_point = true;
+    return o;
+  }();
+  ReconstructionBAConfig config;
+  for (const auto& [id, im] : start.images) config.variable_images.insert(id);
+  config.fixed_pose_images.insert(1);
+  config.only_points_of_variable_images = false;
+  Reconstruction rec = start;
+  ReconstructionBASummary summary;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
+  // Noise 0.3 px: 1/2 sum r^2 is about 0.045 per residual at the truth.
+  EXPECT_LT(summary.final_cost, 0.045 * 1.2 * summary.num_residuals);
+
+  ceres::Problem problem;
+  std::map<uint32_t, std::array<double, 6>> poses;
+  std::vector<double> intr = start.cameras.at(1).params;
+  std::map<uint64_t, std::array<double, 3>> points;
+  for (const auto& [id, im] : start.images) {
+    double R[9];
+    QuaternionToRotation(im.qvec, R);
+    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
+    const Eigen::AngleAxisd aa{Eigen::Matrix3d(Rm)};
+    const Eigen::Vector3d w = aa.axis() * aa.angle();
+    poses[id] = {w[0], w[1], w[2], im.tvec[0], im.tvec[1], im.tvec[2]};
+  }
+  for (const auto& [pid, p] : start.points3D) points[pid] = {p.xyz[0], p.xyz[1], p.xyz[2]};
+  for (const auto& [pid, p] : start.points3D)
+    for (const TrackElement& e : p.track) {
+      const Point2D& q = start.images.at(e.image_id).points2D[e.point2D_idx];
+      problem.AddResidualBlock(
+          new ceres::AutoDiffCostFunction<CeresOpenCVResidual, 2, 6, 8, 3>(new CeresOpenCVResidual(q.x, q.y)),
+          nullptr, poses[e.image_id].data(), intr.data(), points[pid].data());
+    }
+  problem.SetParameterBlockConstant(poses[1].data());
+  ceres::Solver::Options so;
+  so.linear_solver_type = ceres::DENSE_SCHUR;
+  so.max_num_iterations = 300;
+  so.function_tolerance = 1e-15;
+  so.gradient_tolerance = 1e-15;
+  so.parameter_tolerance = 1e-15;
+  ceres::Solver::Summary cs;
+  ceres::Solve(so, &problem, &cs);
+  EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
+      << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
+  const std::vector<double>& got = rec.cameras.at(1).params;
+  const std::vector<double>& want = truth_cam.params;
+  for (int q = 0; q < 8; ++q) {
+    // The two solutions of one problem agree; both near the truth (noise 0.3 px).
+    EXPECT_NEAR(got[q], intr[q], 1e-4 * std::max(1.0, std::abs(intr[q]))) << "parameter " << q;
+    const double tol = q < 2 ? 0.01 * want[q] : q < 4 ? 3.0 : q < 6 ? 0.02 : 0.001;
+    EXPECT_NEAR(got[q], want[q], tol) << "parameter " << q;
+  }
+  for (const auto& [id, im] : rec.images)
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(im.tvec[k], poses[id][3 + k], 1e-5) << "image " << id;
+}
+
+// hold_aspect_ratio: OPENCV with fx and fy moving together (square pixels, fx = fy at the
+// start) against Ceres with one focal length in a 7-parameter block (f, cx, cy, k1, k2, p1,
+// p2): the same minimum, and fy / fx as it started, to rounding.
+struct CeresOpenCVOneFocalResidual {
+  CeresOpenCVOneFocalResidual(double x, double y) : x(x), y(y) {}
+  template <typename T>
+  bool operator()(const T* pose, const T* intr, const T* point, T* r) const {
+    T P[3];
+    ceres::AngleAxisRotatePoint(pose, point, P);
+    for (int k = 0; k < 3; ++k) P[k] += pose[3 + k];
+    const T p[8] = {intr[0], intr[0], intr[1], intr[2], intr[3], intr[4], intr[5], intr[6]};
+    T px, py;
+    CameraNormalizedToPixel(CameraModelId::kOpenCV, p, P[0] / P[2], P[1] / P[2], &px, &py);
+    r[0] = px - T(x);
+    r[1] = py - T(y);
+    return true;
+  }
+  double x, y;
+};
+
+TEST(ReconstructionBA, HeldAspectRatioMatchesCeresWithOneFocalLength) {
+  std::mt19937 rng(29);
+  Camera truth_cam = OpenCVCamera();
+  truth_cam.params[1] = truth_cam.params[0];  // square pixels
+  const Reconstruction truth = MakeScene(rng, 12, 300, 0.3, &truth_cam, 2.2);
+  Reconstruction start = truth;
+  Perturb(rng, &start);
+  start.cameras.at(1).params[1] = start.cameras.at(1).params[0];
+  ReconstructionBAOptions options;
+  options.max_iterations = 200;
+  options.function_tolerance = 1e-14;
+  options.parameter_tolerance = 1e-15;
+  options.refine_principal_point = true;
+  options.hold_aspect_ratio = true;
+  ReconstructionBAConfig config;
+  for (const auto& [id, im] : start.images) config.variable_images.insert(id);
+  config.fixed_pose_images.insert(1);
+  config.only_points_of_variable_images = false;
+  Reconstruction rec = start;
+  ReconstructionBASummary summary;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
+  const std::vector<double>& got = rec.cameras.at(1).params;
+  EXPECT_EQ(got[1], got[0]);  // the ratio 1 held exactly
+  EXPECT_NE(got[0], start.cameras.at(1).params[0]);
+
+  ceres::Problem problem;
+  std::map<uint32_t, std::array<double, 6>> poses;
+  const std::vector<double>& s0 = start.cameras.at(1).params;
+  std::vector<double> intr = {s0[0], s0[2], s0[3], s0[4], s0[5], s0[6], s0[7]};
+  std::map<uint64_t, std::array<double, 3>> points;
+  for (const auto& [id, im] : start.images) {
+    double R[9];
+    QuaternionToRotation(im.qvec, R);
+    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
+    const Eigen::AngleAxisd aa{Eigen::Matrix3d(Rm)};
+    const Eigen::Vector3d w = aa.axis() * aa.angle();
+    poses[id] = {w[0], w[1], w[2], im.tvec[0], im.tvec[1], im.tvec[2]};
+  }
+  for (const auto& [pid, p] : start.points3D) points[pid] = {p.xyz[0], p.xyz[1], p.xyz[2]};
+  for (const auto& [pid, p] : start.points3D)
+    for (const TrackElement& e : p.track) {
+      const Point2D& q = start.images.at(e.image_id).points2D[e.point2D_idx];
+      problem.AddResidualBlock(new ceres::AutoDiffCostFunction<CeresOpenCVOneFocalResidual, 2, 6, 7, 3>(
+                                   new CeresOpenCVOneFocalResidual(q.x, q.y)),
+                               nullptr, poses[e.image_id].data(), intr.data(), points[pid].data());
+    }
+  problem.SetParameterBlockConstant(poses[1].data());
+  ceres::Solver::Options so;
+  so.linear_solver_type = ceres::DENSE_SCHUR;
+  so.max_num_iterations = 300;
+  so.function_tolerance = 1e-15;
+  so.gradient_tolerance = 1e-15;
+  so.parameter_tolerance = 1e-15;
+  ceres::Solver::Summary cs;
+  ceres::Solve(so, &problem, &cs);
+  EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
+      << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
+  const double mine[7] = {got[0], got[2], got[3], got[4], got[5], got[6], got[7]};
+  for (int q = 0; q < 7; ++q)
+    EXPECT_NEAR(mine[q], intr[q], 1e-4 * std::max(1.0, std::abs(intr[q]))) << "parameter " << q;
+  EXPECT_NEAR(got[0], truth_cam.params[0], 0.01 * truth_cam.params[0]);
+  // Free, the two focal lengths part (the noise's doing) and the cost falls a little more.
+  Reconstruction free_rec = start;
+  options.hold_aspect_ratio = false;
+  ReconstructionBASummary free_summary;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, config, &free_rec, &free_summary).ok());
+  EXPECT_NE(free_rec.cameras.at(1).params[1], free_rec.cameras.at(1).params[0]);
+  EXPECT_LE(free_summary.final_cost, summary.final_cost);
+}
+
+// The linear solvers agree on OPENCV cameras too (per-image and shared, 8 free intrinsics).
+TEST(ReconstructionBASolvers, OpenCVCamerasAgree) {
+  std::mt19937 rng(23);
+  const Camera cam = OpenCVCamera();
+  Reconstruction rec = MakeScene(rng, 9, 150, 0.5, &cam);
+  for (auto& [id, im] : rec.images) {
+    if (id % 4 != 0) continue;
+    Camera own = rec.cameras.at(1);
+    own.camera_id = 100 + id;
+    rec.cameras[own.camera_id] = own;
+    im.camera_id = own.camera_id;
+  }
+  Perturb(rng, &rec);
+  ReconstructionBAOptions options = TightOptions();
+  options.refine_principal_point = true;
+  CheckSolversAgree(rec, options, AllVariable(rec), 1e-4);
+}
+
 // A corridor of images with local visibility (sparse S). Size from
 // TIEPOINT_BA_CORRIDOR_IMAGES (default 40) so that it can be run by hand at several
 // hundred images; the printed seconds are for reading, not checked. At 400 images no solver
@@ -626,6 +839,16 @@ TEST(ReconstructionBASolversCuda, MatchesCpuIterative) {
     SCOPED_TRACE("mixed per-image and shared cameras, principal point free");
     std::mt19937 rng(21);
     Reconstruction rec = MakeMixedScene(rng, 10, 150);
+    Perturb(rng, &rec);
+    ReconstructionBAOptions options = TightOptions();
+    options.refine_principal_point = true;
+    CheckCudaMatchesCpu(rec, options, AllVariable(rec), true);
+  }
+  {
+    SCOPED_TRACE("OPENCV cameras, every intrinsic free");
+    std::mt19937 rng(23);
+    const Camera cam = OpenCVCamera();
+    Reconstruction rec = MakeScene(rng, 9, 150, 0.5, &cam);
     Perturb(rng, &rec);
     ReconstructionBAOptions options = TightOptions();
     options.refine_principal_point = true;
