@@ -14,7 +14,9 @@
 # are null.
 # Environment: THREADS (default 2), TIEPOINT_SHARED_DATA, BUILD (default build), DEVICE (cpu),
 # TP_ARGS (more `tiepoint reconstruct` options, e.g. "--min-features 2000
-# --min-contrast-threshold 0.0025" for the dino), REPEATS (default 1): each set's tiepoint
+# --min-contrast-threshold 0.0025" for the dino, or "--camera-model opencv"),
+# COLMAP_CAMERA_MODEL (COLMAP's camera model, default SIMPLE_RADIAL, e.g. OPENCV beside
+# TP_ARGS="--camera-model opencv"), REPEATS (default 1): each set's tiepoint
 # and COLMAP runs REPEATS - 1 more times, taking turns, for their wall times only; the JSON's
 # "speed" gives each tool's median and the ratio of the medians (a shared VM's speed moves
 # by a third from minute to minute).
@@ -25,6 +27,7 @@ sets=${2:-"temple dino fountain balbianello kitti"}
 data=${TIEPOINT_SHARED_DATA:-$root/../shared/data}/multiview
 build=${BUILD:-$root/build}
 threads=${THREADS:-2}
+colmap_model=${COLMAP_CAMERA_MODEL:-SIMPLE_RADIAL}
 device=${DEVICE:-cpu}
 tp=$build/tiepoint
 eval_bin=$build/bench/sfm_eval
@@ -78,7 +81,7 @@ time_colmap() {
   for f in "${imgs[@]}"; do ln -s "$f" "$c/images/$(basename "$f")"; done
   t0=$(now)
   colmap feature_extractor --database_path "$c/db.db" --image_path "$c/images" --ImageReader.single_camera 1 \
-    --ImageReader.camera_model SIMPLE_RADIAL --SiftExtraction.use_gpu 0 --SiftExtraction.num_threads "$threads" > /dev/null 2>&1 || true
+    --ImageReader.camera_model "$colmap_model" --SiftExtraction.use_gpu 0 --SiftExtraction.num_threads "$threads" > /dev/null 2>&1 || true
   colmap exhaustive_matcher --database_path "$c/db.db" --SiftMatching.use_gpu 0 --SiftMatching.num_threads "$threads" > /dev/null 2>&1 || true
   colmap mapper --database_path "$c/db.db" --image_path "$c/images" --output_path "$c/sparse" \
     --Mapper.num_threads "$threads" > /dev/null 2>&1 || true
@@ -152,13 +155,13 @@ open(path, "a").write(json.dumps({"set": s, "tool": "colmap model_analyzer on ti
 PY
     fi
   done
-  # COLMAP, defaults, one SIMPLE_RADIAL camera.
+  # COLMAP, defaults, one SIMPLE_RADIAL camera (or COLMAP_CAMERA_MODEL).
   if [ $have_colmap = 1 ] && [ "$s" != kitti ]; then
     c=$work/$s-colmap; mkdir -p "$c/images" "$c/sparse"
     for f in "${imgs[@]}"; do ln -s "$f" "$c/images/$(basename "$f")"; done
     t0=$(now)
     colmap feature_extractor --database_path "$c/db.db" --image_path "$c/images" --ImageReader.single_camera 1 \
-      --ImageReader.camera_model SIMPLE_RADIAL --SiftExtraction.use_gpu 0 --SiftExtraction.num_threads "$threads" > "$c/log" 2>&1 || true
+      --ImageReader.camera_model "$colmap_model" --SiftExtraction.use_gpu 0 --SiftExtraction.num_threads "$threads" > "$c/log" 2>&1 || true
     t1=$(now)
     colmap exhaustive_matcher --database_path "$c/db.db" --SiftMatching.use_gpu 0 --SiftMatching.num_threads "$threads" >> "$c/log" 2>&1 || true
     t2=$(now)
@@ -210,7 +213,7 @@ for (s, tool, v), w in sorted(walls.items()):
     speed.append(entry)
 ver = subprocess.run([tp, "version"], capture_output=True, text=True).stdout
 doc = {"date": datetime.date.today().isoformat(), "machine": platform.node(), "cpus": os.cpu_count(),
-       "threads": int(threads), "device": device, "tiepoint_version": ver, "tiepoint_extra_args": os.environ.get("TP_ARGS", ""),
+       "threads": int(threads), "device": device, "tiepoint_version": ver, "tiepoint_extra_args": os.environ.get("TP_ARGS", ""), "colmap_camera_model": os.environ.get("COLMAP_CAMERA_MODEL", "SIMPLE_RADIAL"),
        "repeats": int(os.environ.get("REPEATS", "1")), "speed": speed, "runs": rows}
 try:
     doc["colmap_version"] = subprocess.run(["colmap", "help"], capture_output=True, text=True).stdout.splitlines()[0]
