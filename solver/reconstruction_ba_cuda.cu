@@ -63,11 +63,11 @@ __global__ void PointProductKernel(int num_points, const int64_t* __restrict__ p
                                    const double* __restrict__ W, const double* __restrict__ Vinv,
                                    int intr_begin, const double* __restrict__ x,
                                    double* __restrict__ y) {
-  constexpr int kMaxIntr = 5;
+  constexpr int kMaxIntr = kCudaMaxIntrinsicsBlock;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const bool active = j < num_points && point_free[j];
   int key = -1;  // first column of the intrinsics block summed in acc
-  double acc[kMaxIntr] = {0, 0, 0, 0, 0};
+  double acc[kMaxIntr] = {};
   if (active) {
     double w0 = 0, w1 = 0, w2 = 0;
     for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
@@ -199,6 +199,10 @@ class CudaReducedPcgImpl : public CudaReducedPcg {
     const int n = sys.n, nb = sys.num_blocks;
     const int64_t num_stored = sys.row_ptr[nb];
     const int64_t nobs = sys.point_ptr[sys.num_points];
+    for (int a = 0; a < nb; ++a)
+      if (sys.block_start[a] >= sys.intr_begin && sys.block_size[a] > kCudaMaxIntrinsicsBlock)
+        return Status::Internal("iterative-cuda: an intrinsics block of " + std::to_string(sys.block_size[a]) +
+                                " columns (at most " + std::to_string(kCudaMaxIntrinsicsBlock) + ")");
     if (!structure_uploaded_) {
       std::vector<int> block_row(num_stored);
       for (int a = 0; a < nb; ++a)

@@ -44,8 +44,13 @@ struct ReducedSystemView {
   const double* Vinv = nullptr;        // per point, (V_j + mu D_Vj)^-1, 9 values column-major
   const double* b = nullptr;           // right-hand side (n)
   int intr_begin = 0;  // first intrinsics column: pose blocks (columns below) come first; an
-                       // intrinsics block's columns are consecutive, at most 5
+                       // intrinsics block's columns are consecutive, at most
+                       // kCudaMaxIntrinsicsBlock
 };
+
+// The widest intrinsics block the GPU's product takes (OPENCV's 8 parameters); wider ones
+// are refused (kInternal) before any work.
+inline constexpr int kCudaMaxIntrinsicsBlock = 8;
 
 class CudaReducedPcg {
  public:
