@@ -69,6 +69,8 @@ struct ReconstructArgs {
   std::string ba_solver = "auto";
   int max_features = 8192;
   int max_image_size = 3200;
+  std::string quality;  // "" or low | medium | high | extreme
+  bool max_features_given = false, max_image_size_given = false;
   bool no_upsample = false;
   int min_features = 500;
   double min_contrast_threshold = 0.01;
@@ -165,6 +167,20 @@ int RunReconstruct(const ReconstructArgs& a) {
   }
   o.sift.max_features = a.max_features;
   o.max_image_size = a.max_image_size;
+  if (!a.quality.empty()) {
+    // COLMAP automatic_reconstructor's presets of SiftExtraction.max_image_size and
+    // max_num_features (its mapper and matcher presets have no counterpart here).
+    struct Preset { const char* name; int max_image_size, max_features; };
+    constexpr Preset kPresets[] = {{"low", 1000, 2048}, {"medium", 1600, 4096}, {"high", 2400, 8192},
+                                   {"extreme", 3200, 8192}};
+    const Preset* preset = nullptr;
+    for (const Preset& p : kPresets)
+      if (a.quality == p.name) preset = &p;
+    if (!preset)
+      return ReportError(cmd, Status::InvalidOptions("--quality '" + a.quality + "': expected low, medium, high or extreme"));
+    if (!a.max_image_size_given) o.max_image_size = preset->max_image_size;
+    if (!a.max_features_given) o.sift.max_features = preset->max_features;
+  }
   o.sift.upsample = !a.no_upsample;
   o.min_features_per_image = a.min_features;
   o.min_contrast_threshold = a.min_contrast_threshold;
@@ -282,11 +298,16 @@ Runner RegisterReconstruct(CLI::App& app) {
                  "Bundle adjustment linear solver: auto (dense, CHOLMOD for bundles of 150+ images) | "
                  "dense | sparse (CHOLMOD) | iterative (PCG) | iterative-cuda (PCG on the GPU)")
       ->capture_default_str();
-  app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
-  app.add_option("--max-image-size", a->max_image_size,
+  auto* max_features_opt =
+      app.add_option("--max-features", a->max_features, "Most SIFT features per image")->capture_default_str();
+  auto* max_image_size_opt = app.add_option("--max-image-size", a->max_image_size,
                  "SIFT runs on images shrunk to fit this many pixels a side (as COLMAP's max_image_size); "
                  "features and cameras stay in the full image's pixels (0 = never shrink; not with --tracks or --features)")
       ->capture_default_str();
+  app.add_option("--quality", a->quality,
+                 "low | medium | high | extreme: COLMAP automatic_reconstructor's --max-image-size and "
+                 "--max-features (1000 and 2048, 1600 and 4096, 2400 and 8192, 3200 and 8192); either option given "
+                 "wins over it");
   app.add_flag("--no-upsample", a->no_upsample, "SIFT without the upsampled first octave (faster, fewer features)");
   app.add_option("--min-features", a->min_features,
                  "An image with fewer SIFT features is extracted again at half the contrast threshold, "
@@ -315,7 +336,9 @@ Runner RegisterReconstruct(CLI::App& app) {
   app.add_option("--cuda-streams", a->cuda_streams, "With --device cuda: images in flight")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the RANSAC samplers")->capture_default_str();
   app.add_flag("-q,--quiet", a->quiet, "No progress lines");
-  return [a] {  // a folder among the images stands for the images in it
+  return [a, max_features_opt, max_image_size_opt] {  // a folder among the images stands for the images in it
+    a->max_features_given = max_features_opt->count() > 0;
+    a->max_image_size_given = max_image_size_opt->count() > 0;
     if (Status s = ExpandImageArguments(a->images, &a->images, &a->image_names); !s.ok())
       return ReportError("reconstruct", s);
     return RunReconstruct(*a);

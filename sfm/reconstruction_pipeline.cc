@@ -908,12 +908,15 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       if (ext.fallback_min_features > 0)
         for (int k = 0; k < n; ++k) *num_fallback += features[k].contrast_threshold <= min_ct_x * (1 + 1e-9);
       report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features}};
+      if (o.features_dir.empty()) {
+        report["stages"]["extract"]["max_features"] = o.sift.max_features;
+        report["stages"]["extract"]["max_image_size"] = o.max_image_size;
+      }
       // (A features file does not hold the threshold its features passed.)
       if (o.features_dir.empty()) report["stages"]["extract"]["images_at_lower_contrast_threshold"] = *num_lowered;
       if (!masks.empty() || !camera_mask.empty()) report["stages"]["extract"]["features_masked"] = num_masked;
       if (num_shrunk > 0) {
         report["stages"]["extract"]["images_shrunk"] = num_shrunk;
-        report["stages"]["extract"]["max_image_size"] = o.max_image_size;
       }
       if (ext.fallback_min_features > 0)
         report["stages"]["extract"]["images_given_more_features"] = *num_fallback;

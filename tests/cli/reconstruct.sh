@@ -264,6 +264,22 @@ PY
 [ $rc = 2 ] && grep -qF "7 values for OPENCV, which takes fx,fy,cx,cy,k1,k2,p1,p2" "$d/err4j" && [ ! -e "$d/rec4j" ] \
   || fail "--camera-params of 7 values for opencv: exit $rc, $(cat "$d/err4j")"
 
+# 4k. --quality (automatic_reconstructor's presets of --max-image-size and --max-features):
+# the preset's values reach SIFT (report.json says which), an option given wins over it, and
+# a name not among the four is refused (exit 2, no output folder).
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4k" --quality low --max-image-size 400 --single-camera -q \
+  > /dev/null || fail "reconstruct --quality low"
+python3 - "$d/rec4k/report.json" <<'PY' || fail "--quality low with --max-image-size 400: not what SIFT ran with"
+import json, sys
+e = json.load(open(sys.argv[1]))["stages"]["extract"]
+print("--quality low --max-image-size 400:", {k: e.get(k) for k in ("max_features", "max_image_size", "images_shrunk", "features")})
+sys.exit(0 if e["max_features"] == 2048 and e["max_image_size"] == 400 and e["images_shrunk"] == 8
+         and e["features"] <= 8 * 2048 else 1)
+PY
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4l" --quality best -q > /dev/null 2> "$d/err4l"; rc=$?
+[ $rc = 2 ] && grep -qF -- "--quality 'best': expected low, medium, high or extreme" "$d/err4l" && [ ! -e "$d/rec4l" ] \
+  || fail "--quality best: exit $rc, $(cat "$d/err4l")"
+
 # 5. Images that share nothing: exit 1, no sparse/.
 # (Two views of one scene seen from opposite sides, 180 degrees apart, share no points.)
 "$tp" render-scene -o "$d/other" --views 2 --width 320 --height 240 > /dev/null
