@@ -1,10 +1,12 @@
-// tiepoint ba INPUT [options]: read a BAL problem, bundle-adjust it, print and write results.
+// tiepoint ba INPUT [options]: read a BAL problem, or a COLMAP sparse model (a folder),
+// bundle-adjust it, print and write results.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <string>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -13,13 +15,18 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output_dir.h"
 #include "cli/progress.h"
 #include "io/bal.h"
+#include "io/base/atomic_file.h"
 #include "io/base/cuda_device.h"
 #include "io/base/timer.h"
+#include "io/colmap_model.h"
 #include "io/ply.h"
+#include "io/reconstruction_export.h"
 #include "io/report.h"
 #include "solver/bundle_adjuster.h"
+#include "solver/reconstruction_ba.h"
 
 namespace tiepoint::cli {
 namespace {
@@ -44,6 +51,13 @@ struct BaArgs {
   bool fix_intrinsics = false;
   double function_tolerance = 1e-6;
   bool quiet = false;
+  // A COLMAP model (INPUT a folder) only:
+  bool refine_principal_point = false;
+  std::string format = "both";
+  // Which options the command line gave (CLI11's counts, set before RunBa).
+  bool solver_given = false;
+  bool format_given = false;
+  std::vector<std::string> bal_only_given;  // BAL-only options given, by spelling
 };
 
 // Parses "0,3,7-9" into indices; names the offending item.
@@ -125,8 +139,180 @@ double ProcessAgeSeconds() {
          static_cast<double>(start_ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// tiepoint ba MODEL_DIR: a COLMAP sparse model (binary or text, io/colmap_model.h) adjusted by
+// the reconstruction bundle adjuster (solver/reconstruction_ba.h: shared intrinsics, every
+// camera model), as COLMAP's `bundle_adjuster`: every pose and point free, the first image's
+// pose held (the gauge; LM's damping holds the scale), focal lengths and distortion refined
+// unless --fix-intrinsics, the principal point only with --refine-principal-point. The model
+// goes to -o DIR (text and binary, --format) in one step: every file is written under a
+// temporary folder and renamed into place at the end.
+int RunBaOnModel(const BaArgs& a) {
+  const char* cmd = "ba";
+  namespace fs = std::filesystem;
+  for (const std::string& option : a.bal_only_given)
+    return ReportError(cmd, Status::InvalidOptions(option + " applies to BAL problems, not to the COLMAP model in " + a.input));
+  ReconstructionBAOptions options;
+  options.max_iterations = a.max_iterations;
+  options.function_tolerance = a.function_tolerance;
+  options.fix_intrinsics = a.fix_intrinsics;
+  options.refine_principal_point = a.refine_principal_point && !a.fix_intrinsics;
+  options.num_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Status s;
+  if (!(s = ParseLoss(a.loss, &options.loss)).ok()) return ReportError(cmd, s);
+  Device device;
+  if (!(s = DeviceFromString(a.device, &device)).ok()) return ReportError(cmd, s);
+  // --solver: auto (dense below 150 images, CHOLMOD from there, as reconstruct's auto), dense,
+  // cholmod, or pcg-schur (matrix-free PCG on the reduced system; on the GPU with --device cuda).
+  const std::string solver = a.solver_given ? a.solver : (device == Device::kCuda ? "pcg-schur" : "auto");
+  if (solver == "dense" || solver == "auto") {
+    options.linear_solver = ReconstructionLinearSolver::kDenseSchur;
+  } else if (solver == "cholmod") {
+    options.linear_solver = ReconstructionLinearSolver::kSparseSchur;
+  } else if (solver == "pcg-schur") {
+    options.linear_solver = device == Device::kCuda ? ReconstructionLinearSolver::kIterativeSchurCuda
+                                                    : ReconstructionLinearSolver::kIterativeSchur;
+  } else {
+    return ReportError(cmd, Status::InvalidOptions("--solver '" + a.solver +
+                                                   "': a COLMAP model takes auto, dense, cholmod or pcg-schur"));
+  }
+  if (device == Device::kCuda && solver != "pcg-schur")
+    return ReportError(cmd, Status::InvalidOptions("--device cuda runs --solver pcg-schur, not " + solver));
+  bool text = true, binary = true;
+  if (a.format == "text") binary = false;
+  else if (a.format == "binary") text = false;
+  else if (a.format != "both")
+    return ReportError(cmd, Status::InvalidOptions("--format '" + a.format + "': expected text, binary or both"));
+  if (a.output.empty() && a.format_given)
+    return ReportError(cmd, Status::InvalidOptions("--format applies to the model written with -o DIR"));
+  if (!(s = options.Check()).ok()) return ReportError(cmd, s);
+  if (!(s = CheckOutputDirectory("--ply", a.ply)).ok() || !(s = CheckOutputDirectory("--report", a.report)).ok())
+    return ReportError(cmd, s);
+  if (device == Device::kCuda) {
+    std::vector<CudaDeviceInfo> gpus;
+    if (!(s = QueryCudaDevices(&gpus)).ok())
+      return ReportError(cmd, Status::Unavailable("--device cuda: " + s.message() + "; use --device cpu"));
+    options.cuda_min_observations = 0;  // asked for: the GPU, whatever the size
+  }
+
+  const bool show = !a.quiet && StderrIsTerminal();
+  Reconstruction rec;
+  {
+    ProgressLine progress(show);
+    progress.Update("reading " + a.input + " ...");
+    if (!(s = ReadColmapModel(a.input, &rec)).ok()) return ReportError(cmd, s);
+  }
+  if (rec.images.empty() || rec.points3D.empty())
+    return ReportError(cmd, Status::InvalidInput(a.input + ": the model has " + std::to_string(rec.images.size()) +
+                                                 " images and " + std::to_string(rec.points3D.size()) +
+                                                 " points: nothing to adjust"));
+  if (solver == "auto" && rec.images.size() >= 150) options.linear_solver = ReconstructionLinearSolver::kSparseSchur;
+  ReconstructionBAConfig config;
+  for (const auto& [id, im] : rec.images) config.variable_images.insert(id);
+  config.fixed_pose_images.insert(rec.images.begin()->first);
+  config.only_points_of_variable_images = false;
+  const int64_t observations = rec.NumObservations();
+  const double initial_error = rec.MeanReprojectionError();
+  nlohmann::json trace = nlohmann::json::array();
+  const Timer timer;
+  if (show) std::fprintf(stderr, "%4s %14s %10s %9s\n", "iter", "cost", "mu", "time_s");
+  options.progress = [&](int iteration, double cost, bool accepted, double mu) {
+    trace.push_back({{"iteration", iteration}, {"cost", cost}, {"step_accepted", accepted}, {"mu", mu},
+                     {"time_s", timer.Seconds()}});
+    if (show)
+      std::fprintf(stderr, "%4d %14.6e %10.3e %9.3f%s\n", iteration, cost, mu, timer.Seconds(),
+                   accepted ? "" : "  (rejected)");
+  };
+  ReconstructionBASummary summary;
+  if (!(s = BundleAdjustReconstruction(options, config, &rec, &summary)).ok()) return ReportError(cmd, s);
+  rec.UpdatePointErrors();
+  const double final_error = rec.MeanReprojectionError();
+
+  std::printf("tiepoint ba: %s (COLMAP model)\n", a.input.c_str());
+  std::printf("  cameras %zu, images %zu, points %zu, observations %lld\n", rec.cameras.size(), rec.images.size(),
+              rec.points3D.size(), static_cast<long long>(observations));
+  std::printf("  solver %s, threads %d, loss %s\n", ReconstructionLinearSolverName(options.linear_solver),
+              options.num_threads, ToString(options.loss).c_str());
+  std::printf("  initial cost %.6e  (mean reprojection error %.4f px)\n", summary.initial_cost, initial_error);
+  std::printf("  final cost   %.6e  (mean reprojection error %.4f px)\n", summary.final_cost, final_error);
+  std::printf("  iterations %d, time %.3f s, termination: %s\n", summary.iterations, summary.seconds,
+              summary.termination.c_str());
+  if (!std::isfinite(summary.final_cost)) {
+    std::fprintf(stderr, "tiepoint ba: error: the final cost is not finite; no output written\n");
+    return 1;
+  }
+
+  if (!a.output.empty()) {
+    OutputDirectory made;
+    if (!(s = made.Create(a.output)).ok()) return ReportError(cmd, s);
+    const fs::path out(a.output);
+    const fs::path tmp = out / (".tmp-ba-" + std::to_string(getpid()));
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    const LiveTemporaryDirectory cleanup(tmp.string());
+    fs::create_directories(tmp, ec);
+    if (ec) return ReportError(cmd, Status::IoError(tmp.string() + ": " + ec.message()));
+    std::vector<std::pair<std::string, std::string>> moves;
+    for (const auto& [on, format, ext] : {std::tuple{text, ColmapFormat::kText, ".txt"},
+                                          std::tuple{binary, ColmapFormat::kBinary, ".bin"}}) {
+      if (!on) continue;
+      if (!(s = WriteColmapModel(tmp.string(), rec, format)).ok()) return ReportError(cmd, s);
+      for (const char* name : {"cameras", "images", "points3D"})
+        moves.emplace_back((tmp / (std::string(name) + ext)).string(), (out / (std::string(name) + ext)).string());
+    }
+    if (!(s = ReplaceOutputs(moves)).ok()) return ReportError(cmd, s);
+    made.Keep();
+  }
+  if (!a.ply.empty() && !(s = WriteReconstructionPly(a.ply, rec)).ok()) return ReportError(cmd, s);
+  if (!a.report.empty()) {
+    nlohmann::json report = {
+        {"input", a.input},
+        {"input_kind", "colmap model"},
+        {"solver", ReconstructionLinearSolverName(options.linear_solver)},
+        {"threads", options.num_threads},
+        {"loss", ToString(options.loss)},
+        {"fix_intrinsics", options.fix_intrinsics},
+        {"refine_principal_point", options.refine_principal_point},
+        {"num_cameras", rec.cameras.size()},
+        {"num_images", rec.images.size()},
+        {"num_points", rec.points3D.size()},
+        {"num_observations", observations},
+        {"initial_cost", summary.initial_cost},
+        {"final_cost", summary.final_cost},
+        {"initial_mean_reprojection_error_px", initial_error},
+        {"final_mean_reprojection_error_px", final_error},
+        {"iterations", summary.iterations},
+        {"linear_iterations", summary.linear_iterations},
+        {"total_time_s", summary.seconds},
+        {"termination", summary.termination},
+        {"peak_rss_bytes", PeakRssBytes()},
+        {"trace", trace},
+        {"machine", DescribeMachine()},
+        {"build", DescribeBuild()},
+    };
+    if (!a.output.empty()) report["output"] = a.output;
+    if (!(s = WriteJson(a.report, report)).ok()) return ReportError(cmd, s);
+  }
+  return 0;
+}
+
 int RunBa(const BaArgs& a) {
   const char* cmd = "ba";
+  {
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.input, ec)) {
+      namespace fs = std::filesystem;
+      const fs::path dir(a.input);
+      if (!fs::exists(dir / "cameras.bin", ec) && !fs::exists(dir / "cameras.txt", ec))
+        return ReportError(cmd, Status::InvalidInput(a.input + ": is a directory, not a BAL file, and holds no COLMAP "
+                                                     "model (cameras, images and points3D, .bin or .txt)"));
+      return RunBaOnModel(a);
+    }
+  }
+  for (const char* option : {"--refine-principal-point", "--format"})
+    if ((option == std::string("--format") && a.format_given) ||
+        (option == std::string("--refine-principal-point") && a.refine_principal_point))
+      return ReportError(cmd, Status::InvalidOptions(std::string(option) + " applies to a COLMAP model (a folder), not to " +
+                                                     "the BAL problem " + a.input));
   // TIEPOINT_TIMING: a timeline of the command, in seconds since the process started.
   const bool timing = std::getenv("TIEPOINT_TIMING") != nullptr;
   const double age_at_start = timing ? ProcessAgeSeconds() : 0.0;
@@ -286,43 +472,62 @@ int RunBa(const BaArgs& a) {
 
 Runner RegisterBa(CLI::App& app) {
   auto a = std::make_shared<BaArgs>();
-  app.add_option("input", a->input, "BAL problem file (.txt or .txt.bz2)")->required();
-  app.add_option("--solver", a->solver,
-                 "pcg-schur | pcg-hessian | cholmod | ceres-sparse | ceres-iterative")
+  app.add_option("input", a->input,
+                 "BAL problem file (.txt or .txt.bz2), or a COLMAP sparse model folder (cameras, images, "
+                 "points3D; .bin or .txt)")
+      ->required();
+  auto* solver_opt = app.add_option("--solver", a->solver,
+                 "pcg-schur | pcg-hessian | cholmod | ceres-sparse | ceres-iterative; a COLMAP model: "
+                 "auto (its default: dense, cholmod from 150 images) | dense | cholmod | pcg-schur")
       ->capture_default_str();
   app.add_option("--device", a->device, "cpu | cuda (pcg-schur on an NVIDIA GPU)")
       ->capture_default_str();
-  app.add_option("--precision", a->precision, "PCG arithmetic: float | double")
-      ->capture_default_str();
-  app.add_option("--jacobian", a->jacobian,
+  std::vector<CLI::Option*> bal_only;
+  bal_only.push_back(app.add_option("--precision", a->precision, "PCG arithmetic: float | double")
+      ->capture_default_str());
+  bal_only.push_back(app.add_option("--jacobian", a->jacobian,
                  "PCG: stored | recompute (re-evaluate J in every product, for memory)")
-      ->capture_default_str();
-  app.add_option("--cg-min-iterations", a->cg_min_iterations,
+      ->capture_default_str());
+  bal_only.push_back(app.add_option("--cg-min-iterations", a->cg_min_iterations,
                  "PCG: minimum CG iterations per LM step (before any stopping rule)")
-      ->capture_default_str();
-  app.add_option("--cg-max-iterations", a->cg_max_iterations, "PCG: maximum CG iterations per LM step")
-      ->capture_default_str();
-  app.add_option("--cg-eta", a->cg_eta, "PCG: forcing term, CG stops at |r| <= eta |r0|")
-      ->capture_default_str();
-  app.add_option("--cg-stop", a->cg_stop,
+      ->capture_default_str());
+  bal_only.push_back(app.add_option("--cg-max-iterations", a->cg_max_iterations, "PCG: maximum CG iterations per LM step")
+      ->capture_default_str());
+  bal_only.push_back(app.add_option("--cg-eta", a->cg_eta, "PCG: forcing term, CG stops at |r| <= eta |r0|")
+      ->capture_default_str());
+  bal_only.push_back(app.add_option("--cg-stop", a->cg_stop,
                  "PCG: residual (|r| <= eta |r0|) | quadratic (Nash-Sofer model decrease)")
-      ->capture_default_str();
+      ->capture_default_str());
   app.add_option("--max-iterations", a->max_iterations, "Maximum LM iterations")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--threads", a->threads, "Worker threads (0 = all hardware threads)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("-o,--output", a->output, "Write the optimized problem (BAL; .bz2 compresses)");
+  app.add_option("-o,--output", a->output,
+                 "Write the optimized problem (BAL; .bz2 compresses), or for a COLMAP model the folder of the "
+                 "adjusted model (made if missing; its files replaced in one step)");
+  auto* format_opt = app.add_option("--format", a->format, "A COLMAP model's output: text | binary | both")
+      ->capture_default_str();
+  app.add_flag("--refine-principal-point", a->refine_principal_point,
+               "A COLMAP model: refine the principal point too (held by default, as COLMAP's bundle_adjuster)");
   app.add_option("--ply", a->ply, "Write points and camera centres as PLY");
   app.add_option("--report", a->report, "Write a JSON report with the per-iteration trace");
   app.add_option("--loss", a->loss, "Robust loss: none | huber:SCALE | cauchy:SCALE (pixels)")
       ->capture_default_str();
-  app.add_option("--fix-cameras", a->fix_cameras, "Cameras held constant, e.g. 0,3,7-9");
-  app.add_flag("--fix-intrinsics", a->fix_intrinsics, "Hold f, k1, k2 of every camera constant");
+  bal_only.push_back(app.add_option("--fix-cameras", a->fix_cameras, "Cameras held constant, e.g. 0,3,7-9"));
+  app.add_flag("--fix-intrinsics", a->fix_intrinsics,
+               "Hold f, k1, k2 of every camera constant (a COLMAP model: every camera's parameters)");
   app.add_option("--function-tolerance", a->function_tolerance,
                  "Stop when |cost change| <= tolerance * cost")
       ->capture_default_str();
-  app.add_flag("--quiet", a->quiet, "No per-iteration progress on the terminal");
-  return [a] { return RunBa(*a); };
+  app.add_flag("-q,--quiet", a->quiet, "No per-iteration progress on the terminal");
+  return [a, solver_opt, format_opt, bal_only] {
+    a->solver_given = solver_opt->count() > 0;
+    a->format_given = format_opt->count() > 0;
+    a->bal_only_given.clear();
+    for (const CLI::Option* o : bal_only)
+      if (o->count() > 0) a->bal_only_given.push_back("--" + o->get_lnames()[0]);
+    return RunBa(*a);
+  };
 }
 
 }  // namespace tiepoint::cli

@@ -236,6 +236,25 @@ double Reconstruction::MeanPointError() const {
   return n > 0 ? sum / static_cast<double>(n) : 0;
 }
 
+void Reconstruction::UpdatePointErrors() {
+  for (auto& [point_id, point] : points3D) {
+    double sum = 0;
+    int n = 0;
+    for (const TrackElement& el : point.track) {
+      const auto image_it = images.find(el.image_id);
+      if (image_it == images.end() || el.point2D_idx >= image_it->second.points2D.size()) continue;
+      const auto camera_it = cameras.find(image_it->second.camera_id);
+      if (camera_it == cameras.end()) continue;
+      double x, y;
+      if (!ProjectToImage(camera_it->second, image_it->second, point.xyz, &x, &y)) continue;
+      const Point2D& p = image_it->second.points2D[el.point2D_idx];
+      sum += std::hypot(x - p.x, y - p.y);
+      ++n;
+    }
+    point.error = n > 0 ? sum / n : -1;
+  }
+}
+
 void CameraPixelToNormalized(CameraModelId model, const double* params, double x, double y,
                              double* u, double* v) {
   switch (model) {

@@ -129,6 +129,9 @@ struct Reconstruction {
   // Mean of the points' stored Point3D::error over the points that have one (!= -1), 0
   // when none: the "mean reprojection error" that COLMAP's model_analyzer prints.
   double MeanPointError() const;
+  // Sets every point's error to the mean over its track of |projection - point2D| in
+  // pixels (observations behind their camera left out; -1 when none is left).
+  void UpdatePointErrors();
 };
 
 // --- camera model arithmetic (templated for automatic differentiation in tests) ---

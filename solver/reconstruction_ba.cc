@@ -1117,7 +1117,9 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       for (int q = 0; q < 3; ++q) Xn[3 * j + q] += dX[3 * j + q];
     const double new_cost = cost_of(Rn, tn, pn, Xn);
     const double rho = (cost - new_cost) / std::max(predicted, 1e-300);
-    if (std::isfinite(new_cost) && new_cost < cost && rho > 1e-3) {
+    const bool accepted = std::isfinite(new_cost) && new_cost < cost && rho > 1e-3;
+    if (options.progress) options.progress(it + 1, accepted ? new_cost : cost, accepted, mu);
+    if (accepted) {
       const double rel = (cost - new_cost) / cost;
       Rs.swap(Rn); ts.swap(tn); Xs.swap(Xn); params.swap(pn);
       cost = new_cost;

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -82,6 +83,9 @@ struct ReconstructionBAOptions {
   // more than the iterations save: on an H200 host the GPU lost at 32k observations and
   // won from 200k (bench/results/reconstruction-ba-h200-20261125.json). 0: always the GPU.
   int64_t cuda_min_observations = 100000;
+  // Called after every LM step: its number (from 1), the cost after it, whether it was
+  // taken, and mu (the damping it was tried with). For progress lines; changes nothing.
+  std::function<void(int iteration, double cost, bool accepted, double mu)> progress;
 
   Status Check() const;
 };

@@ -13,3 +13,8 @@ add_test(NAME cli.reconstruct.tracks
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/reconstruct_tracks.sh $<TARGET_FILE:tiepoint>
                  $<TARGET_FILE:sfm_eval> ${CMAKE_CURRENT_BINARY_DIR}/cli_out/reconstruct_tracks)
 set_tests_properties(cli.reconstruct.tracks PROPERTIES TIMEOUT 300)
+# `tiepoint ba MODEL_DIR`: a COLMAP model adjusted as COLMAP's bundle_adjuster does.
+add_test(NAME cli.ba.colmap_model
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/ba_model.sh $<TARGET_FILE:tiepoint>
+                 $<TARGET_FILE:sfm_eval> ${CMAKE_CURRENT_BINARY_DIR}/cli_out/ba_model)
+set_tests_properties(cli.ba.colmap_model PROPERTIES TIMEOUT 300)

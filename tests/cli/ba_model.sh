@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# ba_model.sh TIEPOINT SFM_EVAL OUTDIR: `tiepoint ba MODEL_DIR` on a COLMAP model (what
+# `reconstruct` writes, as COLMAP's bundle_adjuster takes one): the model adjusted, written
+# whole in the formats asked for, still agreeing with the cameras that rendered the images;
+# options that apply to the other input kind refused; bad models named, nothing written.
+set -u
+tp=$1; eval_bin=$2; d=$3
+rm -rf "$d"; mkdir -p "$d"
+fail() { echo "FAIL: $*"; exit 1; }
+"$tp" render-scene -o "$d/scene" --views 8 --width 640 --height 480 -q > /dev/null || fail "render-scene"
+# The rendering's intrinsics held by reconstruct (PINHOLE): ba then refines them as COLMAP's
+# bundle_adjuster would (focal length free, principal point held).
+"$tp" reconstruct "$d"/scene/*.png -o "$d/rec" --intrinsics "$d/scene/scene_par.txt" --no-upsample -q > /dev/null \
+  || fail "reconstruct"
+m=$d/rec/sparse/0
+
+# 1. The model in, adjusted, out as text and binary; the cost falls, the counts stay, the
+#    points' errors are the new ones, and the cameras still agree with the rendering.
+"$tp" ba "$m" -o "$d/out" --report "$d/report.json" > "$d/stdout" || fail "ba on the model: $(cat "$d/stdout")"
+for f in cameras.txt images.txt points3D.txt cameras.bin images.bin points3D.bin; do
+  [ -s "$d/out/$f" ] || fail "missing out/$f"
+done
+ls -a "$d/out" | grep -q "tmp-ba" && fail "temporary folder left behind"
+"$eval_bin" "$d/out" --gt-par "$d/scene/scene_par.txt" > "$d/eval.json" || fail "sfm_eval cannot read the adjusted model"
+python3 - "$d/report.json" "$d/eval.json" "$d/out/points3D.txt" "$m/points3D.txt" <<'PY' || fail "adjusted model: $(cat "$d/stdout")"
+import json, sys
+r, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+def rows(p): return [l.split() for l in open(p) if l.strip() and not l.startswith("#")]
+new, old = rows(sys.argv[3]), rows(sys.argv[4])
+mean_err = sum(float(x[7]) for x in new) / len(new)
+print("ba on a COLMAP model:", r["solver"], "cost", r["initial_cost"], "->", r["final_cost"], "iterations", r["iterations"],
+      "registered", e["registered"], "median rotation error", e["aligned"]["median_rotation_error_deg"],
+      "points", len(new), "of", len(old), "mean point error", mean_err)
+ok = (r["input_kind"] == "colmap model" and r["final_cost"] < r["initial_cost"] and r["iterations"] >= 1
+      and len(new) == len(old) == r["num_points"] and e["registered"] == 8
+      and e["aligned"]["median_rotation_error_deg"] < 0.5 and r["trace"] and r["trace"][-1]["cost"] == r["final_cost"]
+      # the written errors are those of the adjusted model (ERROR column), not the input's
+      and [x[7] for x in new] != [x[7] for x in old] and abs(mean_err - r["final_mean_reprojection_error_px"]) < 0.5)
+sys.exit(0 if ok else 1)
+PY
+
+# 2. --format text: the text files only; the same model again, in place (-o its own folder),
+#    with each solver: the same minimum.
+"$tp" ba "$m" -o "$d/out_text" --format text -q > /dev/null || fail "ba --format text"
+[ -s "$d/out_text/cameras.txt" ] && [ ! -e "$d/out_text/cameras.bin" ] || fail "--format text wrote $(ls "$d/out_text")"
+cp -r "$m" "$d/inplace"
+"$tp" ba "$d/inplace" -o "$d/inplace" --format binary -q > /dev/null || fail "ba in place"
+[ "$(ls "$d/inplace" | sort | tr '\n' ' ')" = "cameras.bin cameras.txt images.bin images.txt model.bal points3D.bin points3D.txt " ] \
+  || fail "in place: $(ls -a "$d/inplace")"
+cmp -s "$d/inplace/points3D.bin" "$m/points3D.bin" && fail "in place: points3D.bin unchanged"
+for solver in dense cholmod pcg-schur; do
+  "$tp" ba "$m" --solver $solver --report "$d/r_$solver.json" -q > /dev/null || fail "ba --solver $solver on the model"
+done
+python3 - "$d/r_dense.json" "$d/r_cholmod.json" "$d/r_pcg-schur.json" <<'PY' || fail "the solvers disagree"
+import json, sys
+c = [json.load(open(p))["final_cost"] for p in sys.argv[1:]]
+print("final costs dense, cholmod, pcg-schur:", c)
+sys.exit(0 if abs(c[1] - c[0]) <= 1e-6 * c[0] and abs(c[2] - c[0]) <= 1e-4 * c[0] else 1)
+PY
+
+# 3. Options of the other input kind: exit 2, nothing written.
+"$tp" ba "$m" --precision double -o "$d/bad1" -q > /dev/null 2> "$d/err1"; rc=$?
+[ $rc = 2 ] && grep -qF -- "--precision applies to BAL problems, not to the COLMAP model in $m" "$d/err1" && [ ! -e "$d/bad1" ] \
+  || fail "--precision on a model: exit $rc, $(cat "$d/err1")"
+"$tp" ba "$m" --solver pcg-hessian -q > /dev/null 2> "$d/err2"; rc=$?
+[ $rc = 2 ] && grep -qF -- "--solver 'pcg-hessian': a COLMAP model takes auto, dense, cholmod or pcg-schur" "$d/err2" \
+  || fail "--solver pcg-hessian on a model: exit $rc, $(cat "$d/err2")"
+"$tp" ba "$m/model.bal" --refine-principal-point --max-iterations 1 -q > /dev/null 2> "$d/err3"; rc=$?
+[ $rc = 2 ] && grep -qF -- "--refine-principal-point applies to a COLMAP model (a folder)" "$d/err3" \
+  || fail "--refine-principal-point on a BAL file: exit $rc, $(cat "$d/err3")"
+
+# --device cuda without a GPU: exit 3 naming --device cpu, nothing written.
+if ! "$tp" version | grep -q "^cuda device"; then
+  "$tp" ba "$m" --device cuda -o "$d/bad6" -q > /dev/null 2> "$d/err6"; rc=$?
+  [ $rc = 3 ] && grep -q -- "use --device cpu" "$d/err6" && [ ! -e "$d/bad6" ] || fail "--device cuda without GPU: exit $rc, $(cat "$d/err6")"
+fi
+
+# 4. Bad models: named with the file and line, exit 2, no output folder.
+mkdir -p "$d/broken" && cp "$m"/*.txt "$d/broken/"
+sed -i 's/^1 \([A-Z_]*\) 640 480 [^ ]*/1 \1 640 480 nan/' "$d/broken/cameras.txt"
+"$tp" ba "$d/broken" -o "$d/bad4" -q > /dev/null 2> "$d/err4"; rc=$?
+[ $rc = 2 ] && grep -q "cameras.txt:[0-9]*: " "$d/err4" && [ ! -e "$d/bad4" ] || fail "bad camera line: exit $rc, $(cat "$d/err4")"
+mkdir -p "$d/empty"
+"$tp" ba "$d/empty" -o "$d/bad5" -q > /dev/null 2> "$d/err5"; rc=$?
+[ $rc != 0 ] && grep -q "$d/empty" "$d/err5" && [ ! -e "$d/bad5" ] || fail "empty folder: exit $rc, $(cat "$d/err5")"
+echo ok
