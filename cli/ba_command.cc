@@ -1,13 +1,15 @@
 // tiepoint ba INPUT [options]: read a BAL problem, or a COLMAP sparse model (a folder),
 // bundle-adjust it, print and write results.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <string>
-#include <filesystem>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -149,8 +151,9 @@ double ProcessAgeSeconds() {
 int RunBaOnModel(const BaArgs& a) {
   const char* cmd = "ba";
   namespace fs = std::filesystem;
-  for (const std::string& option : a.bal_only_given)
-    return ReportError(cmd, Status::InvalidOptions(option + " applies to BAL problems, not to the COLMAP model in " + a.input));
+  if (!a.bal_only_given.empty())
+    return ReportError(cmd, Status::InvalidOptions(a.bal_only_given.front() +
+                                                   " applies to BAL problems, not to the COLMAP model in " + a.input));
   ReconstructionBAOptions options;
   options.max_iterations = a.max_iterations;
   options.function_tolerance = a.function_tolerance;
@@ -308,11 +311,9 @@ int RunBa(const BaArgs& a) {
       return RunBaOnModel(a);
     }
   }
-  for (const char* option : {"--refine-principal-point", "--format"})
-    if ((option == std::string("--format") && a.format_given) ||
-        (option == std::string("--refine-principal-point") && a.refine_principal_point))
-      return ReportError(cmd, Status::InvalidOptions(std::string(option) + " applies to a COLMAP model (a folder), not to " +
-                                                     "the BAL problem " + a.input));
+  if (a.refine_principal_point || a.format_given)
+    return ReportError(cmd, Status::InvalidOptions(std::string(a.refine_principal_point ? "--refine-principal-point" : "--format") +
+                                                   " applies to a COLMAP model (a folder), not to the BAL problem " + a.input));
   // TIEPOINT_TIMING: a timeline of the command, in seconds since the process started.
   const bool timing = std::getenv("TIEPOINT_TIMING") != nullptr;
   const double age_at_start = timing ? ProcessAgeSeconds() : 0.0;

@@ -85,24 +85,10 @@ double UndistortRadius(double k1, double k2, double rd) {
   return r;
 }
 
-// OPENCV's distortion of a normalized point and its 2x2 Jacobian (row-major).
-void OpenCVDistort(const double* k, double u, double v, double* du, double* dv, double* J) {
-  const double k1 = k[0], k2 = k[1], p1 = k[2], p2 = k[3];
-  const double uu = u * u, uv = u * v, vv = v * v, r2 = uu + vv;
-  const double d = 1 + r2 * (k1 + k2 * r2);
-  const double dd = k1 + 2 * k2 * r2;  // d d / d r2
-  *du = u * d + 2 * p1 * uv + p2 * (r2 + 2 * uu);
-  *dv = v * d + 2 * p2 * uv + p1 * (r2 + 2 * vv);
-  J[0] = d + 2 * uu * dd + 2 * p1 * v + 6 * p2 * u;
-  J[1] = 2 * uv * dd + 2 * p1 * u + 2 * p2 * v;
-  J[2] = J[1];
-  J[3] = d + 2 * vv * dd + 2 * p2 * u + 6 * p1 * v;
-}
-
-// Solves OpenCVDistort(u, v) = (ud, vd) by damped Newton steps from (ud, vd).
+// Solves OpenCVDistortion(u, v) = (ud, vd) by damped Newton steps from (ud, vd).
 void OpenCVUndistort(const double* k, double ud, double vd, double* u, double* v) {
   double x = ud, y = vd, fx, fy, J[4];
-  OpenCVDistort(k, x, y, &fx, &fy, J);
+  OpenCVDistortion(k, x, y, &fx, &fy, J);
   double ex = fx - ud, ey = fy - vd, err = ex * ex + ey * ey;
   const double scale2 = std::max(1.0, ud * ud + vd * vd);
   for (int iter = 0; iter < 100 && err > 1e-32 * scale2 && std::isfinite(err); ++iter) {
@@ -112,7 +98,7 @@ void OpenCVUndistort(const double* k, double ud, double vd, double* u, double* v
     bool improved = false;
     for (int h = 0; h < 30; ++h, sx *= 0.5, sy *= 0.5) {
       double nx, ny, nJ[4];
-      OpenCVDistort(k, x - sx, y - sy, &nx, &ny, nJ);
+      OpenCVDistortion(k, x - sx, y - sy, &nx, &ny, nJ);
       const double nex = nx - ud, ney = ny - vd, nerr = nex * nex + ney * ney;
       if (nerr < err) {
         x -= sx;
@@ -175,6 +161,19 @@ int CameraModelNumParams(CameraModelId model) {
 std::string CameraModelParamNames(CameraModelId model) {
   const ModelInfo* m = FindModel(model);
   return m != nullptr ? m->param_names : "";
+}
+
+void OpenCVDistortion(const double* k, double u, double v, double* du, double* dv, double* J) {
+  const double k1 = k[0], k2 = k[1], p1 = k[2], p2 = k[3];
+  const double uu = u * u, uv = u * v, vv = v * v, r2 = uu + vv;
+  const double d = 1 + r2 * (k1 + k2 * r2);
+  const double dd = k1 + 2 * k2 * r2;  // d d / d r2
+  *du = u * d + 2 * p1 * uv + p2 * (r2 + 2 * uu);
+  *dv = v * d + 2 * p2 * uv + p1 * (r2 + 2 * vv);
+  J[0] = d + 2 * uu * dd + 2 * p1 * v + 6 * p2 * u;
+  J[1] = 2 * uv * dd + 2 * p1 * u + 2 * p2 * v;
+  J[2] = J[1];
+  J[3] = d + 2 * vv * dd + 2 * p2 * u + 6 * p1 * v;
 }
 
 int CameraModelDistortionBegin(CameraModelId model) {

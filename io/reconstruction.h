@@ -184,6 +184,11 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
 void CameraPixelToNormalized(CameraModelId model, const double* params, double x, double y,
                              double* u, double* v);
 
+// OPENCV's distortion of the normalized point (u, v), k = (k1, k2, p1, p2): the distorted
+// normalized point (*du, *dv) (the pixel is (fx du + cx, fy dv + cy)) and its Jacobian in
+// (u, v), 2x2 row-major (the bundle adjuster's derivatives and the undistortion's steps).
+void OpenCVDistortion(const double* k, double u, double v, double* du, double* dv, double* J);
+
 // Rotation matrix (row-major) of a unit quaternion (w, x, y, z), and back.
 void QuaternionToRotation(const double* q, double* R);
 void RotationToQuaternion(const double* R, double* q);

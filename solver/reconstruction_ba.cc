@@ -626,18 +626,13 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
       break;
     }
     case CameraModelId::kOpenCV: {
-      const double fx = params[0], fy = params[1], k1 = params[4], k2 = params[5];
-      const double p1 = params[6], p2 = params[7];
-      const double uu = u * u, uv = u * v, vv = v * v;
-      const double d = 1 + r2 * (k1 + k2 * r2);
-      const double dd = k1 + 2 * k2 * r2;  // d d / d r2
+      const double fx = params[0], fy = params[1];
       // Distorted normalized point (du, dv) and its derivatives in (u, v).
-      const double du = u * d + 2 * p1 * uv + p2 * (r2 + 2 * uu);
-      const double dv = v * d + 2 * p2 * uv + p1 * (r2 + 2 * vv);
-      A[0] = fx * (d + 2 * uu * dd + 2 * p1 * v + 6 * p2 * u);
-      A[1] = fx * (2 * uv * dd + 2 * p1 * u + 2 * p2 * v);
-      A[2] = fy * (2 * uv * dd + 2 * p1 * u + 2 * p2 * v);
-      A[3] = fy * (d + 2 * vv * dd + 2 * p2 * u + 6 * p1 * v);
+      double du, dv, J[4];
+      OpenCVDistortion(params + 4, u, v, &du, &dv, J);
+      A[0] = fx * J[0]; A[1] = fx * J[1];
+      A[2] = fy * J[2]; A[3] = fy * J[3];
+      const double uv = u * v, uu = u * u, vv = v * v;
       if (jparams) {
         const double jp[16] = {du, 0, 1, 0, fx * u * r2, fx * u * r2 * r2, fx * 2 * uv, fx * (r2 + 2 * uu),
                                0, dv, 0, 1, fy * v * r2, fy * v * r2 * r2, fy * (r2 + 2 * vv), fy * 2 * uv};
