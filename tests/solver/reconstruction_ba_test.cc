@@ -163,6 +163,41 @@ Reconstruction MakeScene(std::mt19937& rng, int num_images, int num_points, doub
   return rec;
 }
 
+// Ceres on `start`'s poses (angle-axis and translation, image 1's held) and points, with one
+// intrinsics block `intr` shared by every observation, residual F(x, y) differentiated
+// automatically; Ceres's DENSE_SCHUR run to `tolerance`. *poses: the solved poses by image id.
+template <typename F, int N>
+ceres::Solver::Summary SolveWithCeres(const Reconstruction& start, double* intr, int max_iterations,
+                                      double tolerance, std::map<uint32_t, std::array<double, 6>>* poses) {
+  ceres::Problem problem;
+  std::map<uint64_t, std::array<double, 3>> points;
+  for (const auto& [id, im] : start.images) {
+    double R[9];
+    QuaternionToRotation(im.qvec, R);
+    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
+    const Eigen::AngleAxisd aa{Eigen::Matrix3d(Rm)};
+    const Eigen::Vector3d w = aa.axis() * aa.angle();
+    (*poses)[id] = {w[0], w[1], w[2], im.tvec[0], im.tvec[1], im.tvec[2]};
+  }
+  for (const auto& [pid, p] : start.points3D) points[pid] = {p.xyz[0], p.xyz[1], p.xyz[2]};
+  for (const auto& [pid, p] : start.points3D)
+    for (const TrackElement& e : p.track) {
+      const Point2D& q = start.images.at(e.image_id).points2D[e.point2D_idx];
+      problem.AddResidualBlock(new ceres::AutoDiffCostFunction<F, 2, 6, N, 3>(new F(q.x, q.y)), nullptr,
+                               (*poses)[e.image_id].data(), intr, points[pid].data());
+    }
+  problem.SetParameterBlockConstant((*poses)[1].data());
+  ceres::Solver::Options so;
+  so.linear_solver_type = ceres::DENSE_SCHUR;
+  so.max_num_iterations = max_iterations;
+  so.function_tolerance = tolerance;
+  so.gradient_tolerance = tolerance;
+  so.parameter_tolerance = tolerance;
+  ceres::Solver::Summary cs;
+  ceres::Solve(so, &problem, &cs);
+  return cs;
+}
+
 struct CeresResidual {
   CeresResidual(double x, double y) : x(x), y(y) {}
   template <typename T>
@@ -227,34 +262,9 @@ TEST(ReconstructionBA, SharedIntrinsicsMatchesCeres) {
     for (int k = 0; k < 3; ++k) EXPECT_NEAR(rec3.images.at(id).tvec[k], im.tvec[k], 1e-7);
 
   // Ceres on the same start, one shared intrinsics block (f, k).
-  ceres::Problem problem;
   std::map<uint32_t, std::array<double, 6>> poses;
   std::array<double, 2> intr = {start.cameras[1].params[0], start.cameras[1].params[3]};
-  std::map<uint64_t, std::array<double, 3>> points;
-  for (const auto& [id, im] : start.images) {
-    double R[9];
-    QuaternionToRotation(im.qvec, R);
-    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
-    const Eigen::AngleAxisd aa{Eigen::Matrix3d(Rm)};
-    const Eigen::Vector3d w = aa.axis() * aa.angle();
-    poses[id] = {w[0], w[1], w[2], im.tvec[0], im.tvec[1], im.tvec[2]};
-  }
-  for (const auto& [pid, p] : start.points3D) points[pid] = {p.xyz[0], p.xyz[1], p.xyz[2]};
-  for (const auto& [pid, p] : start.points3D)
-    for (const TrackElement& e : p.track) {
-      const Point2D& q = start.images.at(e.image_id).points2D[e.point2D_idx];
-      problem.AddResidualBlock(new ceres::AutoDiffCostFunction<CeresResidual, 2, 6, 2, 3>(new CeresResidual(q.x, q.y)),
-                               nullptr, poses[e.image_id].data(), intr.data(), points[pid].data());
-    }
-  problem.SetParameterBlockConstant(poses[1].data());
-  ceres::Solver::Options so;
-  so.linear_solver_type = ceres::DENSE_SCHUR;
-  so.max_num_iterations = 200;
-  so.function_tolerance = 1e-14;
-  so.gradient_tolerance = 1e-14;
-  so.parameter_tolerance = 1e-14;
-  ceres::Solver::Summary cs;
-  ceres::Solve(so, &problem, &cs);
+  const ceres::Solver::Summary cs = SolveWithCeres<CeresResidual, 2>(start, intr.data(), 200, 1e-14, &poses);
   EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
       << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
   EXPECT_NEAR(rec.cameras[1].params[0], intr[0], 1e-4 * intr[0]);
@@ -599,35 +609,9 @@ TEST(ReconstructionBA, OpenCVSharedIntrinsicsMatchCeres) {
   // Noise 0.3 px: 1/2 sum r^2 is about 0.045 per residual at the truth.
   EXPECT_LT(summary.final_cost, 0.045 * 1.2 * summary.num_residuals);
 
-  ceres::Problem problem;
   std::map<uint32_t, std::array<double, 6>> poses;
   std::vector<double> intr = start.cameras.at(1).params;
-  std::map<uint64_t, std::array<double, 3>> points;
-  for (const auto& [id, im] : start.images) {
-    double R[9];
-    QuaternionToRotation(im.qvec, R);
-    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
-    const Eigen::AngleAxisd aa{Eigen::Matrix3d(Rm)};
-    const Eigen::Vector3d w = aa.axis() * aa.angle();
-    poses[id] = {w[0], w[1], w[2], im.tvec[0], im.tvec[1], im.tvec[2]};
-  }
-  for (const auto& [pid, p] : start.points3D) points[pid] = {p.xyz[0], p.xyz[1], p.xyz[2]};
-  for (const auto& [pid, p] : start.points3D)
-    for (const TrackElement& e : p.track) {
-      const Point2D& q = start.images.at(e.image_id).points2D[e.point2D_idx];
-      problem.AddResidualBlock(
-          new ceres::AutoDiffCostFunction<CeresOpenCVResidual, 2, 6, 8, 3>(new CeresOpenCVResidual(q.x, q.y)),
-          nullptr, poses[e.image_id].data(), intr.data(), points[pid].data());
-    }
-  problem.SetParameterBlockConstant(poses[1].data());
-  ceres::Solver::Options so;
-  so.linear_solver_type = ceres::DENSE_SCHUR;
-  so.max_num_iterations = 300;
-  so.function_tolerance = 1e-15;
-  so.gradient_tolerance = 1e-15;
-  so.parameter_tolerance = 1e-15;
-  ceres::Solver::Summary cs;
-  ceres::Solve(so, &problem, &cs);
+  const ceres::Solver::Summary cs = SolveWithCeres<CeresOpenCVResidual, 8>(start, intr.data(), 300, 1e-15, &poses);
   EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
       << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
   const std::vector<double>& got = rec.cameras.at(1).params;
@@ -687,36 +671,11 @@ TEST(ReconstructionBA, HeldAspectRatioMatchesCeresWithOneFocalLength) {
   EXPECT_EQ(got[1], got[0]);  // the ratio 1 held exactly
   EXPECT_NE(got[0], start.cameras.at(1).params[0]);
 
-  ceres::Problem problem;
   std::map<uint32_t, std::array<double, 6>> poses;
   const std::vector<double>& s0 = start.cameras.at(1).params;
   std::vector<double> intr = {s0[0], s0[2], s0[3], s0[4], s0[5], s0[6], s0[7]};
-  std::map<uint64_t, std::array<double, 3>> points;
-  for (const auto& [id, im] : start.images) {
-    double R[9];
-    QuaternionToRotation(im.qvec, R);
-    const Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>> Rm(R);
-    const Eigen::AngleAxisd aa{Eigen::Matrix3d(Rm)};
-    const Eigen::Vector3d w = aa.axis() * aa.angle();
-    poses[id] = {w[0], w[1], w[2], im.tvec[0], im.tvec[1], im.tvec[2]};
-  }
-  for (const auto& [pid, p] : start.points3D) points[pid] = {p.xyz[0], p.xyz[1], p.xyz[2]};
-  for (const auto& [pid, p] : start.points3D)
-    for (const TrackElement& e : p.track) {
-      const Point2D& q = start.images.at(e.image_id).points2D[e.point2D_idx];
-      problem.AddResidualBlock(new ceres::AutoDiffCostFunction<CeresOpenCVOneFocalResidual, 2, 6, 7, 3>(
-                                   new CeresOpenCVOneFocalResidual(q.x, q.y)),
-                               nullptr, poses[e.image_id].data(), intr.data(), points[pid].data());
-    }
-  problem.SetParameterBlockConstant(poses[1].data());
-  ceres::Solver::Options so;
-  so.linear_solver_type = ceres::DENSE_SCHUR;
-  so.max_num_iterations = 300;
-  so.function_tolerance = 1e-15;
-  so.gradient_tolerance = 1e-15;
-  so.parameter_tolerance = 1e-15;
-  ceres::Solver::Summary cs;
-  ceres::Solve(so, &problem, &cs);
+  const ceres::Solver::Summary cs =
+      SolveWithCeres<CeresOpenCVOneFocalResidual, 7>(start, intr.data(), 300, 1e-15, &poses);
   EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
       << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
   const double mine[7] = {got[0], got[2], got[3], got[4], got[5], got[6], got[7]};
