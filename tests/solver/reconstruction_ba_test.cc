@@ -198,13 +198,29 @@ ceres::Solver::Summary SolveWithCeres(const Reconstruction& start, double* intr,
   return cs;
 }
 
+// Every image and point variable, image 1's pose held (the gauge).
+ReconstructionBAConfig FirstPoseHeld(const Reconstruction& rec) {
+  ReconstructionBAConfig config;
+  for (const auto& [id, im] : rec.images) config.variable_images.insert(id);
+  config.fixed_pose_images.insert(1);
+  config.only_points_of_variable_images = false;
+  return config;
+}
+
+// The point in the camera's frame: R(pose[0..2]) X + pose[3..5], R from angle-axis as Ceres
+// makes it (independent of tiepoint's rotations).
+template <typename T>
+void CameraFramePoint(const T* pose, const T* point, T* P) {
+  ceres::AngleAxisRotatePoint(pose, point, P);
+  for (int k = 0; k < 3; ++k) P[k] += pose[3 + k];
+}
+
 struct CeresResidual {
   CeresResidual(double x, double y) : x(x), y(y) {}
   template <typename T>
   bool operator()(const T* pose, const T* intr, const T* point, T* r) const {
     T P[3];
-    ceres::AngleAxisRotatePoint(pose, point, P);
-    for (int k = 0; k < 3; ++k) P[k] += pose[3 + k];
+    CameraFramePoint(pose, point, P);
     const T u = P[0] / P[2], v = P[1] / P[2];
     const T d = T(1) + intr[1] * (u * u + v * v);
     // intr = (f, k); principal point fixed (as tiepoint's default).
@@ -559,15 +575,19 @@ TEST(ReconstructionBASolvers, FixedPosesAgree) {
 // OPENCV (fx, fy, cx, cy, k1, k2, p1, p2), every intrinsic free, against Ceres with one
 // shared block of all eight differentiated automatically through the same templated
 // projection (io/reconstruction.h), from the same start.
+// kOneFocal: intr = (f, cx, cy, k1, k2, p1, p2), fx = fy = f (HeldAspectRatio... below);
+// else all eight of OPENCV's parameters.
+template <bool kOneFocal>
 struct CeresOpenCVResidual {
   CeresOpenCVResidual(double x, double y) : x(x), y(y) {}
   template <typename T>
   bool operator()(const T* pose, const T* intr, const T* point, T* r) const {
     T P[3];
-    ceres::AngleAxisRotatePoint(pose, point, P);
-    for (int k = 0; k < 3; ++k) P[k] += pose[3 + k];
+    CameraFramePoint(pose, point, P);
+    T p[8];
+    for (int k = 0; k < 8; ++k) p[k] = kOneFocal ? intr[k == 0 ? 0 : k - 1] : intr[k];
     T px, py;
-    CameraNormalizedToPixel(CameraModelId::kOpenCV, intr, P[0] / P[2], P[1] / P[2], &px, &py);
+    CameraNormalizedToPixel(CameraModelId::kOpenCV, p, P[0] / P[2], P[1] / P[2], &px, &py);
     r[0] = px - T(x);
     r[1] = py - T(y);
     return true;
@@ -599,10 +619,7 @@ TEST(ReconstructionBA, OpenCVSharedIntrinsicsMatchCeres) {
     o.refine_principal_point = true;
     return o;
   }();
-  ReconstructionBAConfig config;
-  for (const auto& [id, im] : start.images) config.variable_images.insert(id);
-  config.fixed_pose_images.insert(1);
-  config.only_points_of_variable_images = false;
+  const ReconstructionBAConfig config = FirstPoseHeld(start);
   Reconstruction rec = start;
   ReconstructionBASummary summary;
   ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
@@ -611,7 +628,7 @@ TEST(ReconstructionBA, OpenCVSharedIntrinsicsMatchCeres) {
 
   std::map<uint32_t, std::array<double, 6>> poses;
   std::vector<double> intr = start.cameras.at(1).params;
-  const ceres::Solver::Summary cs = SolveWithCeres<CeresOpenCVResidual, 8>(start, intr.data(), 300, 1e-15, &poses);
+  const ceres::Solver::Summary cs = SolveWithCeres<CeresOpenCVResidual<false>, 8>(start, intr.data(), 300, 1e-15, &poses);
   EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
       << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
   const std::vector<double>& got = rec.cameras.at(1).params;
@@ -629,23 +646,6 @@ TEST(ReconstructionBA, OpenCVSharedIntrinsicsMatchCeres) {
 // hold_aspect_ratio: OPENCV with fx and fy moving together (square pixels, fx = fy at the
 // start) against Ceres with one focal length in a 7-parameter block (f, cx, cy, k1, k2, p1,
 // p2): the same minimum, and fy / fx as it started, to rounding.
-struct CeresOpenCVOneFocalResidual {
-  CeresOpenCVOneFocalResidual(double x, double y) : x(x), y(y) {}
-  template <typename T>
-  bool operator()(const T* pose, const T* intr, const T* point, T* r) const {
-    T P[3];
-    ceres::AngleAxisRotatePoint(pose, point, P);
-    for (int k = 0; k < 3; ++k) P[k] += pose[3 + k];
-    const T p[8] = {intr[0], intr[0], intr[1], intr[2], intr[3], intr[4], intr[5], intr[6]};
-    T px, py;
-    CameraNormalizedToPixel(CameraModelId::kOpenCV, p, P[0] / P[2], P[1] / P[2], &px, &py);
-    r[0] = px - T(x);
-    r[1] = py - T(y);
-    return true;
-  }
-  double x, y;
-};
-
 TEST(ReconstructionBA, HeldAspectRatioMatchesCeresWithOneFocalLength) {
   std::mt19937 rng(29);
   Camera truth_cam = OpenCVCamera();
@@ -660,10 +660,7 @@ TEST(ReconstructionBA, HeldAspectRatioMatchesCeresWithOneFocalLength) {
   options.parameter_tolerance = 1e-15;
   options.refine_principal_point = true;
   options.hold_aspect_ratio = true;
-  ReconstructionBAConfig config;
-  for (const auto& [id, im] : start.images) config.variable_images.insert(id);
-  config.fixed_pose_images.insert(1);
-  config.only_points_of_variable_images = false;
+  const ReconstructionBAConfig config = FirstPoseHeld(start);
   Reconstruction rec = start;
   ReconstructionBASummary summary;
   ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
@@ -675,7 +672,7 @@ TEST(ReconstructionBA, HeldAspectRatioMatchesCeresWithOneFocalLength) {
   const std::vector<double>& s0 = start.cameras.at(1).params;
   std::vector<double> intr = {s0[0], s0[2], s0[3], s0[4], s0[5], s0[6], s0[7]};
   const ceres::Solver::Summary cs =
-      SolveWithCeres<CeresOpenCVOneFocalResidual, 7>(start, intr.data(), 300, 1e-15, &poses);
+      SolveWithCeres<CeresOpenCVResidual<true>, 7>(start, intr.data(), 300, 1e-15, &poses);
   EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
       << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
   const double mine[7] = {got[0], got[2], got[3], got[4], got[5], got[6], got[7]};
