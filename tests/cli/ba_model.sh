@@ -83,4 +83,16 @@ sed -i 's/^1 \([A-Z_]*\) 640 480 [^ ]*/1 \1 640 480 nan/' "$d/broken/cameras.txt
 mkdir -p "$d/empty"
 "$tp" ba "$d/empty" -o "$d/bad5" -q > /dev/null 2> "$d/err5"; rc=$?
 [ $rc != 0 ] && grep -q "$d/empty" "$d/err5" && [ ! -e "$d/bad5" ] || fail "empty folder: exit $rc, $(cat "$d/err5")"
+# 5. A batch job of kind ba takes a model folder; done once, it is not run again until the
+#    model changes.
+cp -r "$m" "$d/batch_model"
+printf '{"jobs": [{"name": "model-ba", "kind": "ba", "input": "%s", "output": "adjusted"}]}\n' "$d/batch_model" > "$d/jobs.json"
+"$tp" batch "$d/jobs.json" -o "$d/run" > "$d/batch1" 2>&1 || fail "batch of a model: $(cat "$d/batch1")"
+grep -q "1 of 1 jobs done (1 this run, 0 already)" "$d/batch1" || fail "batch run 1: $(tail -2 "$d/batch1")"
+[ -s "$d/run/jobs/model-ba/adjusted/cameras.bin" ] || fail "batch: no adjusted model in $(ls -R "$d/run/jobs/model-ba")"
+"$tp" batch "$d/jobs.json" -o "$d/run" > "$d/batch2" 2>&1 || fail "batch again"
+grep -q "(0 this run, 1 already)" "$d/batch2" || fail "batch run 2 ran the job again: $(tail -2 "$d/batch2")"
+cp "$d/out/points3D.bin" "$d/batch_model/points3D.bin"  # another model
+"$tp" batch "$d/jobs.json" -o "$d/run" > "$d/batch3" 2>&1 || fail "batch after the model changed"
+grep -q "(1 this run, 0 already)" "$d/batch3" || fail "batch run 3 did not see the model change: $(tail -2 "$d/batch3")"
 echo ok
