@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("tiepoint ") + tiepoint::kVersion);
 
-  CLI::App* ba = app.add_subcommand("ba", "Bundle-adjust a BAL problem (.txt or .txt.bz2)");
+  CLI::App* ba = app.add_subcommand("ba", "Bundle-adjust a BAL problem (.txt or .txt.bz2) or a COLMAP model (a folder)");
   const Runner run_ba = RegisterBa(*ba);
   CLI::App* synth = app.add_subcommand("synth", "Generate a synthetic BAL problem and its truth");
   const Runner run_synth = RegisterSynth(*synth);
