@@ -208,7 +208,8 @@ int RunBaOnModel(const BaArgs& a) {
     return ReportError(cmd, Status::InvalidInput(a.input + ": the model has " + std::to_string(rec.images.size()) +
                                                  " images and " + std::to_string(rec.points3D.size()) +
                                                  " points: nothing to adjust"));
-  if (solver == "auto" && rec.images.size() >= 150) options.linear_solver = ReconstructionLinearSolver::kSparseSchur;
+  if (solver == "auto" && rec.images.size() >= static_cast<size_t>(kAutoSparseFromImages))
+    options.linear_solver = ReconstructionLinearSolver::kSparseSchur;
   ReconstructionBAConfig config;
   for (const auto& [id, im] : rec.images) config.variable_images.insert(id);
   config.fixed_pose_images.insert(rec.images.begin()->first);

@@ -31,6 +31,10 @@ Runner RegisterRender(CLI::App& app);
 // Prints a Status error to stderr as "tiepoint <command>: error: ..." and returns its code.
 int ReportError(const char* command, const Status& status);
 
+// The bundle adjuster's "auto" solver (`reconstruct --ba-solver auto`, `ba MODEL_DIR`):
+// dense Cholesky below this many variable images, CHOLMOD from there.
+inline constexpr int kAutoSparseFromImages = 150;
+
 // For an output file written only once the work is done: kIoError naming `option` and the
 // directory when the directory `path` would be written into does not exist or cannot be
 // written, so that the command fails before the work rather than after it (and leaves no

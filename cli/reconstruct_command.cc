@@ -161,7 +161,7 @@ int RunReconstruct(const ReconstructArgs& a) {
   o.num_threads = a.threads;
   if (a.ba_solver == "auto") {  // dense, CHOLMOD from 150 variable images on
     o.mapper.ba_linear_solver = ReconstructionLinearSolver::kDenseSchur;
-    o.mapper.ba_sparse_from_images = 150;
+    o.mapper.ba_sparse_from_images = kAutoSparseFromImages;
   } else if (!(s = ReconstructionLinearSolverFromName(a.ba_solver, &o.mapper.ba_linear_solver)).ok()) {
     return ReportError(cmd, Status::InvalidOptions("--ba-solver: " + s.message() + " (or auto)"));
   }

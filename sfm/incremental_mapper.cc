@@ -546,9 +546,8 @@ class Mapper {
   // then stayed at the centre, and the rotations were 0.79 degrees off instead of 0.27.
   Status SelectRadialTerms() {
     // The models with distortion terms (the radial ones, OPENCV): their radial terms together.
-    auto is_radial = [](const Camera& c) { return c.HasDistortion(); };
     bool radial = false;
-    for (const auto& [id, c] : rec_.cameras) radial |= is_radial(c);
+    for (const auto& [id, c] : rec_.cameras) radial |= c.HasDistortion();
     if (!radial || !o_.refine_intrinsics || rec_.images.size() < 3) return Status::Ok();
     const std::set<uint32_t> all = AllImages();
     const Reconstruction start = rec_;
@@ -565,7 +564,7 @@ class Mapper {
     rec_ = start;
     principal_point_free_ = pp_free;
     for (auto& [id, c] : rec_.cameras)
-      if (is_radial(c)) std::fill(c.params.begin() + CameraModelDistortionBegin(c.model), c.params.end(), 0.0);
+      if (c.HasDistortion()) std::fill(c.params.begin() + CameraModelDistortionBegin(c.model), c.params.end(), 0.0);
     extra_override_ = 0;
     if (st.ok()) st = Adjust(all, true, o_.ba_global_max_iterations);
     const double cost_zero = last_cost_;
