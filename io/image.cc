@@ -75,8 +75,10 @@ Status CheckDimensions(const std::string& name, const char* format, long long w,
   return Status::Ok();
 }
 
-// Where a decoder puts the pixels: grey floats in [0, 1] (ReadImageGray) or 8-bit samples
-// with the file's channels (ReadImage8). Exactly one is set.
+// Where a decoder puts the pixels: grey floats in [0, 1] (ReadImageGray), 8-bit samples
+// with the file's channels (ReadImage8), or both from one decoding
+// (DecodeImageGrayAndColour; a JPEG then fills only the grey, see there). At least one
+// is set.
 struct DecodeTarget {
   GrayImage* gray = nullptr;
   Image8* image8 = nullptr;
@@ -196,7 +198,7 @@ class PnmParser {
       out->channels = channels;
       out->pixels.resize(num_samples);
       for (size_t i = 0; i < num_samples; ++i) out->pixels[i] = To8(samples[i]);
-      return Status::Ok();
+      if (target.gray == nullptr) return Status::Ok();
     }
     GrayImage* out = target.gray;
     out->width = static_cast<int>(w);
@@ -360,6 +362,28 @@ Status DecodePng(const unsigned char* data, size_t size, const std::string& name
 
   const size_t n = static_cast<size_t>(ctx.width) * ctx.height;
   const int c = ctx.channels;
+  // The grey first: the 8-bit copy may take the decoder's buffer.
+  if (target.gray != nullptr) {
+    GrayImage* out = target.gray;
+    std::vector<float> pixels(n);
+    const float* unit = UnitFloat8();
+    for (png_uint_32 y = 0; y < ctx.height; ++y) {
+      const unsigned char* row = ctx.rows[y];
+      float* dst = &pixels[static_cast<size_t>(y) * ctx.width];
+      for (png_uint_32 x = 0; x < ctx.width; ++x) {
+        float v[3];
+        for (int k = 0; k < c; ++k) {
+          const size_t i = static_cast<size_t>(x) * c + k;
+          v[k] = ctx.bit_depth == 16 ? ((row[2 * i] << 8) | row[2 * i + 1]) / 65535.0f
+                                     : unit[row[i]];
+        }
+        dst[x] = c == 1 ? v[0] : Luma(v[0], v[1], v[2]);
+      }
+    }
+    out->width = static_cast<int>(ctx.width);
+    out->height = static_cast<int>(ctx.height);
+    out->pixels = std::move(pixels);
+  }
   if (target.image8 != nullptr) {
     Image8* out = target.image8;
     out->width = static_cast<int>(ctx.width);
@@ -383,27 +407,7 @@ Status DecodePng(const unsigned char* data, size_t size, const std::string& name
           dst[i] = static_cast<unsigned char>((((row[2 * i] << 8) | row[2 * i + 1]) * 255 + 32767) / 65535);
       }
     }
-    return Status::Ok();
   }
-  GrayImage* out = target.gray;
-  std::vector<float> pixels(n);
-  const float* unit = UnitFloat8();
-  for (png_uint_32 y = 0; y < ctx.height; ++y) {
-    const unsigned char* row = ctx.rows[y];
-    float* dst = &pixels[static_cast<size_t>(y) * ctx.width];
-    for (png_uint_32 x = 0; x < ctx.width; ++x) {
-      float v[3];
-      for (int k = 0; k < c; ++k) {
-        const size_t i = static_cast<size_t>(x) * c + k;
-        v[k] = ctx.bit_depth == 16 ? ((row[2 * i] << 8) | row[2 * i + 1]) / 65535.0f
-                                   : unit[row[i]];
-      }
-      dst[x] = c == 1 ? v[0] : Luma(v[0], v[1], v[2]);
-    }
-  }
-  out->width = static_cast<int>(ctx.width);
-  out->height = static_cast<int>(ctx.height);
-  out->pixels = std::move(pixels);
   return Status::Ok();
 }
 
@@ -529,7 +533,8 @@ Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& nam
   JpegContext ctx;
   ctx.data = data;
   ctx.size = size;
-  ctx.color = target.image8 != nullptr;
+  // Grey and colour from one decoding: grey only (see DecodeImageGrayAndColour).
+  ctx.color = target.image8 != nullptr && target.gray == nullptr;
   const bool ok = DecodeJpegProtected(&ctx);
   if (ctx.created) jpeg_destroy_decompress(&ctx.cinfo);
   if (ctx.dimensions_rejected) return CheckDimensions(name, "JPEG", ctx.width, ctx.height);
@@ -547,7 +552,7 @@ Status DecodeJpeg(const unsigned char* data, size_t size, const std::string& nam
                                 std::string(ctx.err.message));
   }
   const size_t n = static_cast<size_t>(ctx.width) * ctx.height;
-  if (target.image8 != nullptr) {
+  if (ctx.color) {
     Image8* out = target.image8;
     out->width = static_cast<int>(ctx.width);
     out->height = static_cast<int>(ctx.height);
@@ -711,7 +716,7 @@ Status DecodeTiff(const unsigned char* data, size_t size, const std::string& nam
       }
     }
     out->pixels = std::move(px);
-    return Status::Ok();
+    if (target.gray == nullptr) return Status::Ok();
   }
   GrayImage* out = target.gray;
   std::vector<float> g(n);
@@ -814,6 +819,14 @@ Status DecodeImageGray(const unsigned char* data, size_t size, const std::string
 Status DecodeImage8(const unsigned char* data, size_t size, const std::string& name, Image8* out) {
   DecodeTarget target;
   target.image8 = out;
+  return DecodeImage(data, size, name, target);
+}
+
+Status DecodeImageGrayAndColour(const unsigned char* data, size_t size, const std::string& name,
+                                GrayImage* gray, Image8* colour) {
+  DecodeTarget target;
+  target.gray = gray;
+  target.image8 = colour;
   return DecodeImage(data, size, name, target);
 }
 

@@ -131,6 +131,14 @@ struct Image8 {
 Status ReadImage8(const std::string& path, Image8* out);
 Status DecodeImage8(const unsigned char* data, size_t size, const std::string& name, Image8* out);
 
+// Both from one decoding, for a caller that needs the grey image now and the colours
+// later (reconstruct: SIFT, then the points' colours): *gray as DecodeImageGray gives it,
+// and *colour as DecodeImage8 gives it, for PNG, TIFF, PGM and PPM files. A JPEG fills
+// *gray only and leaves *colour as it was: its grey is libjpeg's luma channel, decoded
+// without the chroma, and its colour is a decoding of its own. Errors as DecodeImageGray.
+Status DecodeImageGrayAndColour(const unsigned char* data, size_t size, const std::string& name,
+                                GrayImage* gray, Image8* colour);
+
 // Writes an 8-bit PNG (grey for 1 channel, RGB for 3; no alpha, no gamma chunk) through
 // libpng, encoded in memory and written through a temporary file renamed into place.
 // `compression_level` is zlib's 0..9 (1: fastest; 6: libpng's default). Errors: bad

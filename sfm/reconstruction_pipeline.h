@@ -17,8 +17,9 @@
 //       OUT/sparse/N/{cameras,images,points3D}.{txt,bin}  COLMAP model, largest first
 //       OUT/sparse/N/model.bal                             BAL export
 //       OUT/points.ply                                     coloured points + camera centres
-//     (each point's colour is the mean of the image colours at its observations, the
-//     images read again one at a time per thread, see ColourReconstructionPoints)
+//     (each point's colour is the mean of the image colours at its observations, from
+//     the first decoding of the images where it gave them (PNG, TIFF, PGM, PPM) and
+//     memory allows, else read again, see ColourReconstructionPoints)
 //       OUT/report.json, OUT/overview.svg
 // Sequence mode (`tracks_file`): correspondences come from `tiepoint track` output
 // ("track_id frame x y", frame = index into the images) instead of SIFT matching.
@@ -165,6 +166,7 @@ struct ReconstructionPipelineResult {
 // What ColourReconstructionPoints did.
 struct ColourSummary {
   int images_read = 0;
+  int images_decoded_before = 0;  // of images_read, taken from `decoded`, not read again
   int64_t points_coloured = 0;
   std::vector<std::string> failures;  // images that could not be read again (messages)
 };
@@ -173,10 +175,12 @@ struct ColourSummary {
 // at the observation (bilinear; COLMAP's Reconstruction::ExtractColorsForAllImages does
 // the same). `paths` maps an image name (Image::name) to its file. Each registered image is
 // read once through ReadImage8, on up to num_threads threads, each holding one image at a
-// time; grey images give R = G = B. A point none of whose images can be read keeps its
-// colour, and the images are listed in summary->failures (it is not an error).
+// time, unless `decoded` holds it by name already (ReadImage8's samples of that file);
+// grey images give R = G = B. A point none of whose images can be read keeps its colour,
+// and the images are listed in summary->failures (it is not an error).
 Status ColourReconstructionPoints(const std::map<std::string, std::string>& paths, int num_threads,
-                                  std::vector<Reconstruction>* models, ColourSummary* summary);
+                                  std::vector<Reconstruction>* models, ColourSummary* summary,
+                                  const std::map<std::string, Image8>* decoded = nullptr);
 
 // Runs everything and writes the outputs. Errors: kInvalidInput when fewer than two
 // images can be read, duplicate image names (naming both paths), a bad intrinsics, pairs

@@ -50,6 +50,23 @@ struct LossFunction {
       }
     }
   }
+
+  // rho'(s) alone, the same value as Evaluate's, for a linearization that needs only the
+  // weights (the cost comes from another pass): no log1p or sqrt for a rho left unused.
+  double Derivative(double s) const {
+    switch (type) {
+      case LossType::kNone: return 1.0;
+      case LossType::kHuber: {
+        const double b = scale * scale;
+        return s <= b ? 1.0 : scale / std::sqrt(s);
+      }
+      case LossType::kCauchy: {
+        const double b = scale * scale;
+        return 1.0 / (1.0 + s / b);
+      }
+    }
+    return 1.0;
+  }
 };
 
 // Parses "huber:S", "cauchy:S" or "none"; names the field on error.

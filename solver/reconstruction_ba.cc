@@ -947,8 +947,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
             double r[2], jpose[12], jpt[6], jprm[16];
             ReconstructionResidual(models[c], params[c].data(), &Rs[9 * o.image], &ts[3 * o.image],
                                    &Xs[3 * o.point], o.xy, r, jpose, jpt, jprm);
-            double rho, drho;
-            options.loss.Evaluate(r[0] * r[0] + r[1] * r[1], &rho, &drho);
+            const double drho = options.loss.Derivative(r[0] * r[0] + r[1] * r[1]);
             const double w = std::sqrt(std::max(drho, 0.0));
             // Active camera-side Jacobian: 2 x nl.
             double Jc[2][kMaxLocal];

@@ -577,6 +577,71 @@ TEST(ImageTest, Image8KeepsColourAndChannels) {
   }
 }
 
+// DecodeImageGrayAndColour: one decoding gives what DecodeImageGray and DecodeImage8 give
+// apart, to the bit, for every format whose grey and colour come from the same samples;
+// a JPEG gives its grey (libjpeg's luma channel) and leaves the colour as it was; errors
+// are DecodeImageGray's, with neither image touched.
+TEST(ImageTest, GrayAndColourFromOneDecodingEqualTheTwoDecodings) {
+  const int w = 37, h = 21;
+  std::vector<uint16_t> rgba;
+  for (uint16_t v : PatternSamples(w, h, 3, 255)) rgba.push_back(v);
+  std::vector<uint16_t> with_alpha;
+  for (size_t i = 0; i < rgba.size(); i += 3) with_alpha.insert(with_alpha.end(), {rgba[i], rgba[i + 1], rgba[i + 2], 200});
+  std::vector<uint16_t> idx(static_cast<size_t>(w) * h);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<uint16_t>(i % 3);
+  std::vector<uint8_t> rgb8(rgba.begin(), rgba.end());
+  TiffLayout lzw;
+  lzw.compression = COMPRESSION_LZW;
+  const std::vector<std::pair<std::string, Bytes>> files = {
+      {"grey.png", EncodePng(w, h, PNG_COLOR_TYPE_GRAY, 8, PatternSamples(w, h, 1, 255))},
+      {"grey16.png", EncodePng(w, h, PNG_COLOR_TYPE_GRAY, 16, PatternSamples(w, h, 1, 65535))},
+      {"rgb.png", EncodePng(w, h, PNG_COLOR_TYPE_RGB, 8, PatternSamples(w, h, 3, 255))},
+      {"rgb16 interlaced.png", EncodePng(w, h, PNG_COLOR_TYPE_RGB, 16, PatternSamples(w, h, 3, 65535), true)},
+      {"rgba.png", EncodePng(w, h, PNG_COLOR_TYPE_RGB_ALPHA, 8, with_alpha)},
+      {"palette.png", EncodePng(w, h, PNG_COLOR_TYPE_PALETTE, 8, idx, false, {{0, 0, 0}, {255, 0, 0}, {10, 20, 30}})},
+      {"grey.pgm", EncodePnm(w, h, 1, 255, PatternSamples(w, h, 1, 255))},
+      {"rgb1000.ppm", EncodePnm(w, h, 3, 1000, PatternSamples(w, h, 3, 1000))},
+      {"rgb.tif", EncodeTiff(w, h, 3, rgba, lzw)},
+      {"grey.tif", EncodeTiff(w, h, 1, PatternSamples(w, h, 1, 255))},
+      {"rgb.jpg", EncodeJpeg(w, h, 3, rgb8, 90)},
+  };
+  for (const auto& [name, bytes] : files) {
+    SCOPED_TRACE(name);
+    ASSERT_FALSE(bytes.empty());
+    GrayImage g_alone, g;
+    Image8 c_alone, c;
+    ASSERT_TRUE(DecodeImageGray(bytes.data(), bytes.size(), name, &g_alone).ok());
+    ASSERT_TRUE(DecodeImage8(bytes.data(), bytes.size(), name, &c_alone).ok());
+    const Status s = DecodeImageGrayAndColour(bytes.data(), bytes.size(), name, &g, &c);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(g.width, g_alone.width);
+    EXPECT_EQ(g.height, g_alone.height);
+    EXPECT_EQ(g.pixels, g_alone.pixels);  // float ==, bit for bit here
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".jpg") {
+      EXPECT_TRUE(c.empty());
+      EXPECT_TRUE(c.pixels.empty());
+      continue;
+    }
+    EXPECT_EQ(c.width, c_alone.width);
+    EXPECT_EQ(c.height, c_alone.height);
+    EXPECT_EQ(c.channels, c_alone.channels);
+    EXPECT_EQ(c.pixels, c_alone.pixels);
+  }
+  // Errors: DecodeImageGray's message, both images left as they were.
+  Bytes cut = EncodePng(w, h, PNG_COLOR_TYPE_RGB, 8, PatternSamples(w, h, 3, 255));
+  cut.resize(cut.size() / 2);
+  GrayImage g, g_alone;
+  Image8 c;
+  c.width = 3;
+  const Status alone = DecodeImageGray(cut.data(), cut.size(), "cut.png", &g_alone);
+  const Status both = DecodeImageGrayAndColour(cut.data(), cut.size(), "cut.png", &g, &c);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.message(), alone.message());
+  EXPECT_TRUE(g.empty());
+  EXPECT_EQ(c.width, 3);
+  EXPECT_TRUE(c.pixels.empty());
+}
+
 TEST(ImageTest, Image8DecodesYCbCrJpegToRgb) {
   // Flat red, green and blue thirds, stored as YCbCr: RGB comes back, not the luma.
   const int w = 48, h = 16;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -107,6 +108,23 @@ TEST(ColourReconstructionPoints, PointsTakeTheMeanColourOfTheirObservations) {
   for (size_t m = 0; m < 3; ++m)
     for (const auto& [pid, p] : models[m].points3D)
       for (int c = 0; c < 3; ++c) EXPECT_EQ(again[m].points3D.at(pid).rgb[c], p.rgb[c]);
+  // Images decoded already (reconstruct keeps them from its first read) are not read
+  // again: the same colours with a.ppm's file removed, and gone.ppm's point takes the
+  // colour of the image held under its name (b.ppm's pixels: blue at (3, 3)).
+  std::map<std::string, Image8> held;
+  ASSERT_TRUE(ReadImage8(dir.File("a.ppm"), &held["a.ppm"]).ok());
+  ASSERT_TRUE(ReadImage8(dir.File("b.ppm"), &held["gone.ppm"]).ok());
+  ASSERT_EQ(std::remove(dir.File("a.ppm").c_str()), 0);
+  std::vector<Reconstruction> from_held = {r, grey, gone};
+  ASSERT_TRUE(ColourReconstructionPoints(paths, 2, &from_held, &summary, &held).ok());
+  for (size_t m = 0; m < 2; ++m)
+    for (const auto& [pid, p] : models[m].points3D)
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(from_held[m].points3D.at(pid).rgb[c], p.rgb[c]) << m << " " << pid;
+  EXPECT_EQ(summary.images_read, 4);
+  EXPECT_EQ(summary.images_decoded_before, 2);
+  EXPECT_TRUE(summary.failures.empty());
+  const uint8_t* g = from_held[2].points3D.at(1).rgb;
+  EXPECT_EQ((std::array<int, 3>{g[0], g[1], g[2]}), (std::array<int, 3>{0, 0, 255}));
 }
 
 // A 96 x 64 JPEG of noise, with an EXIF block giving a 35 mm equivalent of f35 mm

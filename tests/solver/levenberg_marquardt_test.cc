@@ -13,6 +13,7 @@
 #include "solver/ba_problem.h"
 #include "solver/bundle_adjuster.h"
 #include "solver/camera_model.h"
+#include "solver/loss.h"
 #include "solver/synthetic.h"
 #include "tests/common/ba_helpers.h"
 #include "tests/common/shared_data.h"
@@ -85,6 +86,23 @@ TEST(LevenbergMarquardt, RobustLossesMatchCeres) {
     EXPECT_NEAR(sa.final_cost, sb.final_cost, 1e-4 * sb.final_cost) << ToString(loss);
     EXPECT_NEAR(IndependentCost(a, loss), sa.final_cost, 1e-9 * sa.final_cost) << ToString(loss);
   }
+}
+
+// LossFunction::Derivative gives Evaluate's rho'(s) bit for bit (the reconstruction
+// bundle adjuster weights its Jacobians with it), on both sides of Huber's knee, at zero,
+// and for huge s.
+TEST(LossFunction, DerivativeIsEvaluatesDerivative) {
+  for (const LossFunction loss : {LossFunction{}, LossFunction{LossType::kHuber, 1.5}, LossFunction{LossType::kCauchy, 1.0},
+                                  LossFunction{LossType::kCauchy, 2.0}}) {
+    for (double s : {0.0, 1e-300, 1e-8, 0.5, 1.0, 2.25, 2.2500000001, 3.0, 17.0, 1e6, 1e300}) {
+      double rho = 0, drho = 0;
+      loss.Evaluate(s, &rho, &drho);
+      EXPECT_EQ(loss.Derivative(s), drho) << ToString(loss) << " s = " << s;
+    }
+  }
+  // A robust loss weights a large residual down: the test would see a Derivative of 1.
+  EXPECT_LT(LossFunction({LossType::kCauchy, 1.0}).Derivative(99.0), 0.011);
+  EXPECT_LT(LossFunction({LossType::kHuber, 1.0}).Derivative(100.0), 0.11);
 }
 
 TEST(LevenbergMarquardt, FixedCamerasAndIntrinsicsStayConstant) {
