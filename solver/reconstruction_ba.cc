@@ -590,15 +590,15 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
     case CameraModelId::kSimplePinhole:
       A[0] = params[0]; A[1] = 0; A[2] = 0; A[3] = params[0];
       if (jparams) {
-        const double jp[6] = {u, 1, 0, v, 0, 1};
-        std::copy(jp, jp + 6, jparams);
+        jparams[0] = u; jparams[1] = 1; jparams[2] = 0;
+        jparams[3] = v; jparams[4] = 0; jparams[5] = 1;
       }
       break;
     case CameraModelId::kPinhole:
       A[0] = params[0]; A[1] = 0; A[2] = 0; A[3] = params[1];
       if (jparams) {
-        const double jp[8] = {u, 0, 1, 0, 0, v, 0, 1};
-        std::copy(jp, jp + 8, jparams);
+        jparams[0] = u; jparams[1] = 0; jparams[2] = 1; jparams[3] = 0;
+        jparams[4] = 0; jparams[5] = v; jparams[6] = 0; jparams[7] = 1;
       }
       break;
     case CameraModelId::kSimpleRadial: {
@@ -607,8 +607,8 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
       A[0] = f * (d + 2 * k * u * u); A[1] = f * 2 * k * u * v;
       A[2] = A[1];                    A[3] = f * (d + 2 * k * v * v);
       if (jparams) {
-        const double jp[8] = {u * d, 1, 0, f * u * r2, v * d, 0, 1, f * v * r2};
-        std::copy(jp, jp + 8, jparams);
+        jparams[0] = u * d; jparams[1] = 1; jparams[2] = 0; jparams[3] = f * u * r2;
+        jparams[4] = v * d; jparams[5] = 0; jparams[6] = 1; jparams[7] = f * v * r2;
       }
       break;
     }
@@ -619,9 +619,8 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
       A[0] = f * (d + 2 * dd * u * u); A[1] = f * 2 * dd * u * v;
       A[2] = A[1];                     A[3] = f * (d + 2 * dd * v * v);
       if (jparams) {
-        const double jp[10] = {u * d, 1, 0, f * u * r2, f * u * r2 * r2,
-                               v * d, 0, 1, f * v * r2, f * v * r2 * r2};
-        std::copy(jp, jp + 10, jparams);
+        jparams[0] = u * d; jparams[1] = 1; jparams[2] = 0; jparams[3] = f * u * r2; jparams[4] = f * u * r2 * r2;
+        jparams[5] = v * d; jparams[6] = 0; jparams[7] = 1; jparams[8] = f * v * r2; jparams[9] = f * v * r2 * r2;
       }
       break;
     }
