@@ -2,7 +2,8 @@
 # `tiepoint ba MODEL_DIR` against COLMAP 3.8's `bundle_adjuster` (Debian package `colmap`) on
 # the same COLMAP models, side by side, into one JSON:
 #   bench/model_ba_compare.sh [OUT.json] [SETS]
-# SETS (default "temple dino fountain"): each set's model is `tiepoint reconstruct`'s
+# SETS (default "temple dino fountain"; "rendered": the scene tiepoint renders, see
+# reconstruct_sets.sh): each set's model is `tiepoint reconstruct`'s
 # self-calibrated one (one camera; CAMERA_MODEL, default simple_radial). Both tools then adjust
 # it with their defaults (least squares; focal length and distortion refined, principal point
 # held; tiepoint stops at a relative cost change of 1e-6, COLMAP at Ceres' own tolerances or

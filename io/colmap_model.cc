@@ -25,14 +25,17 @@ namespace colmap_internal {
 
 // COLMAP's other camera models, so that a model written by COLMAP with one of them is named.
 const char* ColmapOnlyModelName(int id) {
-  static constexpr const char* kNames[] = {
-      "OPENCV_FISHEYE", "FULL_OPENCV", "FOV", "SIMPLE_RADIAL_FISHEYE", "RADIAL_FISHEYE",
-      "THIN_PRISM_FISHEYE"};
-  return id >= 5 && id <= 10 ? kNames[id - 5] : nullptr;
+  switch (id) {
+    case 6: return "FULL_OPENCV";
+    case 7: return "FOV";
+    case 10: return "THIN_PRISM_FISHEYE";
+    default: return nullptr;
+  }
 }
 
 const char* const kSupportedModels =
-    "SIMPLE_PINHOLE (0), PINHOLE (1), SIMPLE_RADIAL (2), RADIAL (3), OPENCV (4)";
+    "SIMPLE_PINHOLE (0), PINHOLE (1), SIMPLE_RADIAL (2), RADIAL (3), OPENCV (4), OPENCV_FISHEYE (5), "
+    "SIMPLE_RADIAL_FISHEYE (8), RADIAL_FISHEYE (9)";
 
 Status CheckCamera(const Camera& camera, const std::string& where) {
   const int expected = CameraModelNumParams(camera.model);

@@ -23,7 +23,7 @@ inline std::string JoinPath(const std::string& dir, const char* file) {
 }
 
 // "SIMPLE_PINHOLE (0), ..." for messages; COLMAP's name of one of its models that tiepoint
-// does not support (ids 5..10), else nullptr.
+// does not support (ids 6, 7 and 10: FULL_OPENCV, FOV, THIN_PRISM_FISHEYE), else nullptr.
 extern const char* const kSupportedModels;
 const char* ColmapOnlyModelName(int id);
 

@@ -273,8 +273,10 @@ Status ReadCamerasText(std::istream& in, const std::string& file, Reconstruction
     const std::string model_name(f[1]);
     if (!CameraModelFromName(model_name, &camera.model).ok()) {
       bool colmap_only = false;
-      for (int id = 5; id <= 10; ++id)
-        colmap_only = colmap_only || model_name == ColmapOnlyModelName(id);
+      for (int id = 5; id <= 10; ++id) {
+        const char* name = ColmapOnlyModelName(id);
+        colmap_only = colmap_only || (name != nullptr && model_name == name);
+      }
       return reader.Error(
           "camera model '" + model_name + "' " +
           (colmap_only ? "is a COLMAP model tiepoint does not support" : "is unknown") +

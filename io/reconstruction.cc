@@ -20,6 +20,9 @@ constexpr ModelInfo kModels[] = {
     {CameraModelId::kSimpleRadial, "SIMPLE_RADIAL", 4, "f,cx,cy,k"},
     {CameraModelId::kRadial, "RADIAL", 5, "f,cx,cy,k1,k2"},
     {CameraModelId::kOpenCV, "OPENCV", 8, "fx,fy,cx,cy,k1,k2,p1,p2"},
+    {CameraModelId::kOpenCVFisheye, "OPENCV_FISHEYE", 8, "fx,fy,cx,cy,k1,k2,k3,k4"},
+    {CameraModelId::kSimpleRadialFisheye, "SIMPLE_RADIAL_FISHEYE", 4, "f,cx,cy,k"},
+    {CameraModelId::kRadialFisheye, "RADIAL_FISHEYE", 5, "f,cx,cy,k1,k2"},
 };
 
 const ModelInfo* FindModel(CameraModelId model) {
@@ -85,6 +88,58 @@ double UndistortRadius(double k1, double k2, double rd) {
   return r;
 }
 
+// Solves theta (1 + k1 theta^2 + ...) = theta_d for theta in [0, 90 degrees), on the branch
+// where the left side still grows (its slope is 1 at 0): past the angle where the slope
+// vanishes (or 90 degrees) the lens folds the image back, and a theta_d beyond the value
+// there returns that angle (as UndistortRadius does for the radius).
+double UndistortFisheyeAngle(const double* k, int num_k, double theta_d) {
+  auto g = [&](double t) {
+    const double t2 = t * t;
+    double poly = 0;
+    for (int i = num_k - 1; i >= 0; --i) poly = (poly + k[i]) * t2;
+    return t * (1 + poly);
+  };
+  auto dg = [&](double t) {
+    const double t2 = t * t;
+    double poly = 0;  // sum (2i + 3) k_i t^(2i + 2)
+    for (int i = num_k - 1; i >= 0; --i) poly = poly * t2 + (2 * i + 3) * k[i] * t2;
+    return 1 + poly;
+  };
+  // The end of the growing branch: the first zero of g' below 90 degrees, by a scan and
+  // bisection, else just short of 90 degrees (where the tangent ends).
+  constexpr double kMax = 1.5707963267948966 * (1 - 1e-9);
+  double hi = kMax;
+  constexpr int kScan = 256;
+  for (int i = 1; i <= kScan; ++i) {
+    const double t = kMax * i / kScan;
+    if (!(dg(t) > 0)) {
+      double a = kMax * (i - 1) / kScan, b = t;
+      for (int it = 0; it < 60; ++it) {
+        const double m = 0.5 * (a + b);
+        (dg(m) > 0 ? a : b) = m;
+      }
+      hi = a;
+      break;
+    }
+  }
+  if (g(hi) <= theta_d) return hi;
+  double lo = 0, t = std::min(theta_d, hi);
+  for (int iter = 0; iter < 100; ++iter) {
+    const double f = g(t) - theta_d;
+    if (f == 0) return t;
+    if (f < 0)
+      lo = t;
+    else
+      hi = t;
+    const double d = dg(t);
+    double next = d > 0 ? t - f / d : lo - 1;
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    if (std::abs(next - t) <= 1e-16 * std::max(t, 1e-300) || next == lo || next == hi) return next;
+    t = next;
+  }
+  return t;
+}
+
 // Solves OpenCVDistortion(u, v) = (ud, vd) by damped Newton steps from (ud, vd).
 void OpenCVUndistort(const double* k, double ud, double vd, double* u, double* v) {
   double x = ud, y = vd, fx, fy, J[4];
@@ -139,8 +194,10 @@ Status CameraModelFromName(const std::string& name, CameraModelId* model) {
     }
   }
   return Status::InvalidOptions("unknown camera model '" + name +
-                                "': expected simple_pinhole, pinhole, simple_radial, radial or opencv "
-                                "(COLMAP's SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV)");
+                                "': expected simple_pinhole, pinhole, simple_radial, radial, opencv, "
+                                "opencv_fisheye, simple_radial_fisheye or radial_fisheye (COLMAP's "
+                                "SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE, "
+                                "SIMPLE_RADIAL_FISHEYE, RADIAL_FISHEYE)");
 }
 
 bool CameraModelFromId(int id, CameraModelId* model) {
@@ -176,11 +233,51 @@ void OpenCVDistortion(const double* k, double u, double v, double* du, double* d
   J[3] = d + 2 * vv * dd + 2 * p2 * u + 6 * p1 * v;
 }
 
+void FisheyeDistortion(const double* k, int num_k, double u, double v, double* du, double* dv, double* J,
+                       double* dk) {
+  const double r2 = u * u + v * v;
+  if (!(r2 > 1e-30)) {  // on the axis: the identity to first order, the k's act at theta^3
+    *du = u;
+    *dv = v;
+    J[0] = J[3] = 1;
+    J[1] = J[2] = 0;
+    if (dk != nullptr) std::fill(dk, dk + 2 * num_k, 0.0);
+    return;
+  }
+  const double r = std::sqrt(r2), theta = std::atan(r), t2 = theta * theta;
+  double poly = 0, dpoly = 0;  // sum k_i t^(2i+2), sum (2i + 3) k_i t^(2i+2)
+  for (int i = num_k - 1; i >= 0; --i) {
+    poly = (poly + k[i]) * t2;
+    dpoly = dpoly * t2 + (2 * i + 3) * k[i] * t2;
+  }
+  const double theta_d = theta * (1 + poly);
+  const double s = theta_d / r;
+  // ds/dr = (theta_d'(theta) theta'(r) r - theta_d) / r^2, theta'(r) = 1 / (1 + r^2).
+  const double ds_dr = ((1 + dpoly) / (1 + r2) * r - theta_d) / r2;
+  const double c = ds_dr / r;  // d s / d u = c u, d s / d v = c v
+  *du = u * s;
+  *dv = v * s;
+  J[0] = s + c * u * u;
+  J[1] = c * u * v;
+  J[2] = J[1];
+  J[3] = s + c * v * v;
+  if (dk != nullptr) {
+    double tp = theta * t2 / r;  // theta^(2i+3) / r
+    for (int i = 0; i < num_k; ++i, tp *= t2) {
+      dk[i] = u * tp;
+      dk[num_k + i] = v * tp;
+    }
+  }
+}
+
 int CameraModelDistortionBegin(CameraModelId model) {
   switch (model) {
     case CameraModelId::kSimpleRadial:
-    case CameraModelId::kRadial: return 3;
-    case CameraModelId::kOpenCV: return 4;
+    case CameraModelId::kRadial:
+    case CameraModelId::kSimpleRadialFisheye:
+    case CameraModelId::kRadialFisheye: return 3;
+    case CameraModelId::kOpenCV:
+    case CameraModelId::kOpenCVFisheye: return 4;
     default: return CameraModelNumParams(model);
   }
 }
@@ -293,6 +390,27 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
         return;
       }
       OpenCVUndistort(params + 4, ud, vd, u, v);
+      return;
+    }
+    case CameraModelId::kOpenCVFisheye:
+    case CameraModelId::kSimpleRadialFisheye:
+    case CameraModelId::kRadialFisheye: {
+      const bool two = model == CameraModelId::kOpenCVFisheye;
+      const int c = two ? 2 : 1;  // cx's index
+      const double ud = (x - params[c]) / params[0];
+      const double vd = (y - params[c + 1]) / params[two ? 1 : 0];
+      const int num_k = two ? 4 : model == CameraModelId::kRadialFisheye ? 2 : 1;
+      const double theta_d = std::hypot(ud, vd);
+      if (theta_d == 0 || !std::isfinite(theta_d)) {
+        *u = ud;
+        *v = vd;
+        return;
+      }
+      // The same ray, at the tangent of the undistorted angle.
+      const double theta = UndistortFisheyeAngle(params + CameraModelDistortionBegin(model), num_k, theta_d);
+      const double scale = std::tan(theta) / theta_d;
+      *u = ud * scale;
+      *v = vd * scale;
       return;
     }
   }

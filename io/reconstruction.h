@@ -40,28 +40,40 @@ enum class CameraModelId : int {
   kSimpleRadial = 2,
   kRadial = 3,
   kOpenCV = 4,
+  kOpenCVFisheye = 5,
+  kSimpleRadialFisheye = 8,
+  kRadialFisheye = 9,
 };
 
-// "SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV" (COLMAP's names).
+// "SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV", "OPENCV_FISHEYE",
+// "SIMPLE_RADIAL_FISHEYE", "RADIAL_FISHEYE" (COLMAP's names).
 const char* CameraModelName(CameraModelId model);
 // Accepts COLMAP's names and the lower-case forms ("simple_radial"); else kInvalidOptions
 // naming the choices.
 Status CameraModelFromName(const std::string& name, CameraModelId* model);
-// Accepts the COLMAP ids 0..4; false otherwise.
+// Accepts the COLMAP ids 0..5, 8 and 9; false otherwise.
 bool CameraModelFromId(int id, CameraModelId* model);
-// Parameters per model: 3, 4, 4, 5, 8.
+// Parameters per model: 3, 4, 4, 5, 8, 8, 4, 5.
 int CameraModelNumParams(CameraModelId model);
 // Their names in order, as COLMAP lists them: "f,cx,cy", "fx,fy,cx,cy", "f,cx,cy,k",
-// "f,cx,cy,k1,k2", "fx,fy,cx,cy,k1,k2,p1,p2".
+// "f,cx,cy,k1,k2", "fx,fy,cx,cy,k1,k2,p1,p2", "fx,fy,cx,cy,k1,k2,k3,k4", "f,cx,cy,k",
+// "f,cx,cy,k1,k2".
 std::string CameraModelParamNames(CameraModelId model);
-// Whether the model has a focal length per axis (PINHOLE, OPENCV): then fx, fy, cx, cy are
-// parameters 0-3, else f, cx, cy are 0-2.
+// Whether the model has a focal length per axis (PINHOLE, OPENCV, OPENCV_FISHEYE): then fx,
+// fy, cx, cy are parameters 0-3, else f, cx, cy are 0-2.
 inline bool CameraModelHasTwoFocals(CameraModelId model) {
-  return model == CameraModelId::kPinhole || model == CameraModelId::kOpenCV;
+  return model == CameraModelId::kPinhole || model == CameraModelId::kOpenCV ||
+         model == CameraModelId::kOpenCVFisheye;
 }
 // Index of the first distortion parameter (the rest are distortion too): 3 for the radial
-// models, 4 for OPENCV, the parameter count for the pinhole models (none).
+// models and the one-focal fisheye models, 4 for OPENCV and OPENCV_FISHEYE, the parameter
+// count for the pinhole models (none).
 int CameraModelDistortionBegin(CameraModelId model);
+// The fisheye models (COLMAP's equidistant projection with a polynomial in the angle).
+inline bool CameraModelIsFisheye(CameraModelId model) {
+  return model == CameraModelId::kOpenCVFisheye || model == CameraModelId::kSimpleRadialFisheye ||
+         model == CameraModelId::kRadialFisheye;
+}
 
 inline constexpr uint64_t kInvalidPoint3DId = ~uint64_t{0};
 
@@ -136,6 +148,24 @@ struct Reconstruction {
 
 // --- camera model arithmetic (templated for automatic differentiation in tests) ---
 
+// The fisheye models' distortion, as COLMAP's: the ray at angle theta = atan(r) from the
+// axis, r = |(u, v)|, lands at the normalized radius theta_d = theta (1 + k1 theta^2 + k2
+// theta^4 + k3 theta^6 + k4 theta^8) (num_k of the k's, the others 0), so the distorted
+// point is (u, v) theta_d / r; this returns theta_d / r (1 on the axis). With every k zero
+// it is the equidistant projection.
+template <typename T>
+inline T FisheyeScale(const T* k, int num_k, T u, T v) {
+  using std::atan;
+  using std::sqrt;
+  const T r2 = u * u + v * v;
+  if (!(r2 > T(1e-30))) return T(1);  // on the axis: theta_d / r -> 1
+  const T r = sqrt(r2);
+  const T theta = atan(r), t2 = theta * theta;
+  T poly = T(0);
+  for (int i = num_k - 1; i >= 0; --i) poly = (poly + k[i]) * t2;
+  return theta * (T(1) + poly) / r;
+}
+
 // Pixel of the normalized image point (u, v) = (X/Z, Y/Z).
 template <typename T>
 inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T v, T* x,
@@ -170,6 +200,19 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
       *y = params[1] * (v * d + T(2) * p2 * uv + p1 * (r2 + T(2) * vv)) + params[3];
       return;
     }
+    case CameraModelId::kOpenCVFisheye: {
+      const T s = FisheyeScale(params + 4, 4, u, v);
+      *x = params[0] * u * s + params[2];
+      *y = params[1] * v * s + params[3];
+      return;
+    }
+    case CameraModelId::kSimpleRadialFisheye:
+    case CameraModelId::kRadialFisheye: {
+      const T s = FisheyeScale(params + 3, model == CameraModelId::kRadialFisheye ? 2 : 1, u, v);
+      *x = params[0] * u * s + params[1];
+      *y = params[0] * v * s + params[2];
+      return;
+    }
   }
 }
 
@@ -177,7 +220,8 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
 // the radial distortion by solving for the undistorted radius (Newton's method kept in a
 // bracket by bisection, at most 100 steps). Exact to rounding where the distortion is
 // monotone in the radius; past the radius where it folds back (strong barrel distortion),
-// the point maps to that radius. OPENCV's tangential terms leave no scalar equation: there
+// the point maps to that radius (the fisheye models: for the angle theta, below 90
+// degrees). OPENCV's tangential terms leave no scalar equation: there
 // Newton's method runs on both coordinates (steps halved while they do not lower the
 // error, at most 100 steps, from the distorted point), as COLMAP's iterative undistortion
 // does; where it cannot converge (past a fold) the best point found is returned.
@@ -188,6 +232,12 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
 // normalized point (*du, *dv) (the pixel is (fx du + cx, fy dv + cy)) and its Jacobian in
 // (u, v), 2x2 row-major (the bundle adjuster's derivatives and the undistortion's steps).
 void OpenCVDistortion(const double* k, double u, double v, double* du, double* dv, double* J);
+
+// The fisheye distortion of FisheyeScale (num_k of k1..k4): the distorted normalized point,
+// its Jacobian in (u, v) (2x2 row-major), and, where dk is given, its derivatives in the k's
+// (2 x num_k row-major: d du / d k_i, then d dv / d k_i). For the bundle adjuster.
+void FisheyeDistortion(const double* k, int num_k, double u, double v, double* du, double* dv, double* J,
+                       double* dk);
 
 // Rotation matrix (row-major) of a unit quaternion (w, x, y, z), and back.
 void QuaternionToRotation(const double* q, double* R);

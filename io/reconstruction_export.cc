@@ -67,9 +67,10 @@ Status ReconstructionToBalScene(const Reconstruction& rec, Scene* scene) {
         return Status::InvalidInput("BAL export: point " + std::to_string(pid) + " has a bad track element");
       const Camera& c = rec.cameras.at(iit->second.camera_id);
       const Point2D& q = iit->second.points2D[e.point2D_idx];
-      if (c.model == CameraModelId::kOpenCV) {
-        // BAL's camera has no tangential terms: the observation goes undistorted, at the
-        // mean focal length, and the BAL camera has none (k1 = k2 = 0).
+      if (c.model == CameraModelId::kOpenCV || CameraModelIsFisheye(c.model)) {
+        // BAL's camera has no tangential terms and projects as a pinhole: the observation
+        // goes undistorted, at the mean focal length, and the BAL camera has no distortion
+        // (k1 = k2 = 0).
         double u, v;
         CameraPixelToNormalized(c.model, c.params.data(), q.x, q.y, &u, &v);
         const double f = c.MeanFocal();

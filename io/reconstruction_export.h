@@ -11,11 +11,12 @@
 //     (0.5, 0.5); the principal point is kept in the same convention, so the shift is exact);
 //   - f = the camera's focal length (PINHOLE: the mean of fx and fy, the one approximation),
 //     k1, k2 = SIMPLE_RADIAL's k and 0, or RADIAL's k1, k2 (the same polynomial in |p|^2);
-//   - OPENCV (whose tangential terms BAL cannot hold): each observation is undistorted to
-//     the normalized point (u, v) and written as f (u, -v), f the mean of fx and fy, with
-//     k1 = k2 = 0.
+//   - OPENCV (whose tangential terms BAL cannot hold) and the fisheye models (whose
+//     projection is not BAL's): each observation is undistorted to the normalized point
+//     (u, v) and written as f (u, -v), f the mean of fx and fy, with k1 = k2 = 0.
 // Residuals of the BAL problem therefore equal the model's reprojection errors (for all
-// models but PINHOLE with fx != fy, and OPENCV, whose residuals are measured undistorted).
+// models but PINHOLE with fx != fy, OPENCV and the fisheye models, whose residuals are
+// measured undistorted).
 //
 // PLY (WriteReconstructionPly): binary little-endian vertices x y z red green blue: every
 // point in its colour, then every camera centre in red, for MeshLab / CloudCompare.

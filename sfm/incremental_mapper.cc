@@ -538,9 +538,10 @@ class Mapper {
   // degenerate with the focal length and the principal point: fitted freely it takes
   // values far from the truth for a gain in the noise (the Middlebury rings, k1 = -0.25 for
   // 0.1%), and the rotations pay for it.
-  // OPENCV's tangential terms p1, p2 are held (at zero, or at --camera-params' values) while a
-  // model grows and in the radial candidate; where the radial terms are kept, they are then
-  // freed as well, and kept free only when that lowers the cost by another min_radial_gain.
+  // OPENCV's tangential terms p1, p2 (and OPENCV_FISHEYE's k3, k4) are held (at zero, or at
+  // --camera-params' values) while a model grows and in the radial candidate; where the
+  // radial terms are kept, they are then freed as well, and kept free only when that lowers
+  // the cost by another min_radial_gain.
   // Free with the radial terms from the start, on the Middlebury temple (k1, k2, p1, p2 =
   // -0.16, -9.5, -0.003, 0.002) they stood in for the principal point's 16 px offset, which
   // then stayed at the centre, and the rotations were 0.79 degrees off instead of 0.27.
@@ -579,7 +580,8 @@ class Mapper {
       return Status::Ok();
     }
     bool tangential = false;
-    for (const auto& [id, c] : rec_.cameras) tangential |= c.model == CameraModelId::kOpenCV;
+    for (const auto& [id, c] : rec_.cameras)
+      tangential |= c.model == CameraModelId::kOpenCV || c.model == CameraModelId::kOpenCVFisheye;
     if (!tangential) return Status::Ok();
     Reconstruction radial_only = rec_;
     hold_principal_point_ = true;

@@ -707,6 +707,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           case CameraModelId::kSimpleRadial: c.params = {f, cx, cy, 0}; break;
           case CameraModelId::kRadial: c.params = {f, cx, cy, 0, 0}; break;
           case CameraModelId::kOpenCV: c.params = {f, f, cx, cy, 0, 0, 0, 0}; break;
+          case CameraModelId::kOpenCVFisheye: c.params = {f, f, cx, cy, 0, 0, 0, 0}; break;
+          case CameraModelId::kSimpleRadialFisheye: c.params = {f, cx, cy, 0}; break;
+          case CameraModelId::kRadialFisheye: c.params = {f, cx, cy, 0, 0}; break;
         }
       }
       const bool share = o.single_camera || o.single_camera_per_folder || !known.empty();
@@ -776,7 +779,36 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           // the corner farthest from the principal point (s = r^2 up to s_c): 1 + 3 k1 s +
           // 5 k2 s^2 > 0 on [0, s_c], else the image folds onto itself.
           // OPENCV: its radial terms k1, k2 (the tangential ones are small beside them).
-          if (c.HasDistortion()) {
+          // The fisheye models: theta_d = theta (1 + k1 theta^2 + ...) must keep growing
+          // with the angle theta until it reaches the corner's theta_d, below 90 degrees.
+          if (CameraModelIsFisheye(c.model)) {
+            const int k = CameraModelDistortionBegin(c.model);
+            const int num_k = static_cast<int>(p.size()) - k;
+            double s_c = 0;
+            for (const double x : {0.0, double(c.width)})
+              for (const double y : {0.0, double(c.height)})
+                s_c = std::max(s_c, (x - cx) * (x - cx) / (fx * fx) + (y - cy) * (y - cy) / (fy * fy));
+            const double theta_d_corner = std::sqrt(s_c);
+            bool reached = false, folds = false;
+            constexpr int kSteps = 4000;
+            for (int i = 1; i <= kSteps && !reached && !folds; ++i) {
+              const double t = 1.5707963267948966 * (1 - 1e-9) * i / kSteps, t2 = t * t;
+              double poly = 0, dpoly = 0;
+              for (int j = num_k - 1; j >= 0; --j) {
+                poly = (poly + p[k + j]) * t2;
+                dpoly = dpoly * t2 + (2 * j + 3) * p[k + j] * t2;
+              }
+              folds = !(1 + dpoly > 0);
+              reached = t * (1 + poly) >= theta_d_corner;
+            }
+            if (folds || !reached) {
+              std::string ks;
+              for (int j = 0; j < num_k; ++j) ks += (j ? ", " : "") + Number(p[k + j]);
+              return Status::InvalidOptions(what + "a fisheye distortion (" + ks +
+                                            ") under which the image folds before its farthest corner, or that "
+                                            "corner lies beyond 90 degrees from the axis");
+            }
+          } else if (c.HasDistortion()) {
             const int k = CameraModelDistortionBegin(c.model);
             const bool two = c.model != CameraModelId::kSimpleRadial;
             const double k1 = p[k], k2 = two ? p[k + 1] : 0.0;

@@ -63,9 +63,14 @@ std::vector<int> FreeParams(CameraModelId model, const ReconstructionBAOptions& 
     case CameraModelId::kSimpleRadial: focal = {0}; pp = {1, 2}; extra = {3}; break;
     case CameraModelId::kRadial: focal = {0}; pp = {1, 2}; extra = {3, 4}; break;
     case CameraModelId::kOpenCV: focal = {0, 1}; pp = {2, 3}; extra = {4, 5, 6, 7}; break;
+    case CameraModelId::kOpenCVFisheye: focal = {0, 1}; pp = {2, 3}; extra = {4, 5, 6, 7}; break;
+    case CameraModelId::kSimpleRadialFisheye: focal = {0}; pp = {1, 2}; extra = {3}; break;
+    case CameraModelId::kRadialFisheye: focal = {0}; pp = {1, 2}; extra = {3, 4}; break;
   }
   if (options.hold_aspect_ratio) focal.resize(1);  // fx's column stands for both
-  if (model == CameraModelId::kOpenCV && !options.refine_tangential) extra.resize(2);  // k1, k2
+  // OPENCV's p1, p2 and OPENCV_FISHEYE's k3, k4 only with refine_tangential: k1, k2.
+  if ((model == CameraModelId::kOpenCV || model == CameraModelId::kOpenCVFisheye) && !options.refine_tangential)
+    extra.resize(2);
   std::vector<int> out;
   if (options.fix_intrinsics) return out;
   if (options.refine_focal) out.insert(out.end(), focal.begin(), focal.end());
@@ -636,6 +641,31 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
         const double jp[16] = {du, 0, 1, 0, fx * u * r2, fx * u * r2 * r2, fx * 2 * uv, fx * (r2 + 2 * uu),
                                0, dv, 0, 1, fy * v * r2, fy * v * r2 * r2, fy * (r2 + 2 * vv), fy * 2 * uv};
         std::copy(jp, jp + 16, jparams);
+      }
+      break;
+    }
+    case CameraModelId::kOpenCVFisheye:
+    case CameraModelId::kSimpleRadialFisheye:
+    case CameraModelId::kRadialFisheye: {
+      const bool two = model == CameraModelId::kOpenCVFisheye;
+      const int num_k = two ? 4 : model == CameraModelId::kRadialFisheye ? 2 : 1;
+      const int kb = two ? 4 : 3;  // k1's index
+      const double fx = params[0], fy = params[two ? 1 : 0];
+      double du, dv, J[4], dk[8];
+      FisheyeDistortion(params + kb, num_k, u, v, &du, &dv, J, jparams ? dk : nullptr);
+      A[0] = fx * J[0]; A[1] = fx * J[1];
+      A[2] = fy * J[2]; A[3] = fy * J[3];
+      if (jparams) {
+        const int np = kb + num_k;  // row stride: x's derivatives, then y's
+        std::fill(jparams, jparams + 2 * np, 0.0);
+        jparams[0] = du;            // d x / d fx (or f)
+        jparams[np + (two ? 1 : 0)] = dv;  // d y / d fy (or f)
+        jparams[kb - 2] = 1;        // d x / d cx
+        jparams[np + kb - 1] = 1;   // d y / d cy
+        for (int i = 0; i < num_k; ++i) {
+          jparams[kb + i] = fx * dk[i];
+          jparams[np + kb + i] = fy * dk[num_k + i];
+        }
       }
       break;
     }

@@ -62,10 +62,12 @@ struct ReconstructionBAOptions {
   bool refine_principal_point = false;
   bool refine_focal = true;
   bool refine_extra = true;  // distortion terms
-  // PINHOLE and OPENCV (fx, fy): with refine_focal, both focal lengths move together,
-  // keeping the ratio fy / fx each camera starts with (one column, fx = s, fy = (fy / fx) s).
+  // PINHOLE, OPENCV and OPENCV_FISHEYE (fx, fy): with refine_focal, both focal lengths move
+  // together, keeping the ratio fy / fx each camera starts with (one column, fx = s, fy =
+  // (fy / fx) s).
   bool hold_aspect_ratio = false;
-  // OPENCV's tangential terms p1, p2 (with refine_extra; otherwise held where they are).
+  // OPENCV's tangential terms p1, p2 and OPENCV_FISHEYE's higher terms k3, k4 (with
+  // refine_extra; otherwise held where they are).
   bool refine_tangential = true;
   // OpenMP threads for linearization, the Schur complement and the cost (1: none). The
   // result depends on the thread count only through the order of floating-point sums.

@@ -264,6 +264,33 @@ PY
 [ $rc = 2 ] && grep -qF "7 values for OPENCV, which takes fx,fy,cx,cy,k1,k2,p1,p2" "$d/err4j" && [ ! -e "$d/rec4j" ] \
   || fail "--camera-params of 7 values for opencv: exit $rc, $(cat "$d/err4j")"
 
+# 4m. --camera-model opencv_fisheye on the rendered (pinhole) views: COLMAP's OPENCV_FISHEYE
+# line, and distortion terms that bend the equidistant projection into the pinhole one
+# (tan(theta) = theta (1 + theta^2 / 3 + ...): k1 near 1/3), the model as good as the
+# others; a BAL export (observations undistorted) that `tiepoint ba` starts at the model's
+# error. --camera-params under which the image folds are refused naming the fisheye terms.
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4m" --camera-model opencv_fisheye --single-camera --no-upsample -q > /dev/null \
+  || fail "reconstruct --camera-model opencv_fisheye"
+awk '!/^#/ { exit !($2 == "OPENCV_FISHEYE" && NF == 12 && $5 > 690 && $5 < 720 && $9 > 0.2 && $9 < 0.45) }' \
+  "$d/rec4m/sparse/0/cameras.txt" \
+  || fail "--camera-model opencv_fisheye: cameras.txt has $(grep -v '^#' "$d/rec4m/sparse/0/cameras.txt")"
+"$eval_bin" "$d/rec4m/sparse/0" --gt-par "$d/scene/scene_par.txt" > "$d/eval4m.json" || fail "sfm_eval of rec4m"
+"$tp" ba "$d/rec4m/sparse/0/model.bal" --max-iterations 3 --report "$d/ba4m.json" > /dev/null || fail "ba on the fisheye model.bal"
+python3 - "$d/eval4m.json" "$d/ba4m.json" "$d/rec4m/report.json" <<'PY' || fail "--camera-model opencv_fisheye: a worse model or BAL export"
+import json, sys, math
+e, ba, rep = (json.load(open(f)) for f in sys.argv[1:4])
+rms = math.sqrt(2 * ba["initial_cost"] / (2 * ba["num_observations"]))
+mean = rep["models"][0]["mean_reprojection_error_px"]
+print("OPENCV_FISHEYE: registered", e["registered"], "median rotation error", e["aligned"]["median_rotation_error_deg"],
+      "BAL initial RMS", rms, "model mean error", mean)
+sys.exit(0 if e["registered"] == 8 and e["aligned"]["median_rotation_error_deg"] < 0.5
+         and rms < 2 * mean + 0.05 and ba["num_observations"] == rep["models"][0]["observations"] else 1)
+PY
+"$tp" reconstruct "${imgs[@]}" -o "$d/rec4n" --camera-model simple_radial_fisheye --camera-params 300,320,240,-0.5 -q \
+  > /dev/null 2> "$d/err4n"; rc=$?
+[ $rc = 2 ] && grep -qF "a fisheye distortion (-0.5) under which the image folds" "$d/err4n" && [ ! -e "$d/rec4n" ] \
+  || fail "--camera-params folding a fisheye: exit $rc, $(cat "$d/err4n")"
+
 # 4k. --quality (automatic_reconstructor's presets of --max-image-size and --max-features):
 # the preset's values reach SIFT (report.json says which), an option given wins over it, and
 # a name not among the four is refused (exit 2, no output folder).

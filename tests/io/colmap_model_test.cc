@@ -178,6 +178,30 @@ TEST(ColmapModel, BinaryRoundTripIsExact) {
   ExpectSameModel(rec, back);
 }
 
+// The fisheye models COLMAP writes (OPENCV_FISHEYE 5, SIMPLE_RADIAL_FISHEYE 8,
+// RADIAL_FISHEYE 9) go through both formats unchanged, with their ids and names.
+TEST(ColmapModel, FisheyeCamerasRoundTrip) {
+  const std::pair<CameraModelId, std::vector<double>> cams[] = {
+      {CameraModelId::kOpenCVFisheye, {500.25, 501.5, 320, 240, 0.03, -0.02, 0.004, -1e-300}},
+      {CameraModelId::kSimpleRadialFisheye, {450.5, 319.5, 239.5, 1.0 / 3}},
+      {CameraModelId::kRadialFisheye, {450.5, 319.5, 239.5, 0.05, -0.01}}};
+  for (const auto& [model, params] : cams) {
+    SCOPED_TRACE(CameraModelName(model));
+    Reconstruction rec = MakeModel();
+    rec.cameras.at(3).model = model;
+    rec.cameras.at(3).params = params;
+    const Files text = WriteText(rec), bin = WriteBinary(rec);
+    EXPECT_NE(text.cameras.find(std::string("3 ") + CameraModelName(model) + " 642 482 "), std::string::npos)
+        << text.cameras;
+    Reconstruction back_text, back_bin;
+    ASSERT_TRUE(ReadText(text, &back_text).ok());
+    ASSERT_TRUE(ReadBinary(bin, &back_bin).ok());
+    ExpectSameModel(rec, back_text);
+    ExpectSameModel(rec, back_bin);
+    EXPECT_EQ(WriteText(back_bin).cameras, text.cameras);
+  }
+}
+
 TEST(ColmapModel, TextToBinaryToTextIsByteIdentical) {
   const Files text = WriteText(MakeModel());
   Reconstruction a, b;
@@ -567,7 +591,10 @@ TEST(CameraModel, NamesIdsAndParameterCounts) {
                                                   {CameraModelId::kPinhole, 4},
                                                   {CameraModelId::kSimpleRadial, 4},
                                                   {CameraModelId::kRadial, 5},
-                                                  {CameraModelId::kOpenCV, 8}};
+                                                  {CameraModelId::kOpenCV, 8},
+                                                  {CameraModelId::kOpenCVFisheye, 8},
+                                                  {CameraModelId::kSimpleRadialFisheye, 4},
+                                                  {CameraModelId::kRadialFisheye, 5}};
   for (const auto& [model, n] : expect) {
     EXPECT_EQ(CameraModelNumParams(model), n);
     CameraModelId back;
@@ -585,8 +612,15 @@ TEST(CameraModel, NamesIdsAndParameterCounts) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidOptions);
   EXPECT_NE(s.message().find("simple_radial"), std::string::npos);
   EXPECT_FALSE(CameraModelFromName("Simple_Radial", &m).ok());
-  EXPECT_FALSE(CameraModelFromId(5, &m));
-  EXPECT_FALSE(CameraModelFromId(-1, &m));
+  EXPECT_NE(s.message().find("radial_fisheye"), std::string::npos);
+  // COLMAP's ids: OPENCV_FISHEYE 5, SIMPLE_RADIAL_FISHEYE 8, RADIAL_FISHEYE 9; FULL_OPENCV
+  // (6), FOV (7) and THIN_PRISM_FISHEYE (10) are not read.
+  EXPECT_EQ(static_cast<int>(CameraModelId::kOpenCVFisheye), 5);
+  EXPECT_EQ(static_cast<int>(CameraModelId::kSimpleRadialFisheye), 8);
+  EXPECT_EQ(static_cast<int>(CameraModelId::kRadialFisheye), 9);
+  for (int id : {6, 7, 10, 11, -1}) EXPECT_FALSE(CameraModelFromId(id, &m)) << id;
+  EXPECT_STREQ(CameraModelName(CameraModelId::kOpenCVFisheye), "OPENCV_FISHEYE");
+  EXPECT_EQ(CameraModelParamNames(CameraModelId::kOpenCVFisheye), "fx,fy,cx,cy,k1,k2,k3,k4");
   Camera pinhole;
   pinhole.model = CameraModelId::kPinhole;
   pinhole.params = {100, 200, 3, 4};
@@ -611,6 +645,75 @@ TEST(CameraModel, NamesIdsAndParameterCounts) {
   radial.SetPrincipalPoint(1, 2);
   EXPECT_EQ(radial.params, (std::vector<double>{800, 1, 2, 0.1, 0.2}));
   EXPECT_EQ(CameraModelDistortionBegin(CameraModelId::kRadial), 3);
+  Camera fisheye;
+  fisheye.model = CameraModelId::kOpenCVFisheye;
+  fisheye.params = {100, 200, 3, 4, 0.1, 0.2, 0.3, 0.4};
+  EXPECT_EQ(fisheye.fy(), 200);
+  EXPECT_EQ(fisheye.cy(), 4);
+  EXPECT_EQ(CameraModelDistortionBegin(fisheye.model), 4);
+  EXPECT_EQ(CameraModelDistortionBegin(CameraModelId::kSimpleRadialFisheye), 3);
+  EXPECT_EQ(CameraModelDistortionBegin(CameraModelId::kRadialFisheye), 3);
+  EXPECT_TRUE(CameraModelIsFisheye(CameraModelId::kRadialFisheye));
+  EXPECT_FALSE(CameraModelIsFisheye(CameraModelId::kOpenCV));
+}
+
+// The fisheye models are COLMAP's: the ray at angle theta from the axis lands at the
+// normalized radius theta (1 + k1 theta^2 + ...) (equidistant when every k is 0), and
+// FisheyeDistortion's Jacobians are its derivatives (central differences).
+TEST(CameraModel, FisheyeModelsProjectAsColmapDefinesThem) {
+  const double theta = 0.7, phi = 0.4;  // 40 degrees off axis
+  const double u = std::tan(theta) * std::cos(phi), v = std::tan(theta) * std::sin(phi);
+  const double k[4] = {0.05, -0.02, 0.004, -0.001};
+  const double t2 = theta * theta;
+  const double td4 = theta * (1 + k[0] * t2 + k[1] * t2 * t2 + k[2] * t2 * t2 * t2 + k[3] * t2 * t2 * t2 * t2);
+  const double td1 = theta * (1 + k[0] * t2);
+  const double td2 = theta * (1 + k[0] * t2 + k[1] * t2 * t2);
+  double x, y;
+  const double ocv[8] = {500, 510, 320, 240, k[0], k[1], k[2], k[3]};
+  CameraNormalizedToPixel(CameraModelId::kOpenCVFisheye, ocv, u, v, &x, &y);
+  EXPECT_NEAR(x, 500 * td4 * std::cos(phi) + 320, 1e-9);
+  EXPECT_NEAR(y, 510 * td4 * std::sin(phi) + 240, 1e-9);
+  const double srf[4] = {500, 320, 240, k[0]};
+  CameraNormalizedToPixel(CameraModelId::kSimpleRadialFisheye, srf, u, v, &x, &y);
+  EXPECT_NEAR(x, 500 * td1 * std::cos(phi) + 320, 1e-9);
+  EXPECT_NEAR(y, 500 * td1 * std::sin(phi) + 240, 1e-9);
+  const double rf[5] = {500, 320, 240, k[0], k[1]};
+  CameraNormalizedToPixel(CameraModelId::kRadialFisheye, rf, u, v, &x, &y);
+  EXPECT_NEAR(x, 500 * td2 * std::cos(phi) + 320, 1e-9);
+  // k = 0: equidistant, the radius in pixels is f theta.
+  const double eq[4] = {500, 320, 240, 0};
+  CameraNormalizedToPixel(CameraModelId::kSimpleRadialFisheye, eq, u, v, &x, &y);
+  EXPECT_NEAR(std::hypot(x - 320, y - 240), 500 * theta, 1e-9);
+  // On the axis: the principal point.
+  CameraNormalizedToPixel(CameraModelId::kOpenCVFisheye, ocv, 0.0, 0.0, &x, &y);
+  EXPECT_EQ(x, 320);
+  EXPECT_EQ(y, 240);
+  // FisheyeDistortion: the same point, its Jacobians by central differences.
+  for (int num_k : {1, 2, 4}) {
+    for (const auto& [a, b] : {std::pair<double, double>{u, v}, {0.01, -0.02}, {-0.3, 0.9}}) {
+      double du, dv, J[4], dk[8];
+      FisheyeDistortion(k, num_k, a, b, &du, &dv, J, dk);
+      const double s = FisheyeScale(k, num_k, a, b);
+      EXPECT_NEAR(du, a * s, 1e-15);
+      EXPECT_NEAR(dv, b * s, 1e-15);
+      const double h = 1e-7;
+      for (int q = 0; q < 2; ++q) {
+        const double ap = a + (q == 0 ? h : 0), bp = b + (q == 1 ? h : 0);
+        const double am = a - (q == 0 ? h : 0), bm = b - (q == 1 ? h : 0);
+        const double sp = FisheyeScale(k, num_k, ap, bp), sm = FisheyeScale(k, num_k, am, bm);
+        EXPECT_NEAR(J[q], (ap * sp - am * sm) / (2 * h), 1e-7) << num_k << " d du / d " << q;
+        EXPECT_NEAR(J[2 + q], (bp * sp - bm * sm) / (2 * h), 1e-7) << num_k << " d dv / d " << q;
+      }
+      for (int i = 0; i < num_k; ++i) {
+        double kp[4] = {k[0], k[1], k[2], k[3]}, km[4] = {k[0], k[1], k[2], k[3]};
+        kp[i] += h;
+        km[i] -= h;
+        const double sp = FisheyeScale(kp, num_k, a, b), sm = FisheyeScale(km, num_k, a, b);
+        EXPECT_NEAR(dk[i], a * (sp - sm) / (2 * h), 1e-7) << num_k << " k" << i + 1;
+        EXPECT_NEAR(dk[num_k + i], b * (sp - sm) / (2 * h), 1e-7) << num_k << " k" << i + 1;
+      }
+    }
+  }
 }
 
 TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
@@ -629,6 +732,11 @@ TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
       // OPENCV: a phone's and a wide-angle lens's radial terms with tangential ones.
       {CameraModelId::kOpenCV, {800, 790, 321, 239, 0.05, -0.02, 0.001, -0.0005}},
       {CameraModelId::kOpenCV, {800, 810, 318, 242, -0.2, 0.05, -0.002, 0.003}},
+      // The fisheye models: equidistant, a GoPro-like lens, and k's that bend back.
+      {CameraModelId::kSimpleRadialFisheye, {500, 320, 240, 0}},
+      {CameraModelId::kRadialFisheye, {500, 320, 240, 0.05, -0.01}},
+      {CameraModelId::kOpenCVFisheye, {500, 505, 321, 239, 0.03, -0.02, 0.004, -0.001}},
+      {CameraModelId::kOpenCVFisheye, {500, 505, 321, 239, -0.1, 0.02, 0, 0}},
   };
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> uv(-0.5, 0.5);  // up to 30 degrees off axis
@@ -655,6 +763,18 @@ TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
   CameraPixelToNormalized(CameraModelId::kSimpleRadial, strong, 320 + 800 * 2.0, 240, &u, &v);
   EXPECT_NEAR(u, std::sqrt(1 / 1.5), 1e-12);
   EXPECT_EQ(v, 0);
+  // A fisheye pixel 80 degrees off axis (equidistant: f theta from the centre) is the ray
+  // at 80 degrees; one past the fold of k1 = -0.3 (theta_d peaks at theta = 1.054) maps to
+  // the fold's angle.
+  const double eq[4] = {500, 320, 240, 0};
+  const double theta80 = 80 * M_PI / 180;
+  CameraPixelToNormalized(CameraModelId::kSimpleRadialFisheye, eq, 320 + 500 * theta80, 240, &u, &v);
+  EXPECT_NEAR(u, std::tan(theta80), 1e-9);
+  EXPECT_EQ(v, 0);
+  const double folding[4] = {500, 320, 240, -0.3};
+  CameraPixelToNormalized(CameraModelId::kSimpleRadialFisheye, folding, 320 + 500 * 1.5, 240, &u, &v);
+  EXPECT_NEAR(std::atan(u), std::sqrt(1 / 0.9), 1e-6);
+  EXPECT_TRUE(std::isfinite(u));
 }
 
 TEST(Rotation, QuaternionRoundTrips) {

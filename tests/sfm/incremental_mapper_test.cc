@@ -34,7 +34,7 @@ struct Scene {
 // and parameters; 640 x 480). The mapper starts from the true camera with its focal
 // length(s) times focal_error and no distortion.
 Scene MakeScene(int num_images, int num_points, double noise, double focal_error, uint64_t seed,
-                double cone_deg = 55, const Camera* truth = nullptr) {
+                double cone_deg = 55, const Camera* truth = nullptr, double ring_radius = 7) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-1.5, 1.5), azimuth(0, 2 * M_PI);
   std::normal_distribution<double> n(0, noise);
@@ -51,7 +51,7 @@ Scene MakeScene(int num_images, int num_points, double noise, double focal_error
   }
   Camera start = cam;
   start.SetFocal(cam.fx() * focal_error);
-  if (cam.model == CameraModelId::kOpenCV) start.params[1] = cam.fy() * focal_error;
+  if (CameraModelHasTwoFocals(cam.model)) start.params[1] = cam.fy() * focal_error;
   std::fill(start.params.begin() + CameraModelDistortionBegin(cam.model), start.params.end(), 0.0);
   s.cameras[1] = start;
   std::vector<Eigen::Vector3d> X, normal;
@@ -62,7 +62,7 @@ Scene MakeScene(int num_images, int num_points, double noise, double focal_error
   }
   for (int i = 0; i < num_images; ++i) {
     const double a = 2 * M_PI * i / num_images;
-    const Eigen::Vector3d C(7 * std::sin(a), 0.5 * std::sin(3 * a), -7 * std::cos(a));
+    const Eigen::Vector3d C(ring_radius * std::sin(a), 0.5 * std::sin(3 * a), -ring_radius * std::cos(a));
     const Eigen::Vector3d z = (Eigen::Vector3d(0.1, 0, 0) - C).normalized();
     const Eigen::Vector3d x = Eigen::Vector3d::UnitY().cross(z).normalized();
     Eigen::Matrix3d R;
@@ -367,6 +367,37 @@ TEST(IncrementalMapper, SelfCalibratesAnOpenCVCamera) {
   EXPECT_NEAR(c.params[4], -0.15, 0.03);
   EXPECT_NEAR(c.params[6], 0.008, 0.001);  // p1, p2
   EXPECT_NEAR(c.params[7], -0.006, 0.001);
+  EXPECT_LT(models[0].MeanReprojectionError(), 1.0);
+  CheckAgainstTruth(models[0], s, 0.2, 0.005);
+}
+
+// A fisheye lens (OPENCV_FISHEYE, 61 degrees from the axis to the image's edge) seen from a
+// ring close around the points, started 3% off with no distortion (the equidistant
+// projection): the mapper finds its focal lengths and k1, k2, keeps k3, k4 at zero (they
+// are not in the truth), and the poses.
+TEST(IncrementalMapper, SelfCalibratesAFisheyeCamera) {
+  Camera truth;
+  truth.model = CameraModelId::kOpenCVFisheye;
+  truth.params = {300, 300, 320, 240, 0.06, -0.02, 0, 0};
+  Scene s = MakeScene(12, 1500, 0.5, 1.03, 3, 55, &truth, 3.2);
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 4, &in));
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].images.size(), 12u);
+  const Camera& c = models[0].cameras.at(1);
+  ASSERT_EQ(c.model, CameraModelId::kOpenCVFisheye);
+  std::printf("OPENCV_FISHEYE camera found:");
+  for (double v : c.params) std::printf(" %.6g", v);
+  std::printf("\n");
+  EXPECT_NEAR(c.fx(), 300, 2);
+  EXPECT_NEAR(c.fy(), 300, 2);
+  EXPECT_NEAR(c.params[4], 0.06, 0.02);
+  EXPECT_NEAR(c.params[5], -0.02, 0.02);
+  EXPECT_EQ(c.params[6], 0.0);  // k3, k4: not selected
+  EXPECT_EQ(c.params[7], 0.0);
   EXPECT_LT(models[0].MeanReprojectionError(), 1.0);
   CheckAgainstTruth(models[0], s, 0.2, 0.005);
 }

@@ -33,14 +33,18 @@ std::vector<double> ParamsFor(CameraModelId m) {
     case CameraModelId::kSimpleRadial: return {800, 320, 240, -0.08};
     case CameraModelId::kRadial: return {800, 320, 240, -0.08, 0.02};
     case CameraModelId::kOpenCV: return {800, 780, 320, 240, -0.08, 0.02, 0.003, -0.002};
+    case CameraModelId::kOpenCVFisheye: return {800, 780, 320, 240, 0.05, -0.02, 0.004, -0.001};
+    case CameraModelId::kSimpleRadialFisheye: return {800, 320, 240, 0.04};
+    case CameraModelId::kRadialFisheye: return {800, 320, 240, 0.04, -0.01};
   }
   return {};
 }
 
 TEST(ReconstructionBA, JacobiansMatchCentralDifferences) {
   std::mt19937 rng(3);
-  for (CameraModelId m : {CameraModelId::kSimplePinhole, CameraModelId::kPinhole,
-                          CameraModelId::kSimpleRadial, CameraModelId::kRadial, CameraModelId::kOpenCV}) {
+  for (CameraModelId m : {CameraModelId::kSimplePinhole, CameraModelId::kPinhole, CameraModelId::kSimpleRadial,
+                          CameraModelId::kRadial, CameraModelId::kOpenCV, CameraModelId::kOpenCVFisheye,
+                          CameraModelId::kSimpleRadialFisheye, CameraModelId::kRadialFisheye}) {
     std::vector<double> params = ParamsFor(m);
     const int np = static_cast<int>(params.size());
     for (int trial = 0; trial < 5; ++trial) {
@@ -332,7 +336,7 @@ void Perturb(std::mt19937& rng, Reconstruction* rec, double scale = 1.0) {
   }
   for (auto& [cid, cam] : rec->cameras) {
     cam.params[0] *= 1 + 0.05 * scale;
-    if (cam.model == CameraModelId::kOpenCV) cam.params[1] *= 1 + 0.04 * scale;
+    if (CameraModelHasTwoFocals(cam.model)) cam.params[1] *= 1 + 0.04 * scale;
     std::fill(cam.params.begin() + CameraModelDistortionBegin(cam.model), cam.params.end(), 0.0);
   }
   for (auto& [pid, p] : rec->points3D)
@@ -577,7 +581,8 @@ TEST(ReconstructionBASolvers, FixedPosesAgree) {
 // projection (io/reconstruction.h), from the same start.
 // kOneFocal: intr = (f, cx, cy, k1, k2, p1, p2), fx = fy = f (HeldAspectRatio... below);
 // else all eight of OPENCV's parameters.
-template <bool kOneFocal>
+// kModel: OPENCV, or OPENCV_FISHEYE (fx, fy, cx, cy, k1..k4) the same way.
+template <bool kOneFocal, CameraModelId kModel = CameraModelId::kOpenCV>
 struct CeresOpenCVResidual {
   CeresOpenCVResidual(double x, double y) : x(x), y(y) {}
   template <typename T>
@@ -587,7 +592,7 @@ struct CeresOpenCVResidual {
     T p[8];
     for (int k = 0; k < 8; ++k) p[k] = kOneFocal ? intr[k == 0 ? 0 : k - 1] : intr[k];
     T px, py;
-    CameraNormalizedToPixel(CameraModelId::kOpenCV, p, P[0] / P[2], P[1] / P[2], &px, &py);
+    CameraNormalizedToPixel(kModel, p, P[0] / P[2], P[1] / P[2], &px, &py);
     r[0] = px - T(x);
     r[1] = py - T(y);
     return true;
@@ -641,6 +646,50 @@ TEST(ReconstructionBA, OpenCVSharedIntrinsicsMatchCeres) {
   }
   for (const auto& [id, im] : rec.images)
     for (int k = 0; k < 3; ++k) EXPECT_NEAR(im.tvec[k], poses[id][3 + k], 1e-5) << "image " << id;
+}
+
+// OPENCV_FISHEYE (fx, fy, cx, cy, k1..k4), every intrinsic free, against Ceres with one
+// shared block of all eight through the same templated projection: the same minimum, and
+// both near the truth (the scene spans 47 degrees, where the k's act).
+TEST(ReconstructionBA, OpenCVFisheyeSharedIntrinsicsMatchCeres) {
+  std::mt19937 rng(31);
+  Camera truth_cam;
+  truth_cam.model = CameraModelId::kOpenCVFisheye;
+  truth_cam.params = {420, 430, 322, 238, 0.06, -0.03, 0.0, 0.0};
+  const Reconstruction truth = MakeScene(rng, 12, 300, 0.3, &truth_cam, 2.2);
+  Reconstruction start = truth;
+  Perturb(rng, &start);
+  ASSERT_EQ(start.cameras.at(1).params[4], 0.0);  // distortion zeroed: equidistant
+  ReconstructionBAOptions options;
+  options.max_iterations = 200;
+  options.function_tolerance = 1e-14;
+  options.parameter_tolerance = 1e-15;
+  options.refine_principal_point = true;
+  const ReconstructionBAConfig config = FirstPoseHeld(start);
+  Reconstruction rec = start;
+  ReconstructionBASummary summary;
+  ASSERT_TRUE(BundleAdjustReconstruction(options, config, &rec, &summary).ok());
+  EXPECT_LT(summary.final_cost, 0.045 * 1.2 * summary.num_residuals);
+
+  std::map<uint32_t, std::array<double, 6>> poses;
+  std::vector<double> intr = start.cameras.at(1).params;
+  const ceres::Solver::Summary cs = SolveWithCeres<CeresOpenCVResidual<false, CameraModelId::kOpenCVFisheye>, 8>(
+      start, intr.data(), 300, 1e-15, &poses);
+  EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
+      << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
+  const std::vector<double>& got = rec.cameras.at(1).params;
+  const std::vector<double>& want = truth_cam.params;
+  for (int q = 0; q < 8; ++q) {
+    EXPECT_NEAR(got[q], intr[q], 1e-3 * std::max(1.0, std::abs(intr[q]))) << "parameter " << q;
+    if (q < 6) {
+      const double tol = q < 2 ? 0.01 * want[q] : q < 4 ? 3.0 : 0.03;
+      EXPECT_NEAR(got[q], want[q], tol) << "parameter " << q;
+    }
+  }
+  for (const auto& [id, im] : rec.images)
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(im.tvec[k], poses[id][3 + k], 1e-4) << "image " << id;
+  // The equidistant start is far from it: the k's were needed.
+  EXPECT_GT(std::abs(got[4]), 0.03);
 }
 
 // hold_aspect_ratio: OPENCV with fx and fy moving together (square pixels, fx = fy at the
@@ -697,6 +746,32 @@ TEST(ReconstructionBASolvers, OpenCVCamerasAgree) {
     if (id % 4 != 0) continue;
     Camera own = rec.cameras.at(1);
     own.camera_id = 100 + id;
+    rec.cameras[own.camera_id] = own;
+    im.camera_id = own.camera_id;
+  }
+  Perturb(rng, &rec);
+  ReconstructionBAOptions options = TightOptions();
+  options.refine_principal_point = true;
+  CheckSolversAgree(rec, options, AllVariable(rec), 1e-4);
+}
+
+// The linear solvers agree on the fisheye models (OPENCV_FISHEYE shared, and per-image
+// SIMPLE_RADIAL_FISHEYE and RADIAL_FISHEYE cameras beside it).
+TEST(ReconstructionBASolvers, FisheyeCamerasAgree) {
+  std::mt19937 rng(37);
+  Camera cam;
+  cam.model = CameraModelId::kOpenCVFisheye;
+  cam.params = {420, 430, 322, 238, 0.06, -0.03, 0.004, -0.001};
+  Reconstruction rec = MakeScene(rng, 9, 150, 0.5, &cam, 2.2);
+  for (auto& [id, im] : rec.images) {
+    if (id % 3 != 0) continue;
+    Camera own;
+    own.camera_id = 100 + id;
+    own.width = 640;
+    own.height = 480;
+    own.model = id % 2 ? CameraModelId::kSimpleRadialFisheye : CameraModelId::kRadialFisheye;
+    own.params = {425, 320, 240, 0.05};
+    if (own.model == CameraModelId::kRadialFisheye) own.params.push_back(-0.02);
     rec.cameras[own.camera_id] = own;
     im.camera_id = own.camera_id;
   }
@@ -805,6 +880,18 @@ TEST(ReconstructionBASolversCuda, MatchesCpuIterative) {
     std::mt19937 rng(23);
     const Camera cam = OpenCVCamera();
     Reconstruction rec = MakeScene(rng, 9, 150, 0.5, &cam);
+    Perturb(rng, &rec);
+    ReconstructionBAOptions options = TightOptions();
+    options.refine_principal_point = true;
+    CheckCudaMatchesCpu(rec, options, AllVariable(rec), true);
+  }
+  {
+    SCOPED_TRACE("OPENCV_FISHEYE cameras, every intrinsic free");
+    std::mt19937 rng(37);
+    Camera cam;
+    cam.model = CameraModelId::kOpenCVFisheye;
+    cam.params = {420, 430, 322, 238, 0.06, -0.03, 0.004, -0.001};
+    Reconstruction rec = MakeScene(rng, 9, 150, 0.5, &cam, 2.2);
     Perturb(rng, &rec);
     ReconstructionBAOptions options = TightOptions();
     options.refine_principal_point = true;
