@@ -46,36 +46,46 @@ const MonomialTable& Monomials() {
   return table;
 }
 
-Poly Multiply(const Poly& p, const Poly& q) {
-  const MonomialTable& t = Monomials();
-  // q's nonzero terms once (4 for the linear entries of E, 10 for the quadratic ones), in
-  // order: the same products, summed in the same order, as over all 20 x 20.
-  int nz[20];
-  int n = 0;
-  for (int j = 0; j < 20; ++j)
-    if (q[j] != 0.0) nz[n++] = j;
-  Poly r{};
-  for (int i = 0; i < 20; ++i) {
-    if (p[i] == 0.0) continue;
-    for (int a = 0; a < n; ++a) {
-      const int j = nz[a];
-      const int k = t.product[i][j];
-      if (k >= 0) r[k] += p[i] * q[j];  // degree > 3 never occurs for our products
+// A linear polynomial: coefficients of (x, y, z, 1). A quadratic one: of the last 10
+// monomials, (x^2, xy, xz, y^2, yz, z^2, x, y, z, 1) (Poly's indices 10..19).
+using Lin = std::array<double, 4>;
+using Quad = std::array<double, 10>;
+
+// The monomial (index into Quad) of the product of variables a and b of (x, y, z, 1), and
+// the monomial (index into Poly) of Quad's monomial q times variable a.
+struct ProductTables {
+  int lin_lin[4][4];
+  int quad_lin[10][4];
+  ProductTables() {
+    const MonomialTable& t = Monomials();
+    constexpr int kVar[4] = {kX, kY, kZ, kOne};
+    for (int a = 0; a < 4; ++a) {
+      for (int b = 0; b < 4; ++b) lin_lin[a][b] = t.product[kVar[a]][kVar[b]] - 10;
+      for (int q = 0; q < 10; ++q) quad_lin[q][a] = t.product[10 + q][kVar[a]];
     }
   }
+};
+
+const ProductTables& Products() {
+  static const ProductTables tables;
+  return tables;
+}
+
+Quad LinTimesLin(const Lin& a, const Lin& b) {
+  const ProductTables& t = Products();
+  Quad r{};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) r[t.lin_lin[i][j]] += a[i] * b[j];
   return r;
 }
 
-Poly Add(const Poly& p, const Poly& q, double a = 1.0) {
-  Poly r;
-  for (int i = 0; i < 20; ++i) r[i] = p[i] + a * q[i];
-  return r;
-}
-
-Poly Scale(const Poly& p, double s) {
-  Poly r;
-  for (int i = 0; i < 20; ++i) r[i] = s * p[i];
-  return r;
+// *out += s q l.
+void AddQuadTimesLin(const Quad& q, const Lin& l, double s, Poly* out) {
+  const ProductTables& t = Products();
+  for (int i = 0; i < 10; ++i) {
+    const double v = s * q[i];
+    for (int j = 0; j < 4; ++j) (*out)[t.quad_lin[i][j]] += v * l[j];
+  }
 }
 
 void EpipolarRow(const Eigen::Vector3d& p, const Eigen::Vector3d& q, double* row) {
@@ -94,6 +104,55 @@ Eigen::Matrix3d ProjectToEssential(const Eigen::Matrix3d& M) {
   return svd.matrixU() * Eigen::Vector3d(1, 1, 0).asDiagonal() * svd.matrixV().transpose();
 }
 
+// The action matrix's eigenvalues only (its Schur form without the Schur vectors: 60% of
+// the full eigendecomposition's time), and for each real one, x, the eigenvector
+// b = (x^2, xy, xz, y^2, yz, z^2, x, y, z, 1) from the six rows of A b = x b that hold the
+// unknowns: with b's known entries (x^2, x, 1 and x y, x z in terms of y, z) they are
+// linear in (y^2, yz, z^2, y, z), solved in least squares.
+int EigenvalueSolutions(const Eigen::Matrix<double, 10, 20>& M, const Eigen::Matrix<double, 9, 4>& null,
+                        std::vector<Eigen::Matrix3d>* E) {
+  Eigen::FullPivLU<Eigen::Matrix<double, 10, 10>> lu(M.leftCols<10>());
+  if (lu.rank() < 10) return 0;
+  const Eigen::Matrix<double, 10, 10> B = lu.solve(M.rightCols<10>());
+  if (!B.allFinite()) return 0;
+  Eigen::Matrix<double, 10, 10> action = Eigen::Matrix<double, 10, 10>::Zero();
+  for (int i = 0; i < 6; ++i) action.row(i) = -B.row(i);
+  action(6, 0) = 1;
+  action(7, 1) = 1;
+  action(8, 2) = 1;
+  action(9, 6) = 1;
+  Eigen::EigenSolver<Eigen::Matrix<double, 10, 10>> eig(action, false);
+  if (eig.info() != Eigen::Success) return 0;
+  int count = 0;
+  for (int k = 0; k < 10; ++k) {
+    const std::complex<double> lambda = eig.eigenvalues()[k];
+    if (std::abs(lambda.imag()) > 1e-8 * (1.0 + std::abs(lambda.real()))) continue;
+    const double x = lambda.real();
+    // Row i: sum_j a_ij b_j = x b_i, unknowns (y^2, yz, z^2, y, z) = b_3, b_4, b_5, b_7, b_8.
+    Eigen::Matrix<double, 6, 5> L;
+    Eigen::Matrix<double, 6, 1> rhs;
+    for (int i = 0; i < 6; ++i) {
+      const auto a = action.row(i);
+      L(i, 0) = a[3] - (i == 3 ? x : 0.0);
+      L(i, 1) = a[4] - (i == 4 ? x : 0.0);
+      L(i, 2) = a[5] - (i == 5 ? x : 0.0);
+      L(i, 3) = a[7] + a[1] * x - (i == 1 ? x * x : 0.0);
+      L(i, 4) = a[8] + a[2] * x - (i == 2 ? x * x : 0.0);
+      rhs[i] = -(a[0] * x * x + a[6] * x + a[9]) + (i == 0 ? x * x * x : 0.0);
+    }
+    const Eigen::Matrix<double, 5, 1> sol = L.colPivHouseholderQr().solve(rhs);
+    if (!sol.allFinite()) continue;
+    const double y = sol[3], z = sol[4];
+    const Eigen::Matrix<double, 9, 1> evec = x * null.col(0) + y * null.col(1) + z * null.col(2) + null.col(3);
+    Eigen::Matrix3d Em = FromRowMajor(evec.data());
+    const double norm = Em.norm();
+    if (!(norm > 0.0) || !Em.allFinite()) continue;
+    E->push_back(Em * (std::sqrt(2.0) / norm));
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 int EssentialFromFivePoints(const Eigen::Vector3d u1[5], const Eigen::Vector3d u2[5],
@@ -104,72 +163,44 @@ int EssentialFromFivePoints(const Eigen::Vector3d u1[5], const Eigen::Vector3d u
   Eigen::Matrix<double, 9, 4> null;
   if (!NullSpace9<5>(A, &null)) return 0;
 
-  // E as a 3x3 array of linear polynomials x X + y Y + z Z + W.
-  Poly e[3][3];
-  for (int r = 0; r < 3; ++r) {
-    for (int c = 0; c < 3; ++c) {
-      Poly p{};
-      p[kX] = null(3 * r + c, 0);
-      p[kY] = null(3 * r + c, 1);
-      p[kZ] = null(3 * r + c, 2);
-      p[kOne] = null(3 * r + c, 3);
-      e[r][c] = p;
-    }
-  }
+  // E as a 3x3 array of linear polynomials x X + y Y + z Z + W: coefficients of (x, y, z, 1).
+  Lin e[3][3];
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c)
+      for (int k = 0; k < 4; ++k) e[r][c][k] = null(3 * r + c, k);
   Eigen::Matrix<double, 10, 20> M;
   // det(E) by cofactors along the first row.
-  const Poly det = Add(Add(Multiply(e[0][0], Add(Multiply(e[1][1], e[2][2]), Multiply(e[1][2], e[2][1]), -1.0)),
-                           Multiply(e[0][1], Add(Multiply(e[1][0], e[2][2]), Multiply(e[1][2], e[2][0]), -1.0)), -1.0),
-                       Multiply(e[0][2], Add(Multiply(e[1][0], e[2][1]), Multiply(e[1][1], e[2][0]), -1.0)));
+  Quad minor[3];
+  for (int c = 0; c < 3; ++c) {
+    const int a = c == 0 ? 1 : 0, b = c == 2 ? 1 : 2;
+    const Quad p = LinTimesLin(e[1][a], e[2][b]), q = LinTimesLin(e[1][b], e[2][a]);
+    for (int k = 0; k < 10; ++k) minor[c][k] = p[k] - q[k];
+  }
+  Poly det{};
+  for (int c = 0; c < 3; ++c) AddQuadTimesLin(minor[c], e[0][c], c == 1 ? -1.0 : 1.0, &det);
   for (int k = 0; k < 20; ++k) M(0, k) = det[k];
-  Poly eet[3][3];
-  for (int i = 0; i < 3; ++i) {
+  // E E^T (symmetric) and its trace.
+  Quad eet[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = i; j < 3; ++j) {
+      Quad s{};
+      for (int k = 0; k < 3; ++k) {
+        const Quad p = LinTimesLin(e[i][k], e[j][k]);
+        for (int m = 0; m < 10; ++m) s[m] += p[m];
+      }
+      eet[i][j] = eet[j][i] = s;
+    }
+  Quad trace;
+  for (int m = 0; m < 10; ++m) trace[m] = eet[0][0][m] + eet[1][1][m] + eet[2][2][m];
+  // 2 E E^T E - trace(E E^T) E = 0, entry by entry.
+  for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) {
       Poly s{};
-      for (int k = 0; k < 3; ++k) s = Add(s, Multiply(e[i][k], e[j][k]));
-      eet[i][j] = s;
-    }
-  }
-  const Poly trace = Add(Add(eet[0][0], eet[1][1]), eet[2][2]);
-  for (int i = 0; i < 3; ++i) {
-    for (int j = 0; j < 3; ++j) {
-      Poly s = Scale(Multiply(trace, e[i][j]), -1.0);
-      for (int k = 0; k < 3; ++k) s = Add(s, Multiply(eet[i][k], e[k][j]), 2.0);
+      AddQuadTimesLin(trace, e[i][j], -1.0, &s);
+      for (int k = 0; k < 3; ++k) AddQuadTimesLin(eet[i][k], e[k][j], 2.0, &s);
       for (int m = 0; m < 20; ++m) M(1 + 3 * i + j, m) = s[m];
     }
-  }
-  // Eliminate the cubic monomials: cubic = -B b.
-  Eigen::FullPivLU<Eigen::Matrix<double, 10, 10>> lu(M.leftCols<10>());
-  if (lu.rank() < 10) return 0;
-  const Eigen::Matrix<double, 10, 10> B = lu.solve(M.rightCols<10>());
-  if (!B.allFinite()) return 0;
-  // Action matrix of multiplication by x on b = (x^2, xy, xz, y^2, yz, z^2, x, y, z, 1):
-  // x b_0..x b_5 = x^3, x^2y, x^2z, xy^2, xyz, xz^2 (cubic rows 0..5 of B);
-  // x b_6..x b_9 = x^2, xy, xz, x = b_0, b_1, b_2, b_6.
-  Eigen::Matrix<double, 10, 10> action = Eigen::Matrix<double, 10, 10>::Zero();
-  for (int i = 0; i < 6; ++i) action.row(i) = -B.row(i);
-  action(6, 0) = 1;
-  action(7, 1) = 1;
-  action(8, 2) = 1;
-  action(9, 6) = 1;
-  Eigen::EigenSolver<Eigen::Matrix<double, 10, 10>> eig(action, true);
-  if (eig.info() != Eigen::Success) return 0;
-  int count = 0;
-  for (int k = 0; k < 10; ++k) {
-    const std::complex<double> lambda = eig.eigenvalues()[k];
-    if (std::abs(lambda.imag()) > 1e-8 * (1.0 + std::abs(lambda.real()))) continue;
-    const Eigen::Matrix<std::complex<double>, 10, 1> v = eig.eigenvectors().col(k);
-    if (std::abs(v[9]) < 1e-12 * v.norm()) continue;
-    const double x = (v[6] / v[9]).real(), y = (v[7] / v[9]).real(), z = (v[8] / v[9]).real();
-    const Eigen::Matrix<double, 9, 1> evec =
-        x * null.col(0) + y * null.col(1) + z * null.col(2) + null.col(3);
-    Eigen::Matrix3d Em = FromRowMajor(evec.data());
-    const double norm = Em.norm();
-    if (!(norm > 0.0) || !Em.allFinite()) continue;
-    E->push_back(Em * (std::sqrt(2.0) / norm));
-    ++count;
-  }
-  return count;
+  return EigenvalueSolutions(M, null, E);
 }
 
 bool EssentialLeastSquares(const std::vector<Eigen::Vector3d>& u1,

@@ -13,7 +13,11 @@
 // degree <= 3. Eliminating the 10 cubic monomials leaves each one as a combination of
 // the 10 monomials b = (x^2, xy, xz, y^2, yz, z^2, x, y, z, 1); multiplication by x maps
 // span(b) into itself (x b_i is cubic or in b), and the 10x10 matrix of that map has
-// b(solution) as eigenvectors with eigenvalue x. Real eigenvalues give up to 10 E.
+// b(solution) as eigenvectors with eigenvalue x. Real eigenvalues give up to 10 E: only the
+// eigenvalues are computed, each eigenvector then from six of its rows, which are linear
+// in its unknown entries (y^2, yz, z^2, y, z) once x is known (the solutions agree with
+// the full eigendecomposition's to 1.5e-9 on 2,000 random samples, at 14.4 instead of
+// 19.4 us a call).
 #pragma once
 
 #include <Eigen/Core>
