@@ -94,16 +94,14 @@ double UndistortRadius(double k1, double k2, double rd) {
 // there returns that angle (as UndistortRadius does for the radius).
 double UndistortFisheyeAngle(const double* k, int num_k, double theta_d) {
   auto g = [&](double t) {
-    const double t2 = t * t;
-    double poly = 0;
-    for (int i = num_k - 1; i >= 0; --i) poly = (poly + k[i]) * t2;
-    return t * (1 + poly);
+    double td, slope;
+    FisheyeAngleMap(k, num_k, t, &td, &slope);
+    return td;
   };
   auto dg = [&](double t) {
-    const double t2 = t * t;
-    double poly = 0;  // sum (2i + 3) k_i t^(2i + 2)
-    for (int i = num_k - 1; i >= 0; --i) poly = poly * t2 + (2 * i + 3) * k[i] * t2;
-    return 1 + poly;
+    double td, slope;
+    FisheyeAngleMap(k, num_k, t, &td, &slope);
+    return slope;
   };
   // The end of the growing branch: the first zero of g' below 90 degrees, by a scan and
   // bisection, else just short of 90 degrees (where the tangent ends).
@@ -245,15 +243,11 @@ void FisheyeDistortion(const double* k, int num_k, double u, double v, double* d
     return;
   }
   const double r = std::sqrt(r2), theta = std::atan(r), t2 = theta * theta;
-  double poly = 0, dpoly = 0;  // sum k_i t^(2i+2), sum (2i + 3) k_i t^(2i+2)
-  for (int i = num_k - 1; i >= 0; --i) {
-    poly = (poly + k[i]) * t2;
-    dpoly = dpoly * t2 + (2 * i + 3) * k[i] * t2;
-  }
-  const double theta_d = theta * (1 + poly);
+  double theta_d, slope;
+  FisheyeAngleMap(k, num_k, theta, &theta_d, &slope);
   const double s = theta_d / r;
   // ds/dr = (theta_d'(theta) theta'(r) r - theta_d) / r^2, theta'(r) = 1 / (1 + r^2).
-  const double ds_dr = ((1 + dpoly) / (1 + r2) * r - theta_d) / r2;
+  const double ds_dr = (slope / (1 + r2) * r - theta_d) / r2;
   const double c = ds_dr / r;  // d s / d u = c u, d s / d v = c v
   *du = u * s;
   *dv = v * s;

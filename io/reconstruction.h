@@ -233,6 +233,20 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
 // (u, v), 2x2 row-major (the bundle adjuster's derivatives and the undistortion's steps).
 void OpenCVDistortion(const double* k, double u, double v, double* du, double* dv, double* J);
 
+// theta_d = theta (1 + k1 theta^2 + ...) (num_k of the k's) and its slope d theta_d / d theta:
+// the fisheye models' radial map, for their Jacobians, their undistortion and the check
+// that given k's do not fold the image.
+inline void FisheyeAngleMap(const double* k, int num_k, double theta, double* theta_d, double* slope) {
+  const double t2 = theta * theta;
+  double poly = 0, dpoly = 0;  // sum k_i t^(2i+2), sum (2i + 3) k_i t^(2i+2)
+  for (int i = num_k - 1; i >= 0; --i) {
+    poly = (poly + k[i]) * t2;
+    dpoly = dpoly * t2 + (2 * i + 3) * k[i] * t2;
+  }
+  *theta_d = theta * (1 + poly);
+  *slope = 1 + dpoly;
+}
+
 // The fisheye distortion of FisheyeScale (num_k of k1..k4): the distorted normalized point,
 // its Jacobian in (u, v) (2x2 row-major), and, where dk is given, its derivatives in the k's
 // (2 x num_k row-major: d du / d k_i, then d dv / d k_i). For the bundle adjuster.

@@ -792,14 +792,10 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
             bool reached = false, folds = false;
             constexpr int kSteps = 4000;
             for (int i = 1; i <= kSteps && !reached && !folds; ++i) {
-              const double t = 1.5707963267948966 * (1 - 1e-9) * i / kSteps, t2 = t * t;
-              double poly = 0, dpoly = 0;
-              for (int j = num_k - 1; j >= 0; --j) {
-                poly = (poly + p[k + j]) * t2;
-                dpoly = dpoly * t2 + (2 * j + 3) * p[k + j] * t2;
-              }
-              folds = !(1 + dpoly > 0);
-              reached = t * (1 + poly) >= theta_d_corner;
+              double theta_d, slope;
+              FisheyeAngleMap(p.data() + k, num_k, 1.5707963267948966 * (1 - 1e-9) * i / kSteps, &theta_d, &slope);
+              folds = !(slope > 0);
+              reached = theta_d >= theta_d_corner;
             }
             if (folds || !reached) {
               std::string ks;
