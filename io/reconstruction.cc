@@ -32,6 +32,28 @@ const ModelInfo* FindModel(CameraModelId model) {
   return nullptr;
 }
 
+// The x in [lo, hi] with g(x) = target, where g grows on [lo, hi] and g(lo) <= target <=
+// g(hi): Newton's method from min(target, hi) (g(x) ~ x near 0 for the lens maps below),
+// kept inside the bracket by bisection, at most 100 steps.
+template <typename G, typename DG>
+double GrowingRoot(const G& g, const DG& dg, double target, double lo, double hi) {
+  double x = std::min(target, hi);
+  for (int iter = 0; iter < 100; ++iter) {
+    const double f = g(x) - target;
+    if (f == 0) return x;
+    if (f < 0)
+      lo = x;
+    else
+      hi = x;
+    const double d = dg(x);
+    double next = d > 0 ? x - f / d : lo - 1;
+    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
+    if (std::abs(next - x) <= 1e-16 * std::max(x, 1e-300) || next == lo || next == hi) return next;
+    x = next;
+  }
+  return x;
+}
+
 // Solves g(r) = r (1 + k1 r^2 + k2 r^4) = rd for the smallest r >= 0, on the branch where g
 // still grows (g'(0) = 1). Beyond the radius where g' vanishes the lens folds the image back
 // and the inverse is not unique; a target past g's maximum returns the radius of the maximum.
@@ -68,24 +90,7 @@ double UndistortRadius(double k1, double k2, double rd) {
     for (int i = 0; i < 2100 && g(hi) < rd; ++i) hi *= 2;
     if (!(g(hi) >= rd)) return hi;
   }
-  // Newton's method, kept inside the bracket [lo, hi] by bisection.
-  double r = std::min(rd, hi);
-  for (int iter = 0; iter < 100; ++iter) {
-    const double f = g(r) - rd;
-    if (f == 0) return r;
-    if (f < 0)
-      lo = r;
-    else
-      hi = r;
-    const double d = dg(r);
-    double next = d > 0 ? r - f / d : lo - 1;
-    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
-    if (std::abs(next - r) <= 1e-16 * std::max(r, 1e-300) || next == lo || next == hi) {
-      return next;
-    }
-    r = next;
-  }
-  return r;
+  return GrowingRoot(g, dg, rd, lo, hi);
 }
 
 // Solves theta (1 + k1 theta^2 + ...) = theta_d for theta in [0, 90 degrees), on the branch
@@ -121,21 +126,7 @@ double UndistortFisheyeAngle(const double* k, int num_k, double theta_d) {
     }
   }
   if (g(hi) <= theta_d) return hi;
-  double lo = 0, t = std::min(theta_d, hi);
-  for (int iter = 0; iter < 100; ++iter) {
-    const double f = g(t) - theta_d;
-    if (f == 0) return t;
-    if (f < 0)
-      lo = t;
-    else
-      hi = t;
-    const double d = dg(t);
-    double next = d > 0 ? t - f / d : lo - 1;
-    if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
-    if (std::abs(next - t) <= 1e-16 * std::max(t, 1e-300) || next == lo || next == hi) return next;
-    t = next;
-  }
-  return t;
+  return GrowingRoot(g, dg, theta_d, 0.0, hi);
 }
 
 // Solves OpenCVDistortion(u, v) = (ud, vd) by damped Newton steps from (ud, vd).

@@ -343,32 +343,43 @@ TEST(IncrementalMapper, RefinesIntrinsicsInTheFinalAdjustmentsOnly) {
 // the focal lengths and the distortion (the model selection keeps the radial terms, then
 // the tangential ones, and lets fx and fy apart: each lowers the cost by more than its
 // minimum gain), and the poses.
+// The mapper on a ring of 12 views of `truth`'s camera (num_points points, the ring's radius
+// ring_radius), started 3% off with no distortion: one model of all 12 views, its camera of
+// truth's model (printed).
+void MapTwelveViews(const Camera& truth, int num_points, double ring_radius, Scene* s, Reconstruction* model) {
+  *s = MakeScene(12, num_points, 0.5, 1.03, 3, 55, &truth, ring_radius);
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(*s, 4, &in));
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s->images, s->cameras, in.pairs, in.tracks, &models, &ms).ok());
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].images.size(), 12u);
+  const Camera& c = models[0].cameras.at(1);
+  ASSERT_EQ(c.model, truth.model);
+  std::printf("%s camera found:", CameraModelName(c.model));
+  for (double v : c.params) std::printf(" %.6g", v);
+  std::printf("\n");
+  *model = std::move(models[0]);
+}
+
 TEST(IncrementalMapper, SelfCalibratesAnOpenCVCamera) {
   Camera truth;
   truth.model = CameraModelId::kOpenCV;
   // The principal point at the image centre, where the mapper holds it on so few views (2 px
   // off would tilt every camera by 0.14 degrees).
   truth.params = {800, 808, 320, 240, -0.15, 0.05, 0.008, -0.006};
-  Scene s = MakeScene(12, 1200, 0.5, 1.03, 3, 55, &truth);
-  MapperInputs in;
-  ASSERT_TRUE(MakeInputs(s, 4, &in));
-  std::vector<Reconstruction> models;
-  MapperSummary ms;
-  ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
-  ASSERT_EQ(models.size(), 1u);
-  EXPECT_EQ(models[0].images.size(), 12u);
-  const Camera& c = models[0].cameras.at(1);
-  ASSERT_EQ(c.model, CameraModelId::kOpenCV);
-  std::printf("OPENCV camera found:");
-  for (double v : c.params) std::printf(" %.6g", v);
-  std::printf("\n");
+  Scene s;
+  Reconstruction model;
+  ASSERT_NO_FATAL_FAILURE(MapTwelveViews(truth, 1200, 7, &s, &model));
+  const Camera& c = model.cameras.at(1);
   EXPECT_NEAR(c.fx(), 800, 3);  // apart: held together, both would be near 804
   EXPECT_NEAR(c.fy(), 808, 3);
   EXPECT_NEAR(c.params[4], -0.15, 0.03);
   EXPECT_NEAR(c.params[6], 0.008, 0.001);  // p1, p2
   EXPECT_NEAR(c.params[7], -0.006, 0.001);
-  EXPECT_LT(models[0].MeanReprojectionError(), 1.0);
-  CheckAgainstTruth(models[0], s, 0.2, 0.005);
+  EXPECT_LT(model.MeanReprojectionError(), 1.0);
+  CheckAgainstTruth(model, s, 0.2, 0.005);
 }
 
 // A fisheye lens (OPENCV_FISHEYE, 61 degrees from the axis to the image's edge) seen from a
@@ -379,27 +390,18 @@ TEST(IncrementalMapper, SelfCalibratesAFisheyeCamera) {
   Camera truth;
   truth.model = CameraModelId::kOpenCVFisheye;
   truth.params = {300, 300, 320, 240, 0.06, -0.02, 0, 0};
-  Scene s = MakeScene(12, 1500, 0.5, 1.03, 3, 55, &truth, 3.2);
-  MapperInputs in;
-  ASSERT_TRUE(MakeInputs(s, 4, &in));
-  std::vector<Reconstruction> models;
-  MapperSummary ms;
-  ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
-  ASSERT_EQ(models.size(), 1u);
-  EXPECT_EQ(models[0].images.size(), 12u);
-  const Camera& c = models[0].cameras.at(1);
-  ASSERT_EQ(c.model, CameraModelId::kOpenCVFisheye);
-  std::printf("OPENCV_FISHEYE camera found:");
-  for (double v : c.params) std::printf(" %.6g", v);
-  std::printf("\n");
+  Scene s;
+  Reconstruction model;
+  ASSERT_NO_FATAL_FAILURE(MapTwelveViews(truth, 1500, 3.2, &s, &model));
+  const Camera& c = model.cameras.at(1);
   EXPECT_NEAR(c.fx(), 300, 2);
   EXPECT_NEAR(c.fy(), 300, 2);
   EXPECT_NEAR(c.params[4], 0.06, 0.02);
   EXPECT_NEAR(c.params[5], -0.02, 0.02);
   EXPECT_EQ(c.params[6], 0.0);  // k3, k4: not selected
   EXPECT_EQ(c.params[7], 0.0);
-  EXPECT_LT(models[0].MeanReprojectionError(), 1.0);
-  CheckAgainstTruth(models[0], s, 0.2, 0.005);
+  EXPECT_LT(model.MeanReprojectionError(), 1.0);
+  CheckAgainstTruth(model, s, 0.2, 0.005);
 }
 
 // The largest angle (degrees) at a point between the rays to two of its views' centres,
