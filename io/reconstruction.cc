@@ -108,23 +108,7 @@ double UndistortFisheyeAngle(const double* k, int num_k, double theta_d) {
     FisheyeAngleMap(k, num_k, t, &td, &slope);
     return slope;
   };
-  // The end of the growing branch: the first zero of g' below 90 degrees, by a scan and
-  // bisection, else just short of 90 degrees (where the tangent ends).
-  constexpr double kMax = 1.5707963267948966 * (1 - 1e-9);
-  double hi = kMax;
-  constexpr int kScan = 256;
-  for (int i = 1; i <= kScan; ++i) {
-    const double t = kMax * i / kScan;
-    if (!(dg(t) > 0)) {
-      double a = kMax * (i - 1) / kScan, b = t;
-      for (int it = 0; it < 60; ++it) {
-        const double m = 0.5 * (a + b);
-        (dg(m) > 0 ? a : b) = m;
-      }
-      hi = a;
-      break;
-    }
-  }
+  const double hi = FisheyeGrowingBranchEnd(k, num_k);
   if (g(hi) <= theta_d) return hi;
   return GrowingRoot(g, dg, theta_d, 0.0, hi);
 }
@@ -220,6 +204,29 @@ void OpenCVDistortion(const double* k, double u, double v, double* du, double* d
   J[1] = 2 * uv * dd + 2 * p1 * u + 2 * p2 * v;
   J[2] = J[1];
   J[3] = d + 2 * vv * dd + 2 * p2 * u + 6 * p1 * v;
+}
+
+double FisheyeGrowingBranchEnd(const double* k, int num_k) {
+  auto slope = [&](double t) {
+    double td, s;
+    FisheyeAngleMap(k, num_k, t, &td, &s);
+    return s;
+  };
+  // The first zero of the slope by a scan and bisection.
+  constexpr double kMax = 1.5707963267948966 * (1 - 1e-9);
+  constexpr int kScan = 256;
+  for (int i = 1; i <= kScan; ++i) {
+    const double t = kMax * i / kScan;
+    if (!(slope(t) > 0)) {
+      double a = kMax * (i - 1) / kScan, b = t;
+      for (int it = 0; it < 60; ++it) {
+        const double m = 0.5 * (a + b);
+        (slope(m) > 0 ? a : b) = m;
+      }
+      return a;
+    }
+  }
+  return kMax;
 }
 
 void FisheyeDistortion(const double* k, int num_k, double u, double v, double* du, double* dv, double* J,
@@ -384,7 +391,6 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
       const int c = two ? 2 : 1;  // cx's index
       const double ud = (x - params[c]) / params[0];
       const double vd = (y - params[c + 1]) / params[two ? 1 : 0];
-      const int num_k = two ? 4 : model == CameraModelId::kRadialFisheye ? 2 : 1;
       const double theta_d = std::hypot(ud, vd);
       if (theta_d == 0 || !std::isfinite(theta_d)) {
         *u = ud;
@@ -392,7 +398,8 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
         return;
       }
       // The same ray, at the tangent of the undistorted angle.
-      const double theta = UndistortFisheyeAngle(params + CameraModelDistortionBegin(model), num_k, theta_d);
+      const double theta =
+          UndistortFisheyeAngle(params + CameraModelDistortionBegin(model), CameraModelFisheyeTerms(model), theta_d);
       const double scale = std::tan(theta) / theta_d;
       *u = ud * scale;
       *v = vd * scale;

@@ -74,6 +74,19 @@ inline bool CameraModelIsFisheye(CameraModelId model) {
   return model == CameraModelId::kOpenCVFisheye || model == CameraModelId::kSimpleRadialFisheye ||
          model == CameraModelId::kRadialFisheye;
 }
+// A fisheye model's polynomial terms k1.. (4, 1 or 2; 0 for the others): its parameters from
+// CameraModelDistortionBegin on.
+inline int CameraModelFisheyeTerms(CameraModelId model) {
+  return model == CameraModelId::kOpenCVFisheye ? 4
+         : model == CameraModelId::kRadialFisheye ? 2
+         : model == CameraModelId::kSimpleRadialFisheye ? 1 : 0;
+}
+// Whether the model has distortion terms past its first two, which the mapper frees only
+// once those are kept (ReconstructionBAOptions::refine_tangential): OPENCV's p1, p2 and
+// OPENCV_FISHEYE's k3, k4.
+inline bool CameraModelHasLaterDistortionTerms(CameraModelId model) {
+  return model == CameraModelId::kOpenCV || model == CameraModelId::kOpenCVFisheye;
+}
 
 inline constexpr uint64_t kInvalidPoint3DId = ~uint64_t{0};
 
@@ -201,14 +214,14 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
       return;
     }
     case CameraModelId::kOpenCVFisheye: {
-      const T s = FisheyeScale(params + 4, 4, u, v);
+      const T s = FisheyeScale(params + 4, CameraModelFisheyeTerms(model), u, v);
       *x = params[0] * u * s + params[2];
       *y = params[1] * v * s + params[3];
       return;
     }
     case CameraModelId::kSimpleRadialFisheye:
     case CameraModelId::kRadialFisheye: {
-      const T s = FisheyeScale(params + 3, model == CameraModelId::kRadialFisheye ? 2 : 1, u, v);
+      const T s = FisheyeScale(params + 3, CameraModelFisheyeTerms(model), u, v);
       *x = params[0] * u * s + params[1];
       *y = params[0] * v * s + params[2];
       return;
@@ -246,6 +259,12 @@ inline void FisheyeAngleMap(const double* k, int num_k, double theta, double* th
   *theta_d = theta * (1 + poly);
   *slope = 1 + dpoly;
 }
+
+// The end of FisheyeAngleMap's growing branch: the first angle below 90 degrees where its
+// slope vanishes, else just short of 90 degrees (where the tangent ends). Past it the lens
+// folds the image back: CameraPixelToNormalized maps farther pixels to it, and reconstruct
+// refuses --camera-params whose image corner lies beyond it.
+double FisheyeGrowingBranchEnd(const double* k, int num_k);
 
 // The fisheye distortion of FisheyeScale (num_k of k1..k4): the distorted normalized point,
 // its Jacobian in (u, v) (2x2 row-major), and, where dk is given, its derivatives in the k's

@@ -580,8 +580,7 @@ class Mapper {
       return Status::Ok();
     }
     bool tangential = false;
-    for (const auto& [id, c] : rec_.cameras)
-      tangential |= c.model == CameraModelId::kOpenCV || c.model == CameraModelId::kOpenCVFisheye;
+    for (const auto& [id, c] : rec_.cameras) tangential |= CameraModelHasLaterDistortionTerms(c.model);
     if (!tangential) return Status::Ok();
     Reconstruction radial_only = rec_;
     hold_principal_point_ = true;

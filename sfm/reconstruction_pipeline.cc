@@ -781,23 +781,17 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           // OPENCV: its radial terms k1, k2 (the tangential ones are small beside them).
           // The fisheye models: theta_d = theta (1 + k1 theta^2 + ...) must keep growing
           // with the angle theta until it reaches the corner's theta_d, below 90 degrees.
+          // s_c: the squared normalized radius of the corner farthest from the principal point.
+          double s_c = 0;
+          for (const double x : {0.0, double(c.width)})
+            for (const double y : {0.0, double(c.height)})
+              s_c = std::max(s_c, (x - cx) * (x - cx) / (fx * fx) + (y - cy) * (y - cy) / (fy * fy));
           if (CameraModelIsFisheye(c.model)) {
             const int k = CameraModelDistortionBegin(c.model);
-            const int num_k = static_cast<int>(p.size()) - k;
-            double s_c = 0;
-            for (const double x : {0.0, double(c.width)})
-              for (const double y : {0.0, double(c.height)})
-                s_c = std::max(s_c, (x - cx) * (x - cx) / (fx * fx) + (y - cy) * (y - cy) / (fy * fy));
-            const double theta_d_corner = std::sqrt(s_c);
-            bool reached = false, folds = false;
-            constexpr int kSteps = 4000;
-            for (int i = 1; i <= kSteps && !reached && !folds; ++i) {
-              double theta_d, slope;
-              FisheyeAngleMap(p.data() + k, num_k, 1.5707963267948966 * (1 - 1e-9) * i / kSteps, &theta_d, &slope);
-              folds = !(slope > 0);
-              reached = theta_d >= theta_d_corner;
-            }
-            if (folds || !reached) {
+            const int num_k = CameraModelFisheyeTerms(c.model);
+            double theta_d_end, slope;
+            FisheyeAngleMap(p.data() + k, num_k, FisheyeGrowingBranchEnd(p.data() + k, num_k), &theta_d_end, &slope);
+            if (!(theta_d_end >= std::sqrt(s_c))) {
               std::string ks;
               for (int j = 0; j < num_k; ++j) ks += (j ? ", " : "") + Number(p[k + j]);
               return Status::InvalidOptions(what + "a fisheye distortion (" + ks +
@@ -808,10 +802,6 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
             const int k = CameraModelDistortionBegin(c.model);
             const bool two = c.model != CameraModelId::kSimpleRadial;
             const double k1 = p[k], k2 = two ? p[k + 1] : 0.0;
-            double s_c = 0;
-            for (const double x : {0.0, double(c.width)})
-              for (const double y : {0.0, double(c.height)})
-                s_c = std::max(s_c, (x - cx) * (x - cx) / (fx * fx) + (y - cy) * (y - cy) / (fy * fy));
             auto slope = [&](double s) { return 1 + 3 * k1 * s + 5 * k2 * s * s; };
             bool folds = !(slope(s_c) > 0);
             if (k2 > 0) {

@@ -69,8 +69,7 @@ std::vector<int> FreeParams(CameraModelId model, const ReconstructionBAOptions& 
   }
   if (options.hold_aspect_ratio) focal.resize(1);  // fx's column stands for both
   // OPENCV's p1, p2 and OPENCV_FISHEYE's k3, k4 only with refine_tangential: k1, k2.
-  if ((model == CameraModelId::kOpenCV || model == CameraModelId::kOpenCVFisheye) && !options.refine_tangential)
-    extra.resize(2);
+  if (CameraModelHasLaterDistortionTerms(model) && !options.refine_tangential) extra.resize(2);
   std::vector<int> out;
   if (options.fix_intrinsics) return out;
   if (options.refine_focal) out.insert(out.end(), focal.begin(), focal.end());
@@ -648,7 +647,7 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
     case CameraModelId::kSimpleRadialFisheye:
     case CameraModelId::kRadialFisheye: {
       const bool two = model == CameraModelId::kOpenCVFisheye;
-      const int num_k = two ? 4 : model == CameraModelId::kRadialFisheye ? 2 : 1;
+      const int num_k = CameraModelFisheyeTerms(model);
       const int kb = two ? 4 : 3;  // k1's index
       const double fx = params[0], fy = params[two ? 1 : 0];
       double du, dv, J[4], dk[8];

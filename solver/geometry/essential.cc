@@ -115,6 +115,9 @@ int EigenvalueSolutions(const Eigen::Matrix<double, 10, 20>& M, const Eigen::Mat
   if (lu.rank() < 10) return 0;
   const Eigen::Matrix<double, 10, 10> B = lu.solve(M.rightCols<10>());
   if (!B.allFinite()) return 0;
+  // Action matrix of multiplication by x on b = (x^2, xy, xz, y^2, yz, z^2, x, y, z, 1):
+  // x b_0..x b_5 = x^3, x^2y, x^2z, xy^2, xyz, xz^2 (cubic rows 0..5 of B: cubic = -B b);
+  // x b_6..x b_9 = x^2, xy, xz, x = b_0, b_1, b_2, b_6.
   Eigen::Matrix<double, 10, 10> action = Eigen::Matrix<double, 10, 10>::Zero();
   for (int i = 0; i < 6; ++i) action.row(i) = -B.row(i);
   action(6, 0) = 1;
