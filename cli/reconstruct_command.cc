@@ -262,8 +262,8 @@ Runner RegisterReconstruct(CLI::App& app) {
       ->required();
   app.add_option("--device", a->device, "cpu | cuda (feature extraction and matching)")->capture_default_str();
   app.add_option("--camera-model", a->camera_model,
-                 "simple_pinhole | pinhole | simple_radial | radial | opencv | opencv_fisheye | simple_radial_fisheye | "
-                 "radial_fisheye")
+                 "simple_pinhole | pinhole | simple_radial | radial | opencv | opencv_fisheye | full_opencv | fov | "
+                 "simple_radial_fisheye | radial_fisheye | thin_prism_fisheye")
       ->capture_default_str();
   app.add_flag("--single-camera", a->single_camera, "One camera (shared intrinsics) for all images of one size");
   app.add_flag("--single-camera-per-folder", a->single_camera_per_folder,

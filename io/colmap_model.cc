@@ -23,19 +23,24 @@
 namespace tiepoint {
 namespace colmap_internal {
 
-// COLMAP's other camera models, so that a model written by COLMAP with one of them is named.
+// The camera models of COLMAP releases after 3.8 (tiepoint reads all of 3.8's), so that a
+// model written by one with them is named.
 const char* ColmapOnlyModelName(int id) {
   switch (id) {
-    case 6: return "FULL_OPENCV";
-    case 7: return "FOV";
-    case 10: return "THIN_PRISM_FISHEYE";
+    case 11: return "RAD_TAN_THIN_PRISM_FISHEYE";
+    case 12: return "SIMPLE_DIVISION";
+    case 13: return "DIVISION";
+    case 14: return "SIMPLE_FISHEYE";
+    case 15: return "FISHEYE";
+    case 16: return "EUCM";
+    case 17: return "EQUIRECTANGULAR";
     default: return nullptr;
   }
 }
 
 const char* const kSupportedModels =
     "SIMPLE_PINHOLE (0), PINHOLE (1), SIMPLE_RADIAL (2), RADIAL (3), OPENCV (4), OPENCV_FISHEYE (5), "
-    "SIMPLE_RADIAL_FISHEYE (8), RADIAL_FISHEYE (9)";
+    "FULL_OPENCV (6), FOV (7), SIMPLE_RADIAL_FISHEYE (8), RADIAL_FISHEYE (9), THIN_PRISM_FISHEYE (10)";
 
 Status CheckCamera(const Camera& camera, const std::string& where) {
   const int expected = CameraModelNumParams(camera.model);

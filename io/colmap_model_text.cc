@@ -273,7 +273,7 @@ Status ReadCamerasText(std::istream& in, const std::string& file, Reconstruction
     const std::string model_name(f[1]);
     if (!CameraModelFromName(model_name, &camera.model).ok()) {
       bool colmap_only = false;
-      for (int id = 5; id <= 10; ++id) {
+      for (int id = 11; id <= 17; ++id) {
         const char* name = ColmapOnlyModelName(id);
         colmap_only = colmap_only || (name != nullptr && model_name == name);
       }

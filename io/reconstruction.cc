@@ -21,8 +21,11 @@ constexpr ModelInfo kModels[] = {
     {CameraModelId::kRadial, "RADIAL", 5, "f,cx,cy,k1,k2"},
     {CameraModelId::kOpenCV, "OPENCV", 8, "fx,fy,cx,cy,k1,k2,p1,p2"},
     {CameraModelId::kOpenCVFisheye, "OPENCV_FISHEYE", 8, "fx,fy,cx,cy,k1,k2,k3,k4"},
+    {CameraModelId::kFullOpenCV, "FULL_OPENCV", 12, "fx,fy,cx,cy,k1,k2,p1,p2,k3,k4,k5,k6"},
+    {CameraModelId::kFov, "FOV", 5, "fx,fy,cx,cy,omega"},
     {CameraModelId::kSimpleRadialFisheye, "SIMPLE_RADIAL_FISHEYE", 4, "f,cx,cy,k"},
     {CameraModelId::kRadialFisheye, "RADIAL_FISHEYE", 5, "f,cx,cy,k1,k2"},
+    {CameraModelId::kThinPrismFisheye, "THIN_PRISM_FISHEYE", 12, "fx,fy,cx,cy,k1,k2,p1,p2,k3,k4,sx1,sy1"},
 };
 
 const ModelInfo* FindModel(CameraModelId model) {
@@ -113,10 +116,12 @@ double UndistortFisheyeAngle(const double* k, int num_k, double theta_d) {
   return GrowingRoot(g, dg, theta_d, 0.0, hi);
 }
 
-// Solves OpenCVDistortion(u, v) = (ud, vd) by damped Newton steps from (ud, vd).
-void OpenCVUndistort(const double* k, double ud, double vd, double* u, double* v) {
+// Solves distort(u, v) = (ud, vd) by damped Newton steps from (ud, vd); distort(x, y, &dx,
+// &dy, J) gives the distorted point and its 2x2 Jacobian (row-major).
+template <typename Distort>
+void IterativeUndistort(const Distort& distort, double ud, double vd, double* u, double* v) {
   double x = ud, y = vd, fx, fy, J[4];
-  OpenCVDistortion(k, x, y, &fx, &fy, J);
+  distort(x, y, &fx, &fy, J);
   double ex = fx - ud, ey = fy - vd, err = ex * ex + ey * ey;
   const double scale2 = std::max(1.0, ud * ud + vd * vd);
   for (int iter = 0; iter < 100 && err > 1e-32 * scale2 && std::isfinite(err); ++iter) {
@@ -126,7 +131,7 @@ void OpenCVUndistort(const double* k, double ud, double vd, double* u, double* v
     bool improved = false;
     for (int h = 0; h < 30; ++h, sx *= 0.5, sy *= 0.5) {
       double nx, ny, nJ[4];
-      OpenCVDistortion(k, x - sx, y - sy, &nx, &ny, nJ);
+      distort(x - sx, y - sy, &nx, &ny, nJ);
       const double nex = nx - ud, ney = ny - vd, nerr = nex * nex + ney * ney;
       if (nerr < err) {
         x -= sx;
@@ -145,7 +150,108 @@ void OpenCVUndistort(const double* k, double ud, double vd, double* u, double* v
   *v = y;
 }
 
+// THIN_PRISM_FISHEYE's polynomial part in the equidistant point (a, b): its value, its
+// Jacobian in (a, b) and, where dk is given, in the 8 k's (as ThinPrismFisheyeDistortion).
+void ThinPrismPolynomial(const double* k, double a, double b, double* du, double* dv, double* J, double* dk) {
+  const double k1 = k[0], k2 = k[1], p1 = k[2], p2 = k[3], k3 = k[4], k4 = k[5], sx = k[6], sy = k[7];
+  const double aa = a * a, ab = a * b, bb = b * b, r2 = aa + bb;
+  const double radial = 1 + r2 * (k1 + r2 * (k2 + r2 * (k3 + r2 * k4)));
+  const double dradial = k1 + r2 * (2 * k2 + r2 * (3 * k3 + r2 * 4 * k4));  // d / d rho^2
+  *du = a * radial + 2 * p1 * ab + p2 * (r2 + 2 * aa) + sx * r2;
+  *dv = b * radial + 2 * p2 * ab + p1 * (r2 + 2 * bb) + sy * r2;
+  J[0] = radial + 2 * aa * dradial + 2 * p1 * b + 6 * p2 * a + 2 * sx * a;
+  J[1] = 2 * ab * dradial + 2 * p1 * a + 2 * p2 * b + 2 * sx * b;
+  J[2] = 2 * ab * dradial + 2 * p2 * b + 2 * p1 * a + 2 * sy * a;
+  J[3] = radial + 2 * bb * dradial + 2 * p2 * a + 6 * p1 * b + 2 * sy * b;
+  if (dk != nullptr) {
+    const double r4 = r2 * r2, r6 = r4 * r2, r8 = r4 * r4;
+    const double dx[8] = {a * r2, a * r4, 2 * ab, r2 + 2 * aa, a * r6, a * r8, r2, 0};
+    const double dy[8] = {b * r2, b * r4, r2 + 2 * bb, 2 * ab, b * r6, b * r8, 0, r2};
+    std::copy(dx, dx + 8, dk);
+    std::copy(dy, dy + 8, dk + 8);
+  }
+}
+
+// FOV: B(y) = atan(sqrt(y)) / sqrt(y) and dB / dy, y = (2 r tan(omega / 2))^2; from the
+// series below y = 1e-4 (the quotient's derivative would cancel there).
+void FovQuotient(double y, double* B, double* dB) {
+  if (y < 1e-4) {
+    *B = 1 + y * (-1.0 / 3 + y * (1.0 / 5 + y * (-1.0 / 7)));
+    *dB = -1.0 / 3 + y * (2.0 / 5 + y * (-3.0 / 7 + y * (4.0 / 9)));
+    return;
+  }
+  const double x = std::sqrt(y);
+  *B = std::atan(x) / x;
+  *dB = (1 / (1 + y) - *B) / (2 * y);
+}
+
 }  // namespace
+
+void FullOpenCVDistortion(const double* k, double u, double v, double* du, double* dv, double* J, double* dk) {
+  const double k1 = k[0], k2 = k[1], p1 = k[2], p2 = k[3], k3 = k[4], k4 = k[5], k5 = k[6], k6 = k[7];
+  const double uu = u * u, uv = u * v, vv = v * v, r2 = uu + vv;
+  const double num = 1 + r2 * (k1 + r2 * (k2 + r2 * k3)), den = 1 + r2 * (k4 + r2 * (k5 + r2 * k6));
+  const double radial = num / den;
+  // d radial / d r^2
+  const double dradial = ((k1 + r2 * (2 * k2 + r2 * 3 * k3)) - radial * (k4 + r2 * (2 * k5 + r2 * 3 * k6))) / den;
+  *du = u * radial + 2 * p1 * uv + p2 * (r2 + 2 * uu);
+  *dv = v * radial + 2 * p2 * uv + p1 * (r2 + 2 * vv);
+  J[0] = radial + 2 * uu * dradial + 2 * p1 * v + 6 * p2 * u;
+  J[1] = 2 * uv * dradial + 2 * p1 * u + 2 * p2 * v;
+  J[2] = J[1];
+  J[3] = radial + 2 * vv * dradial + 2 * p2 * u + 6 * p1 * v;
+  if (dk != nullptr) {
+    const double r4 = r2 * r2, r6 = r4 * r2;
+    const double n[3] = {r2 / den, r4 / den, r6 / den};  // d radial / d k1, k2, k3
+    const double dx[8] = {u * n[0], u * n[1], 2 * uv, r2 + 2 * uu, u * n[2],
+                          -u * radial * n[0], -u * radial * n[1], -u * radial * n[2]};
+    const double dy[8] = {v * n[0], v * n[1], r2 + 2 * vv, 2 * uv, v * n[2],
+                          -v * radial * n[0], -v * radial * n[1], -v * radial * n[2]};
+    std::copy(dx, dx + 8, dk);
+    std::copy(dy, dy + 8, dk + 8);
+  }
+}
+
+void ThinPrismFisheyeDistortion(const double* k, double u, double v, double* du, double* dv, double* J,
+                                double* dk) {
+  double a, b, J1[4], J2[4];
+  FisheyeDistortion(nullptr, 0, u, v, &a, &b, J1, nullptr);
+  ThinPrismPolynomial(k, a, b, du, dv, J2, dk);
+  J[0] = J2[0] * J1[0] + J2[1] * J1[2];
+  J[1] = J2[0] * J1[1] + J2[1] * J1[3];
+  J[2] = J2[2] * J1[0] + J2[3] * J1[2];
+  J[3] = J2[2] * J1[1] + J2[3] * J1[3];
+}
+
+void FovDistortion(double omega, double u, double v, double* du, double* dv, double* J, double* dk) {
+  const double r2 = u * u + v * v, w2 = omega * omega;
+  double s, ds_dr2, ds_dw;
+  if (w2 < 1e-8) {  // FovScale's series
+    s = 1 + w2 / 12 - w2 * r2 / 3;
+    ds_dr2 = -w2 / 3;
+    ds_dw = omega / 6 - 2 * omega * r2 / 3;
+  } else {
+    // s = A B(y): A = 2 t / omega, t = tan(omega / 2), y = 4 r^2 t^2.
+    const double t = std::tan(omega / 2), A = 2 * t / omega, y = 4 * r2 * t * t;
+    double B, dB;
+    FovQuotient(y, &B, &dB);
+    s = A * B;
+    ds_dr2 = A * dB * 4 * t * t;
+    const double dA = ((1 + t * t) * omega - 2 * t) / w2;
+    ds_dw = dA * B + A * dB * 4 * r2 * t * (1 + t * t);
+  }
+  *du = u * s;
+  *dv = v * s;
+  const double c = 2 * ds_dr2;  // d s / d u = c u
+  J[0] = s + c * u * u;
+  J[1] = c * u * v;
+  J[2] = J[1];
+  J[3] = s + c * v * v;
+  if (dk != nullptr) {
+    dk[0] = u * ds_dw;
+    dk[1] = v * ds_dw;
+  }
+}
 
 const char* CameraModelName(CameraModelId model) {
   const ModelInfo* m = FindModel(model);
@@ -168,9 +274,8 @@ Status CameraModelFromName(const std::string& name, CameraModelId* model) {
   }
   return Status::InvalidOptions("unknown camera model '" + name +
                                 "': expected simple_pinhole, pinhole, simple_radial, radial, opencv, "
-                                "opencv_fisheye, simple_radial_fisheye or radial_fisheye (COLMAP's "
-                                "SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE, "
-                                "SIMPLE_RADIAL_FISHEYE, RADIAL_FISHEYE)");
+                                "opencv_fisheye, full_opencv, fov, simple_radial_fisheye, radial_fisheye or "
+                                "thin_prism_fisheye (or COLMAP's upper-case names)");
 }
 
 bool CameraModelFromId(int id, CameraModelId* model) {
@@ -269,7 +374,10 @@ int CameraModelDistortionBegin(CameraModelId model) {
     case CameraModelId::kSimpleRadialFisheye:
     case CameraModelId::kRadialFisheye: return 3;
     case CameraModelId::kOpenCV:
-    case CameraModelId::kOpenCVFisheye: return 4;
+    case CameraModelId::kOpenCVFisheye:
+    case CameraModelId::kFullOpenCV:
+    case CameraModelId::kFov:
+    case CameraModelId::kThinPrismFisheye: return 4;
     default: return CameraModelNumParams(model);
   }
 }
@@ -381,7 +489,61 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
         *v = vd;
         return;
       }
-      OpenCVUndistort(params + 4, ud, vd, u, v);
+      IterativeUndistort([&](double a, double b, double* da, double* db, double* J) {
+        OpenCVDistortion(params + 4, a, b, da, db, J);
+      }, ud, vd, u, v);
+      return;
+    }
+    case CameraModelId::kFullOpenCV: {
+      const double ud = (x - params[2]) / params[0];
+      const double vd = (y - params[3]) / params[1];
+      if (std::all_of(params + 4, params + 12, [](double k) { return k == 0; })) {
+        *u = ud;
+        *v = vd;
+        return;
+      }
+      IterativeUndistort([&](double a, double b, double* da, double* db, double* J) {
+        FullOpenCVDistortion(params + 4, a, b, da, db, J, nullptr);
+      }, ud, vd, u, v);
+      return;
+    }
+    case CameraModelId::kThinPrismFisheye: {
+      // The polynomial part is undone in the equidistant plane, as COLMAP does, then the
+      // equidistant point (a, b), at angle rho = |(a, b)| from the axis, goes back to the
+      // plane at tan(rho) (angles at or past 90 degrees: just short of it).
+      const double ud = (x - params[2]) / params[0];
+      const double vd = (y - params[3]) / params[1];
+      double a = ud, b = vd;
+      if (!std::all_of(params + 4, params + 12, [](double k) { return k == 0; }))
+        IterativeUndistort([&](double p, double q, double* dp, double* dq, double* J) {
+          ThinPrismPolynomial(params + 4, p, q, dp, dq, J, nullptr);
+        }, ud, vd, &a, &b);
+      const double rho = std::hypot(a, b);
+      if (rho == 0 || !std::isfinite(rho)) {
+        *u = a;
+        *v = b;
+        return;
+      }
+      const double scale = std::tan(std::min(rho, 1.5707963267948966 * (1 - 1e-9))) / rho;
+      *u = a * scale;
+      *v = b * scale;
+      return;
+    }
+    case CameraModelId::kFov: {
+      const double ud = (x - params[2]) / params[0];
+      const double vd = (y - params[3]) / params[1];
+      const double omega = std::abs(params[4]), rd2 = ud * ud + vd * vd;
+      double scale;  // r / r_d
+      if (omega * omega < 1e-8) {
+        scale = 1 - omega * omega / 12 + omega * omega * rd2 / 3;  // the inverse of FovScale's series
+      } else {
+        // r = tan(omega r_d) / (2 tan(omega / 2)); omega r_d at most just short of 90 degrees.
+        const double rd = std::sqrt(rd2), t2 = 2 * std::tan(omega / 2);
+        const double angle = std::min(omega * rd, 1.5707963267948966 * (1 - 1e-9));
+        scale = rd > 0 && std::isfinite(rd) ? std::tan(angle) / (t2 * rd) : omega / t2;
+      }
+      *u = ud * scale;
+      *v = vd * scale;
       return;
     }
     case CameraModelId::kOpenCVFisheye:

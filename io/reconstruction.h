@@ -41,35 +41,45 @@ enum class CameraModelId : int {
   kRadial = 3,
   kOpenCV = 4,
   kOpenCVFisheye = 5,
+  kFullOpenCV = 6,
+  kFov = 7,
   kSimpleRadialFisheye = 8,
   kRadialFisheye = 9,
+  kThinPrismFisheye = 10,
 };
 
 // "SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL", "RADIAL", "OPENCV", "OPENCV_FISHEYE",
-// "SIMPLE_RADIAL_FISHEYE", "RADIAL_FISHEYE" (COLMAP's names).
+// "FULL_OPENCV", "FOV", "SIMPLE_RADIAL_FISHEYE", "RADIAL_FISHEYE", "THIN_PRISM_FISHEYE"
+// (COLMAP's names: every model of COLMAP 3.8).
 const char* CameraModelName(CameraModelId model);
 // Accepts COLMAP's names and the lower-case forms ("simple_radial"); else kInvalidOptions
 // naming the choices.
 Status CameraModelFromName(const std::string& name, CameraModelId* model);
-// Accepts the COLMAP ids 0..5, 8 and 9; false otherwise.
+// Accepts the COLMAP ids 0..10; false otherwise.
 bool CameraModelFromId(int id, CameraModelId* model);
-// Parameters per model: 3, 4, 4, 5, 8, 8, 4, 5.
+// Parameters per model, in the order above: 3, 4, 4, 5, 8, 8, 12, 5, 4, 5, 12.
 int CameraModelNumParams(CameraModelId model);
 // Their names in order, as COLMAP lists them: "f,cx,cy", "fx,fy,cx,cy", "f,cx,cy,k",
-// "f,cx,cy,k1,k2", "fx,fy,cx,cy,k1,k2,p1,p2", "fx,fy,cx,cy,k1,k2,k3,k4", "f,cx,cy,k",
-// "f,cx,cy,k1,k2".
+// "f,cx,cy,k1,k2", "fx,fy,cx,cy,k1,k2,p1,p2", "fx,fy,cx,cy,k1,k2,k3,k4",
+// "fx,fy,cx,cy,k1,k2,p1,p2,k3,k4,k5,k6", "fx,fy,cx,cy,omega", "f,cx,cy,k", "f,cx,cy,k1,k2",
+// "fx,fy,cx,cy,k1,k2,p1,p2,k3,k4,sx1,sy1".
 std::string CameraModelParamNames(CameraModelId model);
-// Whether the model has a focal length per axis (PINHOLE, OPENCV, OPENCV_FISHEYE): then fx,
-// fy, cx, cy are parameters 0-3, else f, cx, cy are 0-2.
+// Whether the model has a focal length per axis (PINHOLE, OPENCV, OPENCV_FISHEYE,
+// FULL_OPENCV, FOV, THIN_PRISM_FISHEYE): then fx, fy, cx, cy are parameters 0-3, else f,
+// cx, cy are 0-2.
 inline bool CameraModelHasTwoFocals(CameraModelId model) {
   return model == CameraModelId::kPinhole || model == CameraModelId::kOpenCV ||
-         model == CameraModelId::kOpenCVFisheye;
+         model == CameraModelId::kOpenCVFisheye || model == CameraModelId::kFullOpenCV ||
+         model == CameraModelId::kFov || model == CameraModelId::kThinPrismFisheye;
 }
 // Index of the first distortion parameter (the rest are distortion too): 3 for the radial
-// models and the one-focal fisheye models, 4 for OPENCV and OPENCV_FISHEYE, the parameter
-// count for the pinhole models (none).
+// models and the one-focal fisheye models, 4 for the two-focal models with distortion, the
+// parameter count for the pinhole models (none).
 int CameraModelDistortionBegin(CameraModelId model);
-// The fisheye models (COLMAP's equidistant projection with a polynomial in the angle).
+// The fisheye models (COLMAP's equidistant projection with a polynomial in the angle, its
+// k's consecutive): OPENCV_FISHEYE, SIMPLE_RADIAL_FISHEYE, RADIAL_FISHEYE. THIN_PRISM_FISHEYE
+// is equidistant too, but its k's are apart and it has tangential and prism terms: it has
+// its own cases (ThinPrismFisheyeDistortion).
 inline bool CameraModelIsFisheye(CameraModelId model) {
   return model == CameraModelId::kOpenCVFisheye || model == CameraModelId::kSimpleRadialFisheye ||
          model == CameraModelId::kRadialFisheye;
@@ -82,10 +92,12 @@ inline int CameraModelFisheyeTerms(CameraModelId model) {
          : model == CameraModelId::kSimpleRadialFisheye ? 1 : 0;
 }
 // Whether the model has distortion terms past its first two, which the mapper frees only
-// once those are kept (ReconstructionBAOptions::refine_tangential): OPENCV's p1, p2 and
-// OPENCV_FISHEYE's k3, k4.
+// once those are kept (ReconstructionBAOptions::refine_tangential): OPENCV's p1, p2,
+// OPENCV_FISHEYE's k3, k4, FULL_OPENCV's p1, p2, k3..k6 and THIN_PRISM_FISHEYE's p1, p2, k3,
+// k4, sx1, sy1 (for all of them, the parameters after k1, k2).
 inline bool CameraModelHasLaterDistortionTerms(CameraModelId model) {
-  return model == CameraModelId::kOpenCV || model == CameraModelId::kOpenCVFisheye;
+  return model == CameraModelId::kOpenCV || model == CameraModelId::kOpenCVFisheye ||
+         model == CameraModelId::kFullOpenCV || model == CameraModelId::kThinPrismFisheye;
 }
 
 inline constexpr uint64_t kInvalidPoint3DId = ~uint64_t{0};
@@ -179,6 +191,52 @@ inline T FisheyeScale(const T* k, int num_k, T u, T v) {
   return theta * (T(1) + poly) / r;
 }
 
+// FULL_OPENCV's distortion of the normalized point (u, v), k = (k1, k2, p1, p2, k3, k4, k5,
+// k6): (u, v) (1 + k1 r^2 + k2 r^4 + k3 r^6) / (1 + k4 r^2 + k5 r^4 + k6 r^6) plus OPENCV's
+// tangential terms.
+template <typename T>
+inline void FullOpenCVDistort(const T* k, T u, T v, T* du, T* dv) {
+  const T uu = u * u, uv = u * v, vv = v * v, r2 = uu + vv;
+  const T radial = (T(1) + r2 * (k[0] + r2 * (k[1] + r2 * k[4]))) / (T(1) + r2 * (k[5] + r2 * (k[6] + r2 * k[7])));
+  *du = u * radial + T(2) * k[2] * uv + k[3] * (r2 + T(2) * uu);
+  *dv = v * radial + T(2) * k[3] * uv + k[2] * (r2 + T(2) * vv);
+}
+
+// THIN_PRISM_FISHEYE's distortion, k = (k1, k2, p1, p2, k3, k4, sx1, sy1): the equidistant
+// point (a, b) = (u, v) theta / r (theta = atan(r)), then with rho^2 = a^2 + b^2 = theta^2:
+// (a, b) (1 + k1 rho^2 + k2 rho^4 + k3 rho^6 + k4 rho^8), OPENCV's tangential terms in (a,
+// b), and the thin prism's (sx1 rho^2, sy1 rho^2).
+template <typename T>
+inline void ThinPrismFisheyeDistort(const T* k, T u, T v, T* du, T* dv) {
+  const T s = FisheyeScale<T>(nullptr, 0, u, v);
+  const T a = u * s, b = v * s;
+  const T aa = a * a, ab = a * b, bb = b * b, r2 = aa + bb;
+  const T radial = T(1) + r2 * (k[0] + r2 * (k[1] + r2 * (k[4] + r2 * k[5])));
+  *du = a * radial + T(2) * k[2] * ab + k[3] * (r2 + T(2) * aa) + k[6] * r2;
+  *dv = b * radial + T(2) * k[3] * ab + k[2] * (r2 + T(2) * bb) + k[7] * r2;
+}
+
+// FOV's (Devernay and Faugeras's field-of-view model) radial factor: the point (u, v) at
+// radius r lands at radius atan(2 r tan(omega / 2)) / omega, so the distorted point is (u,
+// v) times that over r (1 on the axis; 1 as omega -> 0, the pinhole). Where omega^2 or r^2
+// is below 1e-8 the quotient is taken from its series to second order (exact to rounding
+// there; the formula's derivatives would cancel). COLMAP takes a series below omega^2 =
+// 1e-4, with the signs of its undistortion's (1 - omega^2 / 12 + omega^2 r^2 / 3): below
+// omega = 0.01 its projection differs from the formula's by 2 omega^2 (1/12 - r^2 / 3), at
+// most 1.7e-5 of the radius near the axis; elsewhere the two are the same.
+template <typename T>
+inline T FovScale(T omega, T u, T v) {
+  using std::atan;
+  using std::sqrt;
+  using std::tan;
+  const T r2 = u * u + v * v, w2 = omega * omega;
+  if (w2 < T(1e-8)) return T(1) + w2 / T(12) - w2 * r2 / T(3);
+  const T t = tan(omega / T(2));
+  if (r2 < T(1e-8)) return T(2) * t / omega * (T(1) - T(4) * r2 * t * t / T(3));
+  const T r = sqrt(r2);
+  return atan(T(2) * r * t) / (r * omega);
+}
+
 // Pixel of the normalized image point (u, v) = (X/Z, Y/Z).
 template <typename T>
 inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T v, T* x,
@@ -226,6 +284,23 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
       *y = params[0] * v * s + params[2];
       return;
     }
+    case CameraModelId::kFullOpenCV:
+    case CameraModelId::kThinPrismFisheye: {
+      T du, dv;
+      if (model == CameraModelId::kFullOpenCV)
+        FullOpenCVDistort(params + 4, u, v, &du, &dv);
+      else
+        ThinPrismFisheyeDistort(params + 4, u, v, &du, &dv);
+      *x = params[0] * du + params[2];
+      *y = params[1] * dv + params[3];
+      return;
+    }
+    case CameraModelId::kFov: {
+      const T s = FovScale(params[4], u, v);
+      *x = params[0] * u * s + params[2];
+      *y = params[1] * v * s + params[3];
+      return;
+    }
   }
 }
 
@@ -234,10 +309,12 @@ inline void CameraNormalizedToPixel(CameraModelId model, const T* params, T u, T
 // bracket by bisection, at most 100 steps). Exact to rounding where the distortion is
 // monotone in the radius; past the radius where it folds back (strong barrel distortion),
 // the point maps to that radius (the fisheye models: for the angle theta, below 90
-// degrees). OPENCV's tangential terms leave no scalar equation: there
-// Newton's method runs on both coordinates (steps halved while they do not lower the
-// error, at most 100 steps, from the distorted point), as COLMAP's iterative undistortion
-// does; where it cannot converge (past a fold) the best point found is returned.
+// degrees; FOV: in closed form, r = tan(omega r_d) / (2 tan(omega / 2)), radii at or past
+// omega r_d = 90 degrees going to the largest finite one). The tangential terms of OPENCV,
+// FULL_OPENCV and THIN_PRISM_FISHEYE leave no scalar equation: there Newton's method runs on
+// both coordinates (steps halved while they do not lower the error, at most 100 steps, from
+// the distorted point), as COLMAP's iterative undistortion does; where it cannot converge
+// (past a fold) the best point found is returned.
 void CameraPixelToNormalized(CameraModelId model, const double* params, double x, double y,
                              double* u, double* v);
 
@@ -245,6 +322,15 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
 // normalized point (*du, *dv) (the pixel is (fx du + cx, fy dv + cy)) and its Jacobian in
 // (u, v), 2x2 row-major (the bundle adjuster's derivatives and the undistortion's steps).
 void OpenCVDistortion(const double* k, double u, double v, double* du, double* dv, double* J);
+
+// FULL_OPENCV's and THIN_PRISM_FISHEYE's distortions (FullOpenCVDistort,
+// ThinPrismFisheyeDistort; k: their 8 parameters after cx, cy) with their Jacobians in (u,
+// v) (J, 2x2 row-major) and, where dk is given, in the 8 k's (2 x 8 row-major: d du / d k_i,
+// then d dv / d k_i). FOV's (FovScale), with d / d omega in dk[0], dk[1].
+void FullOpenCVDistortion(const double* k, double u, double v, double* du, double* dv, double* J, double* dk);
+void ThinPrismFisheyeDistortion(const double* k, double u, double v, double* du, double* dv, double* J,
+                                double* dk);
+void FovDistortion(double omega, double u, double v, double* du, double* dv, double* J, double* dk);
 
 // theta_d = theta (1 + k1 theta^2 + ...) (num_k of the k's) and its slope d theta_d / d theta:
 // the fisheye models' radial map, for their Jacobians, their undistortion and the check

@@ -67,8 +67,10 @@ Status ReconstructionToBalScene(const Reconstruction& rec, Scene* scene) {
         return Status::InvalidInput("BAL export: point " + std::to_string(pid) + " has a bad track element");
       const Camera& c = rec.cameras.at(iit->second.camera_id);
       const Point2D& q = iit->second.points2D[e.point2D_idx];
-      if (c.model == CameraModelId::kOpenCV || CameraModelIsFisheye(c.model)) {
-        // BAL's camera has no tangential terms and projects as a pinhole: the observation
+      if (c.model == CameraModelId::kOpenCV || c.model == CameraModelId::kFullOpenCV ||
+          c.model == CameraModelId::kFov || c.model == CameraModelId::kThinPrismFisheye ||
+          CameraModelIsFisheye(c.model)) {
+        // BAL's camera has only its radial k1, k2 and projects as a pinhole: the observation
         // goes undistorted, at the mean focal length, and the BAL camera has no distortion
         // (k1 = k2 = 0).
         double u, v;

@@ -710,6 +710,11 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           case CameraModelId::kOpenCVFisheye: c.params = {f, f, cx, cy, 0, 0, 0, 0}; break;
           case CameraModelId::kSimpleRadialFisheye: c.params = {f, cx, cy, 0}; break;
           case CameraModelId::kRadialFisheye: c.params = {f, cx, cy, 0, 0}; break;
+          case CameraModelId::kFullOpenCV:
+          case CameraModelId::kThinPrismFisheye: c.params = {f, f, cx, cy, 0, 0, 0, 0, 0, 0, 0, 0}; break;
+          // omega = 0 is a stationary point of the projection (it acts as omega^2), so the
+          // adjustment could not move it; COLMAP starts at 0.01 too.
+          case CameraModelId::kFov: c.params = {f, f, cx, cy, 0.01}; break;
         }
       }
       const bool share = o.single_camera || o.single_camera_per_folder || !known.empty();
@@ -786,17 +791,48 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           for (const double x : {0.0, double(c.width)})
             for (const double y : {0.0, double(c.height)})
               s_c = std::max(s_c, (x - cx) * (x - cx) / (fx * fx) + (y - cy) * (y - cy) / (fy * fy));
-          if (CameraModelIsFisheye(c.model)) {
-            const int k = CameraModelDistortionBegin(c.model);
-            const int num_k = CameraModelFisheyeTerms(c.model);
+          if (CameraModelIsFisheye(c.model) || c.model == CameraModelId::kThinPrismFisheye) {
+            // THIN_PRISM_FISHEYE: its radial terms k1, k2, k3, k4 (parameters 4, 5, 8, 9).
+            const bool prism = c.model == CameraModelId::kThinPrismFisheye;
+            const int k = prism ? 0 : CameraModelDistortionBegin(c.model);
+            const int num_k = prism ? 4 : CameraModelFisheyeTerms(c.model);
+            const std::vector<double> radial = prism ? std::vector<double>{p[4], p[5], p[8], p[9]} : p;
             double theta_d_end, slope;
-            FisheyeAngleMap(p.data() + k, num_k, FisheyeGrowingBranchEnd(p.data() + k, num_k), &theta_d_end, &slope);
+            FisheyeAngleMap(radial.data() + k, num_k, FisheyeGrowingBranchEnd(radial.data() + k, num_k), &theta_d_end,
+                            &slope);
             if (!(theta_d_end >= std::sqrt(s_c))) {
               std::string ks;
-              for (int j = 0; j < num_k; ++j) ks += (j ? ", " : "") + Number(p[k + j]);
+              for (int j = 0; j < num_k; ++j) ks += (j ? ", " : "") + Number(radial[k + j]);
               return Status::InvalidOptions(what + "a fisheye distortion (" + ks +
                                             ") under which the image folds before its farthest corner, or that "
                                             "corner lies beyond 90 degrees from the axis");
+            }
+          } else if (c.model == CameraModelId::kFov) {
+            // The corner's radius r_d must come from a finite one: omega r_d below 90 degrees
+            // (omega's sign does not matter; 180 degrees or more is not a lens).
+            const double omega = std::abs(p[4]);
+            if (!(omega < 3.141592653589793) || !(omega * std::sqrt(s_c) < 1.5707963267948966))
+              return Status::InvalidOptions(what + "an omega (" + Number(p[4]) +
+                                            ") under which the image's farthest corner lies beyond 90 degrees "
+                                            "from the axis, or not within (-pi, pi)");
+          } else if (c.model == CameraModelId::kFullOpenCV) {
+            // r (1 + k1 r^2 + k2 r^4 + k3 r^6) / (1 + k4 r^2 + k5 r^4 + k6 r^6) must keep
+            // growing, its denominator positive, out to the corner (a scan of 2,000 radii).
+            const double k1 = p[4], k2 = p[5], k3 = p[8], k4 = p[9], k5 = p[10], k6 = p[11];
+            bool folds = false;
+            double last = 0;
+            for (int i = 1; i <= 2000 && !folds; ++i) {
+              const double s = s_c * i / 2000;
+              const double den = 1 + s * (k4 + s * (k5 + s * k6));
+              const double rd = std::sqrt(s) * (1 + s * (k1 + s * (k2 + s * k3))) / den;
+              folds = !(den > 0) || !(rd > last);
+              last = rd;
+            }
+            if (folds) {
+              std::string ks;
+              for (const double x : {k1, k2, k3, k4, k5, k6}) ks += (ks.empty() ? "" : ", ") + Number(x);
+              return Status::InvalidOptions(what + "a radial distortion (" + ks +
+                                            ") under which the image folds before its farthest corner");
             }
           } else if (c.HasDistortion()) {
             const int k = CameraModelDistortionBegin(c.model);

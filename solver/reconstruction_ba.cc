@@ -20,9 +20,10 @@
 namespace tiepoint {
 namespace {
 
-// Camera-side columns of one observation: 6 for the pose, then at most 8 intrinsics
-// (OPENCV). Per-observation storage uses the problem's own largest count (ml below).
-constexpr int kMaxLocal = 14;
+// Camera-side columns of one observation: 6 for the pose, then at most 12 intrinsics
+// (FULL_OPENCV, THIN_PRISM_FISHEYE). Per-observation storage uses the problem's own largest
+// count (ml below).
+constexpr int kMaxLocal = 18;
 
 void RotationFromAngleAxis(const double* w, double* R) {
   const double theta2 = w[0] * w[0] + w[1] * w[1] + w[2] * w[2];
@@ -66,9 +67,14 @@ std::vector<int> FreeParams(CameraModelId model, const ReconstructionBAOptions& 
     case CameraModelId::kOpenCVFisheye: focal = {0, 1}; pp = {2, 3}; extra = {4, 5, 6, 7}; break;
     case CameraModelId::kSimpleRadialFisheye: focal = {0}; pp = {1, 2}; extra = {3}; break;
     case CameraModelId::kRadialFisheye: focal = {0}; pp = {1, 2}; extra = {3, 4}; break;
+    case CameraModelId::kFullOpenCV:
+    case CameraModelId::kThinPrismFisheye:
+      focal = {0, 1}; pp = {2, 3}; extra = {4, 5, 6, 7, 8, 9, 10, 11}; break;
+    case CameraModelId::kFov: focal = {0, 1}; pp = {2, 3}; extra = {4}; break;
   }
   if (options.hold_aspect_ratio) focal.resize(1);  // fx's column stands for both
-  // OPENCV's p1, p2 and OPENCV_FISHEYE's k3, k4 only with refine_tangential: k1, k2.
+  // The distortion terms after k1, k2 (OPENCV's p1, p2, OPENCV_FISHEYE's k3, k4, and
+  // FULL_OPENCV's and THIN_PRISM_FISHEYE's six) only with refine_tangential.
   if (CameraModelHasLaterDistortionTerms(model) && !options.refine_tangential) extra.resize(2);
   std::vector<int> out;
   if (options.fix_intrinsics) return out;
@@ -668,6 +674,35 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
       }
       break;
     }
+    case CameraModelId::kFullOpenCV:
+    case CameraModelId::kThinPrismFisheye:
+    case CameraModelId::kFov: {
+      // fx, fy, cx, cy, then the distortion's nk parameters (d the distorted point).
+      const double fx = params[0], fy = params[1];
+      const int nk = model == CameraModelId::kFov ? 1 : 8;
+      double du, dv, J[4], dk[16];
+      double* dkp = jparams ? dk : nullptr;
+      if (model == CameraModelId::kFullOpenCV)
+        FullOpenCVDistortion(params + 4, u, v, &du, &dv, J, dkp);
+      else if (model == CameraModelId::kThinPrismFisheye)
+        ThinPrismFisheyeDistortion(params + 4, u, v, &du, &dv, J, dkp);
+      else
+        FovDistortion(params[4], u, v, &du, &dv, J, dkp);
+      A[0] = fx * J[0]; A[1] = fx * J[1];
+      A[2] = fy * J[2]; A[3] = fy * J[3];
+      if (jparams) {
+        const int np = 4 + nk;
+        double* jx = jparams;
+        double* jy = jparams + np;
+        jx[0] = du; jx[1] = 0; jx[2] = 1; jx[3] = 0;
+        jy[0] = 0; jy[1] = dv; jy[2] = 0; jy[3] = 1;
+        for (int i = 0; i < nk; ++i) {
+          jx[4 + i] = fx * dk[i];
+          jy[4 + i] = fy * dk[nk + i];
+        }
+      }
+      break;
+    }
   }
   // d (u, v) / d P
   const double B[6] = {iz, 0, -u * iz, 0, iz, -v * iz};
@@ -972,7 +1007,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
           for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
             const Obs& o = obs[k];
             const int c = image_camera[o.image];
-            double r[2], jpose[12], jpt[6], jprm[16];
+            double r[2], jpose[12], jpt[6], jprm[24];
             ReconstructionResidual(models[c], params[c].data(), &Rs[9 * o.image], &ts[3 * o.image],
                                    &Xs[3 * o.point], o.xy, r, jpose, jpt, jprm);
             const double drho = options.loss.Derivative(r[0] * r[0] + r[1] * r[1]);

@@ -62,12 +62,13 @@ struct ReconstructionBAOptions {
   bool refine_principal_point = false;
   bool refine_focal = true;
   bool refine_extra = true;  // distortion terms
-  // PINHOLE, OPENCV and OPENCV_FISHEYE (fx, fy): with refine_focal, both focal lengths move
-  // together, keeping the ratio fy / fx each camera starts with (one column, fx = s, fy =
-  // (fy / fx) s).
+  // The models with fx and fy (PINHOLE, OPENCV, OPENCV_FISHEYE, FULL_OPENCV, FOV,
+  // THIN_PRISM_FISHEYE): with refine_focal, both focal lengths move together, keeping the
+  // ratio fy / fx each camera starts with (one column, fx = s, fy = (fy / fx) s).
   bool hold_aspect_ratio = false;
-  // OPENCV's tangential terms p1, p2 and OPENCV_FISHEYE's higher terms k3, k4 (with
-  // refine_extra; otherwise held where they are).
+  // The distortion terms after k1, k2 (with refine_extra; otherwise held where they are):
+  // OPENCV's tangential p1, p2, OPENCV_FISHEYE's k3, k4, FULL_OPENCV's p1, p2, k3..k6 and
+  // THIN_PRISM_FISHEYE's p1, p2, k3, k4, sx1, sy1.
   bool refine_tangential = true;
   // OpenMP threads for linearization, the Schur complement and the cost (1: none). The
   // result depends on the thread count only through the order of floating-point sums.

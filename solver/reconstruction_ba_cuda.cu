@@ -56,6 +56,10 @@ __global__ void UProductKernel(int64_t num_stored, const int* __restrict__ block
 // intrinsics terms in registers while consecutive observations name the same intrinsics
 // block (flushing when the block changes), and at the end a warp whose threads all hold
 // the same block reduces the sums by shuffles and adds them once.
+// kMaxIntr: the widest intrinsics block of the system, 8 (to OPENCV) or
+// kCudaMaxIntrinsicsBlock (FULL_OPENCV, THIN_PRISM_FISHEYE), so the common cameras keep 8
+// sums in registers.
+template <int kMaxIntr>
 __global__ void PointProductKernel(int num_points, const int64_t* __restrict__ point_ptr,
                                    const uint8_t* __restrict__ point_free, int max_local,
                                    const int* __restrict__ local_cols,
@@ -63,7 +67,6 @@ __global__ void PointProductKernel(int num_points, const int64_t* __restrict__ p
                                    const double* __restrict__ W, const double* __restrict__ Vinv,
                                    int intr_begin, const double* __restrict__ x,
                                    double* __restrict__ y) {
-  constexpr int kMaxIntr = kCudaMaxIntrinsicsBlock;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   const bool active = j < num_points && point_free[j];
   int key = -1;  // first column of the intrinsics block summed in acc
@@ -199,10 +202,14 @@ class CudaReducedPcgImpl : public CudaReducedPcg {
     const int n = sys.n, nb = sys.num_blocks;
     const int64_t num_stored = sys.row_ptr[nb];
     const int64_t nobs = sys.point_ptr[sys.num_points];
-    for (int a = 0; a < nb; ++a)
-      if (sys.block_start[a] >= sys.intr_begin && sys.block_size[a] > kCudaMaxIntrinsicsBlock)
+    int widest = 0;  // intrinsics block
+    for (int a = 0; a < nb; ++a) {
+      if (sys.block_start[a] < sys.intr_begin) continue;
+      if (sys.block_size[a] > kCudaMaxIntrinsicsBlock)
         return Status::Internal("iterative-cuda: an intrinsics block of " + std::to_string(sys.block_size[a]) +
                                 " columns (at most " + std::to_string(kCudaMaxIntrinsicsBlock) + ")");
+      widest = std::max(widest, sys.block_size[a]);
+    }
     if (!structure_uploaded_) {
       std::vector<int> block_row(num_stored);
       for (int a = 0; a < nb; ++a)
@@ -238,10 +245,12 @@ class CudaReducedPcgImpl : public CudaReducedPcg {
         UProductKernel<<<Blocks(num_stored), kThreads>>>(num_stored, block_row_.get(), cols_.get(),
                                                          offset_.get(), start_.get(), size_.get(),
                                                          U_.get(), in, out);
-      if (sys.num_points > 0)
-        PointProductKernel<<<Blocks(sys.num_points), kThreads>>>(
-            sys.num_points, point_ptr_.get(), point_free_.get(), sys.max_local, local_cols_.get(),
-            num_local_.get(), W_.get(), Vinv_.get(), sys.intr_begin, in, out);
+      if (sys.num_points > 0) {
+        auto kernel = widest <= 8 ? PointProductKernel<8> : PointProductKernel<kCudaMaxIntrinsicsBlock>;
+        kernel<<<Blocks(sys.num_points), kThreads>>>(sys.num_points, point_ptr_.get(), point_free_.get(),
+                                                     sys.max_local, local_cols_.get(), num_local_.get(),
+                                                     W_.get(), Vinv_.get(), sys.intr_begin, in, out);
+      }
     };
     const int dot_blocks = std::min(Blocks(n), 1024);
     // Dot products a.b (and c.d), returned to the host.

@@ -48,9 +48,9 @@ struct ReducedSystemView {
                        // kCudaMaxIntrinsicsBlock
 };
 
-// The widest intrinsics block the GPU's product takes (OPENCV's 8 parameters); wider ones
-// are refused (kInternal) before any work.
-inline constexpr int kCudaMaxIntrinsicsBlock = 8;
+// The widest intrinsics block the GPU's product takes (FULL_OPENCV's and
+// THIN_PRISM_FISHEYE's 12 parameters); wider ones are refused (kInternal) before any work.
+inline constexpr int kCudaMaxIntrinsicsBlock = 12;
 
 class CudaReducedPcg {
  public:

@@ -287,6 +287,26 @@ check_bal_export OPENCV_FISHEYE "$d/rec4m"
 [ $rc = 2 ] && grep -qF "a fisheye distortion (-0.5) under which the image folds" "$d/err4n" && [ ! -e "$d/rec4n" ] \
   || fail "--camera-params folding a fisheye: exit $rc, $(cat "$d/err4n")"
 
+# 4o. COLMAP's other models: FULL_OPENCV (12 values), FOV (5) and THIN_PRISM_FISHEYE (12) in
+# cameras.txt, each model as good as the others and its BAL export (undistorted) started at
+# its error; --camera-params under which the image folds (FULL_OPENCV's rational radial
+# terms) or reaches past 90 degrees (FOV's omega) are refused naming them.
+for spec in "full_opencv FULL_OPENCV 16" "fov FOV 9" "thin_prism_fisheye THIN_PRISM_FISHEYE 16"; do
+  set -- $spec
+  "$tp" reconstruct "${imgs[@]}" -o "$d/rec4o-$1" --camera-model "$1" --single-camera --no-upsample -q > /dev/null \
+    || fail "reconstruct --camera-model $1"
+  awk -v m="$2" -v n="$3" '!/^#/ { exit !($2 == m && NF == n && $5 > 690 && $5 < 720) }' "$d/rec4o-$1/sparse/0/cameras.txt" \
+    || fail "--camera-model $1: cameras.txt has $(grep -v '^#' "$d/rec4o-$1/sparse/0/cameras.txt")"
+  check_bal_export "$2" "$d/rec4o-$1"
+done
+for bad in "full_opencv|300,300,320,240,-2.5,0,0,0,0,0,0,0|a radial distortion (-2.5, 0, 0, 0, 0, 0) under which the image folds" \
+           "fov|300,300,320,240,1.3|an omega (1.3) under which the image's farthest corner lies beyond 90 degrees"; do
+  IFS='|' read -r model values want <<< "$bad"
+  "$tp" reconstruct "${imgs[@]}" -o "$d/rec4p" --camera-model "$model" --camera-params "$values" -q > /dev/null 2> "$d/err4p"; rc=$?
+  [ $rc = 2 ] && grep -qF -- "$want" "$d/err4p" && [ ! -e "$d/rec4p" ] \
+    || fail "--camera-model $model --camera-params $values: exit $rc, $(cat "$d/err4p")"
+done
+
 # 4k. --quality (automatic_reconstructor's presets of --max-image-size and --max-features):
 # the preset's values reach SIFT (report.json says which), an option given wins over it, and
 # a name not among the four is refused (exit 2, no output folder).

@@ -179,12 +179,16 @@ TEST(ColmapModel, BinaryRoundTripIsExact) {
 }
 
 // The fisheye models COLMAP writes (OPENCV_FISHEYE 5, SIMPLE_RADIAL_FISHEYE 8,
-// RADIAL_FISHEYE 9) go through both formats unchanged, with their ids and names.
-TEST(ColmapModel, FisheyeCamerasRoundTrip) {
+// RADIAL_FISHEYE 9, THIN_PRISM_FISHEYE 10) and FULL_OPENCV (6) and FOV (7) go through both
+// formats unchanged, with their ids and names.
+TEST(ColmapModel, FisheyeAndOtherCamerasRoundTrip) {
   const std::pair<CameraModelId, std::vector<double>> cams[] = {
       {CameraModelId::kOpenCVFisheye, {500.25, 501.5, 320, 240, 0.03, -0.02, 0.004, -1e-300}},
       {CameraModelId::kSimpleRadialFisheye, {450.5, 319.5, 239.5, 1.0 / 3}},
-      {CameraModelId::kRadialFisheye, {450.5, 319.5, 239.5, 0.05, -0.01}}};
+      {CameraModelId::kRadialFisheye, {450.5, 319.5, 239.5, 0.05, -0.01}},
+      {CameraModelId::kFullOpenCV, {500.25, 501.5, 320, 240, -0.1, 0.02, 1e-3, -2e-3, 0.001, 0.05, -0.01, 1.0 / 7}},
+      {CameraModelId::kFov, {500.25, 501.5, 320, 240, 0.9}},
+      {CameraModelId::kThinPrismFisheye, {500.25, 501.5, 320, 240, 0.03, -0.02, 1e-3, -2e-3, 0.004, -0.001, 3e-4, -5e-4}}};
   for (const auto& [model, params] : cams) {
     SCOPED_TRACE(CameraModelName(model));
     Reconstruction rec = MakeModel();
@@ -390,10 +394,12 @@ TEST(ColmapModel, MalformedTextNamesFileAndLine) {
   const std::string c = kCameras, i = kImages, p = kPoints;
   const std::vector<Case> cases = {
       {"1 PINHOLE 640 480 500 501 320\n", i, p, "model/cameras.txt:1: camera 1: PINHOLE has 4"},
-      {"1 FULL_OPENCV 640 480 1 2 3 4 0 0 0 0 0 0 0 0\n", i, p,
-       "cameras.txt:1: camera model 'FULL_OPENCV' is a COLMAP model"},
+      {"1 RAD_TAN_THIN_PRISM_FISHEYE 640 480 1 2 3 4 0 0 0 0 0 0 0 0 0 0 0 0\n", i, p,
+       "cameras.txt:1: camera model 'RAD_TAN_THIN_PRISM_FISHEYE' is a COLMAP model"},
+      {"1 FULL_OPENCV 640 480 500 501 320 240 0.1 0.01 0 0\n", i, p, "camera 1: FULL_OPENCV has 12 parameters, not 8"},
       {"1 OPENCV 640 480 500 501 320 240 0.1 0.01\n", i, p, "camera 1: OPENCV has 8 parameters, not 6"},
-      {"1 FISHEYE 640 480 1 2 3\n", i, p, "cameras.txt:1: camera model 'FISHEYE' is unknown"},
+      {"1 FISHEYE 640 480 1 2 3\n", i, p, "cameras.txt:1: camera model 'FISHEYE' is a COLMAP model"},
+      {"1 FISHEYES 640 480 1 2 3\n", i, p, "cameras.txt:1: camera model 'FISHEYES' is unknown"},
       {"1 PINHOLE 640 480 500 nan 320 240\n", i, p, "cameras.txt:1: parameter 2 'nan'"},
       {"1 PINHOLE -640 480 500 501 320 240\n", i, p, "cameras.txt:1: camera 1: width and height"},
       {"# Number of cameras: 1\n" + c + c, i, p, "cameras.txt:3: camera 1 appears twice"},
@@ -489,9 +495,9 @@ TEST(ColmapModel, MalformedBinaryNamesFileOffsetAndField) {
       {"cameras", [](std::string* s) { s->resize(s->size() - 3); }, "cameras.bin: byte"},
       {"cameras", [](std::string* s) { PatchU64(s, 0, 1ull << 60); },
        "cameras.bin: byte 0: header, camera count: 1152921504606846976 records"},
-      {"cameras", [](std::string* s) { PatchU32(s, 12, 6); },
-       "cameras.bin: byte 12: camera record 0 of 4 (camera 1), model_id: camera model id 6 "
-       "(COLMAP's FULL_OPENCV)"},
+      {"cameras", [](std::string* s) { PatchU32(s, 12, 11); },
+       "cameras.bin: byte 12: camera record 0 of 4 (camera 1), model_id: camera model id 11 "
+       "(COLMAP's RAD_TAN_THIN_PRISM_FISHEYE)"},
       {"cameras", [](std::string* s) { PatchU32(s, 12, 0xffffffffu); },
        "camera model id -1 is unknown"},
       {"cameras", [](std::string* s) { PatchU64(s, 16, 0); },
@@ -594,7 +600,10 @@ TEST(CameraModel, NamesIdsAndParameterCounts) {
                                                   {CameraModelId::kOpenCV, 8},
                                                   {CameraModelId::kOpenCVFisheye, 8},
                                                   {CameraModelId::kSimpleRadialFisheye, 4},
-                                                  {CameraModelId::kRadialFisheye, 5}};
+                                                  {CameraModelId::kRadialFisheye, 5},
+                                                  {CameraModelId::kFullOpenCV, 12},
+                                                  {CameraModelId::kFov, 5},
+                                                  {CameraModelId::kThinPrismFisheye, 12}};
   for (const auto& [model, n] : expect) {
     EXPECT_EQ(CameraModelNumParams(model), n);
     CameraModelId back;
@@ -608,19 +617,35 @@ TEST(CameraModel, NamesIdsAndParameterCounts) {
     EXPECT_EQ(back, model);
   }
   CameraModelId m;
-  const Status s = CameraModelFromName("FULL_OPENCV", &m);
+  // COLMAP 3.8's models are all there; later COLMAP's (RAD_TAN_THIN_PRISM_FISHEYE, 11, on)
+  // are not.
+  const Status s = CameraModelFromName("RAD_TAN_THIN_PRISM_FISHEYE", &m);
   EXPECT_EQ(s.code(), StatusCode::kInvalidOptions);
   EXPECT_NE(s.message().find("simple_radial"), std::string::npos);
   EXPECT_FALSE(CameraModelFromName("Simple_Radial", &m).ok());
-  EXPECT_NE(s.message().find("radial_fisheye"), std::string::npos);
-  // COLMAP's ids: OPENCV_FISHEYE 5, SIMPLE_RADIAL_FISHEYE 8, RADIAL_FISHEYE 9; FULL_OPENCV
-  // (6), FOV (7) and THIN_PRISM_FISHEYE (10) are not read.
+  EXPECT_NE(s.message().find("thin_prism_fisheye"), std::string::npos);
+  // COLMAP's ids: OPENCV_FISHEYE 5, FULL_OPENCV 6, FOV 7, SIMPLE_RADIAL_FISHEYE 8,
+  // RADIAL_FISHEYE 9, THIN_PRISM_FISHEYE 10.
   EXPECT_EQ(static_cast<int>(CameraModelId::kOpenCVFisheye), 5);
+  EXPECT_EQ(static_cast<int>(CameraModelId::kFullOpenCV), 6);
+  EXPECT_EQ(static_cast<int>(CameraModelId::kFov), 7);
   EXPECT_EQ(static_cast<int>(CameraModelId::kSimpleRadialFisheye), 8);
   EXPECT_EQ(static_cast<int>(CameraModelId::kRadialFisheye), 9);
-  for (int id : {6, 7, 10, 11, -1}) EXPECT_FALSE(CameraModelFromId(id, &m)) << id;
+  EXPECT_EQ(static_cast<int>(CameraModelId::kThinPrismFisheye), 10);
+  for (int id : {11, 12, -1}) EXPECT_FALSE(CameraModelFromId(id, &m)) << id;
   EXPECT_STREQ(CameraModelName(CameraModelId::kOpenCVFisheye), "OPENCV_FISHEYE");
   EXPECT_EQ(CameraModelParamNames(CameraModelId::kOpenCVFisheye), "fx,fy,cx,cy,k1,k2,k3,k4");
+  EXPECT_EQ(CameraModelParamNames(CameraModelId::kFullOpenCV), "fx,fy,cx,cy,k1,k2,p1,p2,k3,k4,k5,k6");
+  EXPECT_EQ(CameraModelParamNames(CameraModelId::kFov), "fx,fy,cx,cy,omega");
+  EXPECT_EQ(CameraModelParamNames(CameraModelId::kThinPrismFisheye), "fx,fy,cx,cy,k1,k2,p1,p2,k3,k4,sx1,sy1");
+  for (CameraModelId two : {CameraModelId::kFullOpenCV, CameraModelId::kFov, CameraModelId::kThinPrismFisheye}) {
+    EXPECT_TRUE(CameraModelHasTwoFocals(two));
+    EXPECT_EQ(CameraModelDistortionBegin(two), 4);
+    EXPECT_FALSE(CameraModelIsFisheye(two));
+  }
+  EXPECT_TRUE(CameraModelHasLaterDistortionTerms(CameraModelId::kFullOpenCV));
+  EXPECT_TRUE(CameraModelHasLaterDistortionTerms(CameraModelId::kThinPrismFisheye));
+  EXPECT_FALSE(CameraModelHasLaterDistortionTerms(CameraModelId::kFov));
   Camera pinhole;
   pinhole.model = CameraModelId::kPinhole;
   pinhole.params = {100, 200, 3, 4};
@@ -716,6 +741,85 @@ TEST(CameraModel, FisheyeModelsProjectAsColmapDefinesThem) {
   }
 }
 
+// FULL_OPENCV, THIN_PRISM_FISHEYE and FOV are COLMAP's formulas (written out here apart),
+// and their Jacobians (FullOpenCVDistortion, ThinPrismFisheyeDistortion, FovDistortion) are
+// their derivatives: central differences, near the axis and near omega = 0 too (where FOV
+// takes its series).
+TEST(CameraModel, FullOpenCVThinPrismAndFovProjectAsColmapDefinesThem) {
+  const double u = 0.45, v = -0.3, r2 = u * u + v * v, r = std::sqrt(r2);
+  const double fo[12] = {500, 510, 320, 240, -0.3, 0.08, 0.001, -0.0005, 0.01, 0.1, 0.02, 0.005};
+  double x, y;
+  CameraNormalizedToPixel(CameraModelId::kFullOpenCV, fo, u, v, &x, &y);
+  const double radial = (1 + fo[4] * r2 + fo[5] * r2 * r2 + fo[8] * r2 * r2 * r2) /
+                        (1 + fo[9] * r2 + fo[10] * r2 * r2 + fo[11] * r2 * r2 * r2);
+  EXPECT_NEAR(x, 500 * (u * radial + 2 * fo[6] * u * v + fo[7] * (r2 + 2 * u * u)) + 320, 1e-9);
+  EXPECT_NEAR(y, 510 * (v * radial + 2 * fo[7] * u * v + fo[6] * (r2 + 2 * v * v)) + 240, 1e-9);
+  const double tp[12] = {500, 510, 320, 240, 0.03, -0.02, 0.001, -0.002, 0.004, -0.001, 3e-4, -5e-4};
+  CameraNormalizedToPixel(CameraModelId::kThinPrismFisheye, tp, u, v, &x, &y);
+  const double th = std::atan(r), a = u * th / r, b = v * th / r, t2 = th * th;
+  const double rad = 1 + tp[4] * t2 + tp[5] * t2 * t2 + tp[8] * t2 * t2 * t2 + tp[9] * t2 * t2 * t2 * t2;
+  EXPECT_NEAR(x, 500 * (a * rad + 2 * tp[6] * a * b + tp[7] * (t2 + 2 * a * a) + tp[10] * t2) + 320, 1e-9);
+  EXPECT_NEAR(y, 510 * (b * rad + 2 * tp[7] * a * b + tp[6] * (t2 + 2 * b * b) + tp[11] * t2) + 240, 1e-9);
+  const double fov[5] = {500, 510, 320, 240, 0.9};
+  CameraNormalizedToPixel(CameraModelId::kFov, fov, u, v, &x, &y);
+  const double rd = std::atan(2 * r * std::tan(0.45)) / 0.9;
+  EXPECT_NEAR(x, 500 * u * rd / r + 320, 1e-9);
+  EXPECT_NEAR(y, 510 * v * rd / r + 240, 1e-9);
+  // FOV's series branches meet the formula: at omega^2 and r^2 just above and below 1e-8.
+  for (const double w : {0.9999e-4, 1.0001e-4})
+    EXPECT_NEAR(FovScale(w, u, v), std::atan(2 * r * std::tan(w / 2)) / (r * w), 1e-15) << w;
+  for (const double q : {0.9999e-4, 1.0001e-4})
+    EXPECT_NEAR(FovScale(0.9, q, 0.0), std::atan(2 * q * std::tan(0.45)) / (q * 0.9), 1e-15) << q;
+
+  // The Jacobians, by central differences (h = 1e-6), at points near the axis too.
+  auto check = [](const char* what, int nk, const double* k, auto&& distort, auto&& jacobian) {
+    for (const auto& [p, q] : {std::pair<double, double>{0.45, -0.3}, {1.2, 0.7}, {3e-5, -2e-5}, {0.0, 0.0}}) {
+      double du, dv, J[4], dk[16];
+      jacobian(k, p, q, &du, &dv, J, dk);
+      double eu, ev;
+      distort(k, p, q, &eu, &ev);
+      EXPECT_NEAR(du, eu, 1e-15 * (1 + std::abs(eu))) << what;
+      EXPECT_NEAR(dv, ev, 1e-15 * (1 + std::abs(ev))) << what;
+      const double h = 1e-6;
+      for (int c = 0; c < 2; ++c) {
+        double pu, pv, mu, mv;
+        distort(k, p + (c == 0 ? h : 0), q + (c == 1 ? h : 0), &pu, &pv);
+        distort(k, p - (c == 0 ? h : 0), q - (c == 1 ? h : 0), &mu, &mv);
+        EXPECT_NEAR(J[c], (pu - mu) / (2 * h), 1e-7) << what << " d du / d " << c << " at " << p;
+        EXPECT_NEAR(J[2 + c], (pv - mv) / (2 * h), 1e-7) << what << " d dv / d " << c << " at " << p;
+      }
+      for (int i = 0; i < nk; ++i) {
+        double kp[8], km[8];
+        std::copy(k, k + nk, kp);
+        std::copy(k, k + nk, km);
+        kp[i] += h;
+        km[i] -= h;
+        double pu, pv, mu, mv;
+        distort(kp, p, q, &pu, &pv);
+        distort(km, p, q, &mu, &mv);
+        EXPECT_NEAR(dk[i], (pu - mu) / (2 * h), 1e-7) << what << " parameter " << i << " at " << p;
+        EXPECT_NEAR(dk[nk + i], (pv - mv) / (2 * h), 1e-7) << what << " parameter " << i << " at " << p;
+      }
+    }
+  };
+  check("FULL_OPENCV", 8, fo + 4, [](const double* k, double p, double q, double* a, double* b) {
+    FullOpenCVDistort(k, p, q, a, b);
+  }, FullOpenCVDistortion);
+  check("THIN_PRISM_FISHEYE", 8, tp + 4, [](const double* k, double p, double q, double* a, double* b) {
+    ThinPrismFisheyeDistort(k, p, q, a, b);
+  }, ThinPrismFisheyeDistortion);
+  for (const double w : {0.9, 0.02, 2e-4, 5e-5, 0.0}) {
+    const double k[1] = {w};
+    check("FOV", 1, k, [](const double* kk, double p, double q, double* a, double* b) {
+      const double s = FovScale(kk[0], p, q);
+      *a = p * s;
+      *b = q * s;
+    }, [](const double* kk, double p, double q, double* a, double* b, double* J, double* dk) {
+      FovDistortion(kk[0], p, q, a, b, J, dk);
+    });
+  }
+}
+
 TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
   struct Model {
     CameraModelId id;
@@ -737,6 +841,14 @@ TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
       {CameraModelId::kRadialFisheye, {500, 320, 240, 0.05, -0.01}},
       {CameraModelId::kOpenCVFisheye, {500, 505, 321, 239, 0.03, -0.02, 0.004, -0.001}},
       {CameraModelId::kOpenCVFisheye, {500, 505, 321, 239, -0.1, 0.02, 0, 0}},
+      // FULL_OPENCV: a wide-angle lens's rational radial terms, and OPENCV's alone.
+      {CameraModelId::kFullOpenCV, {800, 790, 321, 239, -0.3, 0.08, 0.001, -0.0005, 0.01, 0.1, 0.02, 0.005}},
+      {CameraModelId::kFullOpenCV, {800, 790, 321, 239, 0.05, -0.02, 0.001, -0.0005, 0, 0, 0, 0}},
+      // FOV: a fisheye's omega, a slight one, and one where COLMAP would take its series.
+      {CameraModelId::kFov, {500, 505, 321, 239, 0.9}},
+      {CameraModelId::kFov, {500, 505, 321, 239, 0.05}},
+      {CameraModelId::kFov, {500, 505, 321, 239, 1e-5}},
+      {CameraModelId::kThinPrismFisheye, {500, 505, 321, 239, 0.03, -0.02, 0.001, -0.002, 0.004, -0.001, 3e-4, -5e-4}},
   };
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> uv(-0.5, 0.5);  // up to 30 degrees off axis
@@ -751,6 +863,13 @@ TEST(CameraModel, PixelToNormalizedInvertsNormalizedToPixel) {
     }
     EXPECT_LT(worst, 1e-14) << CameraModelName(m.id) << " k = " << m.params.back();
   }
+  // FOV past its horizon (omega r_d at 90 degrees or more): finite, on the ray, far out.
+  const double fov[5] = {500, 500, 320, 240, 0.9};
+  double uf, vf;
+  CameraPixelToNormalized(CameraModelId::kFov, fov, 320 + 500 * 2.0, 240, &uf, &vf);
+  EXPECT_TRUE(std::isfinite(uf));
+  EXPECT_GT(uf, 1e6);
+  EXPECT_EQ(vf, 0);
   // The principal point maps to (0, 0), whatever the distortion.
   const double p[5] = {800, 320, 240, -0.2, 0.05};
   double u, v;

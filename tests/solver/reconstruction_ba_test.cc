@@ -36,6 +36,10 @@ std::vector<double> ParamsFor(CameraModelId m) {
     case CameraModelId::kOpenCVFisheye: return {800, 780, 320, 240, 0.05, -0.02, 0.004, -0.001};
     case CameraModelId::kSimpleRadialFisheye: return {800, 320, 240, 0.04};
     case CameraModelId::kRadialFisheye: return {800, 320, 240, 0.04, -0.01};
+    case CameraModelId::kFullOpenCV: return {800, 780, 320, 240, -0.08, 0.02, 0.003, -0.002, 0.001, 0.05, -0.01, 0.002};
+    case CameraModelId::kFov: return {800, 780, 320, 240, 0.7};
+    case CameraModelId::kThinPrismFisheye:
+      return {800, 780, 320, 240, 0.05, -0.02, 0.003, -0.002, 0.004, -0.001, 0.002, -0.001};
   }
   return {};
 }
@@ -44,7 +48,8 @@ TEST(ReconstructionBA, JacobiansMatchCentralDifferences) {
   std::mt19937 rng(3);
   for (CameraModelId m : {CameraModelId::kSimplePinhole, CameraModelId::kPinhole, CameraModelId::kSimpleRadial,
                           CameraModelId::kRadial, CameraModelId::kOpenCV, CameraModelId::kOpenCVFisheye,
-                          CameraModelId::kSimpleRadialFisheye, CameraModelId::kRadialFisheye}) {
+                          CameraModelId::kSimpleRadialFisheye, CameraModelId::kRadialFisheye,
+                          CameraModelId::kFullOpenCV, CameraModelId::kFov, CameraModelId::kThinPrismFisheye}) {
     std::vector<double> params = ParamsFor(m);
     const int np = static_cast<int>(params.size());
     for (int trial = 0; trial < 5; ++trial) {
@@ -54,7 +59,7 @@ TEST(ReconstructionBA, JacobiansMatchCentralDifferences) {
       double t[3] = {u(rng), u(rng), 4 + u(rng)};
       double X[3] = {u(rng), u(rng), u(rng)};
       const double obs[2] = {300, 250};
-      double r[2], jpose[12], jpt[6], jprm[16];
+      double r[2], jpose[12], jpt[6], jprm[24];
       ASSERT_TRUE(ReconstructionResidual(m, params.data(), R, t, X, obs, r, jpose, jpt, jprm));
       const double h = 1e-6;
       // Pose: left rotation increment and translation.
@@ -338,6 +343,7 @@ void Perturb(std::mt19937& rng, Reconstruction* rec, double scale = 1.0) {
     cam.params[0] *= 1 + 0.05 * scale;
     if (CameraModelHasTwoFocals(cam.model)) cam.params[1] *= 1 + 0.04 * scale;
     std::fill(cam.params.begin() + CameraModelDistortionBegin(cam.model), cam.params.end(), 0.0);
+    if (cam.model == CameraModelId::kFov) cam.params[4] = 0.01;  // 0 is stationary (as COLMAP's start)
   }
   for (auto& [pid, p] : rec->points3D)
     for (int k = 0; k < 3; ++k) p.xyz[k] += 0.02 * scale * n(rng);
@@ -582,15 +588,16 @@ TEST(ReconstructionBASolvers, FixedPosesAgree) {
 // kOneFocal: intr = (f, cx, cy, k1, k2, p1, p2), fx = fy = f (HeldAspectRatio... below);
 // else all eight of OPENCV's parameters.
 // kModel: OPENCV, or OPENCV_FISHEYE (fx, fy, cx, cy, k1..k4) the same way.
-template <bool kOneFocal, CameraModelId kModel = CameraModelId::kOpenCV>
+// kNumParams: the model's parameter count (FULL_OPENCV, THIN_PRISM_FISHEYE: 12; FOV: 5).
+template <bool kOneFocal, CameraModelId kModel = CameraModelId::kOpenCV, int kNumParams = 8>
 struct CeresOpenCVResidual {
   CeresOpenCVResidual(double x, double y) : x(x), y(y) {}
   template <typename T>
   bool operator()(const T* pose, const T* intr, const T* point, T* r) const {
     T P[3];
     CameraFramePoint(pose, point, P);
-    T p[8];
-    for (int k = 0; k < 8; ++k) p[k] = kOneFocal ? intr[k == 0 ? 0 : k - 1] : intr[k];
+    T p[kNumParams];
+    for (int k = 0; k < kNumParams; ++k) p[k] = kOneFocal ? intr[k == 0 ? 0 : k - 1] : intr[k];
     T px, py;
     CameraNormalizedToPixel(kModel, p, P[0] / P[2], P[1] / P[2], &px, &py);
     r[0] = px - T(x);
@@ -607,20 +614,22 @@ Camera OpenCVCamera() {
   return cam;
 }
 
-// All eight intrinsics of truth_cam (kModel: OPENCV or OPENCV_FISHEYE) free and shared by 12
-// images seeing a cloud out to 0.8 of the image's half-width (half-width 2.2 at distance 5,
-// so that the distortion is seen), from a perturbed start with the distortion zeroed:
-// tiepoint's minimum is Ceres's with one block of the eight (cost to 1e-6, parameters to
-// param_tol relative, translations to pose_tol). *got: tiepoint's parameters, for the
-// caller's checks against the truth.
-template <CameraModelId kModel>
-void ExpectEightIntrinsicsMatchCeres(uint64_t seed, const Camera& truth_cam, double param_tol, double pose_tol,
-                                     std::vector<double>* got) {
+// All kN intrinsics of truth_cam (kModel: OPENCV, OPENCV_FISHEYE, FULL_OPENCV, FOV or
+// THIN_PRISM_FISHEYE) free and shared by 12 images seeing a cloud out to 0.8 of the image's
+// half-width (half-width 2.2 at distance 5, so that the distortion is seen), from a
+// perturbed start with the distortion zeroed (FOV's omega at 0.01): tiepoint's minimum is
+// Ceres's with one block of the kN (cost to 1e-6, parameters to param_tol relative,
+// translations to pose_tol). *got: tiepoint's parameters, for the caller's checks against
+// the truth.
+template <CameraModelId kModel, int kN = 8>
+void ExpectAllIntrinsicsMatchCeres(uint64_t seed, const Camera& truth_cam, double param_tol, double pose_tol,
+                                   std::vector<double>* got) {
   std::mt19937 rng(seed);
   const Reconstruction truth = MakeScene(rng, 12, 300, 0.3, &truth_cam, 2.2);
   Reconstruction start = truth;
   Perturb(rng, &start);
-  ASSERT_EQ(start.cameras.at(1).params[4], 0.0);  // distortion zeroed
+  ASSERT_EQ(start.cameras.at(1).params.size(), size_t{kN});
+  ASSERT_NE(start.cameras.at(1).params[4], truth_cam.params[4]);  // distortion zeroed
   ReconstructionBAOptions options;
   options.max_iterations = 200;
   options.function_tolerance = 1e-14;
@@ -636,11 +645,11 @@ void ExpectEightIntrinsicsMatchCeres(uint64_t seed, const Camera& truth_cam, dou
   std::map<uint32_t, std::array<double, 6>> poses;
   std::vector<double> intr = start.cameras.at(1).params;
   const ceres::Solver::Summary cs =
-      SolveWithCeres<CeresOpenCVResidual<false, kModel>, 8>(start, intr.data(), 300, 1e-15, &poses);
+      SolveWithCeres<CeresOpenCVResidual<false, kModel, kN>, kN>(start, intr.data(), 300, 1e-15, &poses);
   EXPECT_NEAR(summary.final_cost, cs.final_cost, 1e-6 * cs.final_cost)
       << "tiepoint " << summary.final_cost << " ceres " << cs.final_cost;
   *got = rec.cameras.at(1).params;
-  for (int q = 0; q < 8; ++q)
+  for (int q = 0; q < kN; ++q)
     EXPECT_NEAR((*got)[q], intr[q], param_tol * std::max(1.0, std::abs(intr[q]))) << "parameter " << q;
   for (const auto& [id, im] : rec.images)
     for (int k = 0; k < 3; ++k) EXPECT_NEAR(im.tvec[k], poses[id][3 + k], pose_tol) << "image " << id;
@@ -650,7 +659,7 @@ TEST(ReconstructionBA, OpenCVSharedIntrinsicsMatchCeres) {
   const Camera truth_cam = OpenCVCamera();
   std::vector<double> got;
   ASSERT_NO_FATAL_FAILURE(
-      ExpectEightIntrinsicsMatchCeres<CameraModelId::kOpenCV>(17, truth_cam, 1e-4, 1e-5, &got));
+      ExpectAllIntrinsicsMatchCeres<CameraModelId::kOpenCV>(17, truth_cam, 1e-4, 1e-5, &got));
   const std::vector<double>& want = truth_cam.params;
   for (int q = 0; q < 8; ++q) {
     // Near the truth (noise 0.3 px).
@@ -668,7 +677,7 @@ TEST(ReconstructionBA, OpenCVFisheyeSharedIntrinsicsMatchCeres) {
   truth_cam.params = {420, 430, 322, 238, 0.06, -0.03, 0.0, 0.0};
   std::vector<double> got;
   ASSERT_NO_FATAL_FAILURE(
-      ExpectEightIntrinsicsMatchCeres<CameraModelId::kOpenCVFisheye>(31, truth_cam, 1e-3, 1e-4, &got));
+      ExpectAllIntrinsicsMatchCeres<CameraModelId::kOpenCVFisheye>(31, truth_cam, 1e-3, 1e-4, &got));
   const std::vector<double>& want = truth_cam.params;
   for (int q = 0; q < 6; ++q) {
     const double tol = q < 2 ? 0.01 * want[q] : q < 4 ? 3.0 : 0.03;
@@ -676,6 +685,64 @@ TEST(ReconstructionBA, OpenCVFisheyeSharedIntrinsicsMatchCeres) {
   }
   // The equidistant start is far from it: the k's were needed.
   EXPECT_GT(std::abs(got[4]), 0.03);
+}
+
+// FULL_OPENCV (fx, fy, cx, cy, k1, k2, p1, p2, k3, k4, k5, k6), all twelve free: Ceres's
+// minimum through the templated projection. The rational terms trade off against each
+// other over this field of view (k1..k3 against k4..k6), so only the image of the lens,
+// not each term, is compared with the truth: the distorted radius at the image's edge.
+TEST(ReconstructionBA, FullOpenCVSharedIntrinsicsMatchCeres) {
+  Camera truth_cam;
+  truth_cam.model = CameraModelId::kFullOpenCV;
+  truth_cam.params = {420, 430, 322, 238, -0.12, 0.04, 0.002, -0.0015, 0.0, 0.05, 0.0, 0.0};
+  std::vector<double> got;
+  ASSERT_NO_FATAL_FAILURE(
+      (ExpectAllIntrinsicsMatchCeres<CameraModelId::kFullOpenCV, 12>(41, truth_cam, 1e-3, 1e-4, &got)));
+  for (int q = 0; q < 4; ++q) EXPECT_NEAR(got[q], truth_cam.params[q], q < 2 ? 0.01 * truth_cam.params[q] : 3.0);
+  for (const double u : {0.2, 0.4, 0.6}) {
+    double a, b, c, d;
+    CameraNormalizedToPixel(CameraModelId::kFullOpenCV, got.data(), u, 0.0, &a, &b);
+    CameraNormalizedToPixel(CameraModelId::kFullOpenCV, truth_cam.params.data(), u, 0.0, &c, &d);
+    EXPECT_NEAR(a, c, 1.0) << "u = " << u;
+  }
+}
+
+// THIN_PRISM_FISHEYE, all twelve free, the same way; and FOV (fx, fy, cx, cy, omega) from
+// omega = 0.01 (COLMAP's start) to a fisheye's 0.8.
+TEST(ReconstructionBA, ThinPrismFisheyeAndFovSharedIntrinsicsMatchCeres) {
+  {
+    SCOPED_TRACE("THIN_PRISM_FISHEYE");
+    Camera truth_cam;
+    truth_cam.model = CameraModelId::kThinPrismFisheye;
+    truth_cam.params = {420, 430, 322, 238, 0.06, -0.03, 0.002, -0.0015, 0.0, 0.0, 0.001, -0.001};
+    std::vector<double> got;
+    ASSERT_NO_FATAL_FAILURE(
+        (ExpectAllIntrinsicsMatchCeres<CameraModelId::kThinPrismFisheye, 12>(43, truth_cam, 1e-3, 1e-4, &got)));
+    // Its prism and tangential terms trade off against the principal point (and that
+    // against the cameras' rotations) over this field of view: the principal point within
+    // 4 px, and the image of the lens about it within 1 px of the truth's.
+    for (int q = 0; q < 4; ++q) EXPECT_NEAR(got[q], truth_cam.params[q], q < 2 ? 0.01 * truth_cam.params[q] : 4.0);
+    double a0, b0, c0, d0;
+    CameraNormalizedToPixel(CameraModelId::kThinPrismFisheye, got.data(), 0.0, 0.0, &a0, &b0);
+    CameraNormalizedToPixel(CameraModelId::kThinPrismFisheye, truth_cam.params.data(), 0.0, 0.0, &c0, &d0);
+    for (const auto& [u, v] : {std::pair<double, double>{0.4, 0.0}, {0.0, 0.4}, {-0.3, 0.3}}) {
+      double a, b, c, d;
+      CameraNormalizedToPixel(CameraModelId::kThinPrismFisheye, got.data(), u, v, &a, &b);
+      CameraNormalizedToPixel(CameraModelId::kThinPrismFisheye, truth_cam.params.data(), u, v, &c, &d);
+      EXPECT_NEAR(a - a0, c - c0, 1.0) << u << ", " << v;
+      EXPECT_NEAR(b - b0, d - d0, 1.0) << u << ", " << v;
+    }
+  }
+  {
+    SCOPED_TRACE("FOV");
+    Camera truth_cam;
+    truth_cam.model = CameraModelId::kFov;
+    truth_cam.params = {420, 430, 322, 238, 0.8};
+    std::vector<double> got;
+    ASSERT_NO_FATAL_FAILURE((ExpectAllIntrinsicsMatchCeres<CameraModelId::kFov, 5>(47, truth_cam, 1e-4, 1e-5, &got)));
+    EXPECT_NEAR(got[4], 0.8, 0.01);
+    EXPECT_NEAR(got[0], 420, 4.2);
+  }
 }
 
 // hold_aspect_ratio: OPENCV with fx and fy moving together (square pixels, fx = fy at the
@@ -764,6 +831,30 @@ TEST(ReconstructionBASolvers, FisheyeCamerasAgree) {
     own.model = id % 2 ? CameraModelId::kSimpleRadialFisheye : CameraModelId::kRadialFisheye;
     own.params = {425, 320, 240, 0.05};
     if (own.model == CameraModelId::kRadialFisheye) own.params.push_back(-0.02);
+    rec.cameras[own.camera_id] = own;
+    im.camera_id = own.camera_id;
+  }
+  PerturbAndCheckSolversAgreeWithEveryIntrinsic(rng, &rec);
+}
+
+// The linear solvers agree on THIN_PRISM_FISHEYE (shared, twelve free intrinsics: the
+// widest block) beside per-image FOV cameras. (FULL_OPENCV's twelve are weakly determined
+// by any scene: scaling its numerator and denominator alike by 1 + e r^2 changes only its
+// r^8 terms, so exact solvers part at 4e-9 on it; its Ceres test above holds it.)
+TEST(ReconstructionBASolvers, ThinPrismAndFovCamerasAgree) {
+  std::mt19937 rng(53);
+  Camera cam;
+  cam.model = CameraModelId::kThinPrismFisheye;
+  cam.params = {420, 430, 322, 238, 0.05, -0.02, 0.002, -0.001, 0.004, -0.001, 0.001, -0.001};
+  Reconstruction rec = MakeScene(rng, 12, 300, 0.5, &cam, 2.2);
+  for (auto& [id, im] : rec.images) {
+    if (id % 3 != 0) continue;
+    Camera own;
+    own.camera_id = 100 + id;
+    own.width = 640;
+    own.height = 480;
+    own.model = CameraModelId::kFov;
+    own.params = {425, 430, 320, 240, 0.7};
     rec.cameras[own.camera_id] = own;
     im.camera_id = own.camera_id;
   }
@@ -881,6 +972,18 @@ TEST(ReconstructionBASolversCuda, MatchesCpuIterative) {
     cam.model = CameraModelId::kOpenCVFisheye;
     cam.params = {420, 430, 322, 238, 0.06, -0.03, 0.004, -0.001};
     Reconstruction rec = MakeScene(rng, 9, 150, 0.5, &cam, 2.2);
+    Perturb(rng, &rec);
+    ReconstructionBAOptions options = TightOptions();
+    options.refine_principal_point = true;
+    CheckCudaMatchesCpu(rec, options, AllVariable(rec), true);
+  }
+  {
+    SCOPED_TRACE("THIN_PRISM_FISHEYE cameras (12-wide intrinsics blocks), every intrinsic free");
+    std::mt19937 rng(53);
+    Camera cam;
+    cam.model = CameraModelId::kThinPrismFisheye;
+    cam.params = {420, 430, 322, 238, 0.05, -0.02, 0.002, -0.001, 0.004, -0.001, 0.001, -0.001};
+    Reconstruction rec = MakeScene(rng, 12, 300, 0.5, &cam, 2.2);
     Perturb(rng, &rec);
     ReconstructionBAOptions options = TightOptions();
     options.refine_principal_point = true;
