@@ -55,6 +55,9 @@ struct BaArgs {
   bool quiet = false;
   // A COLMAP model (INPUT a folder) only:
   bool refine_principal_point = false;
+  bool fix_focal = false;       // COLMAP's BundleAdjustment.refine_focal_length 0
+  bool fix_distortion = false;  // COLMAP's BundleAdjustment.refine_extra_params 0
+  std::string fix_poses;        // image ids (or "all": refine_extrinsics 0) whose poses are held
   std::string format = "both";
   // Which options the command line gave (CLI11's counts, set before RunBa).
   bool solver_given = false;
@@ -62,8 +65,10 @@ struct BaArgs {
   std::vector<std::string> bal_only_given;  // BAL-only options given, by spelling
 };
 
-// Parses "0,3,7-9" into indices; names the offending item.
-Status ParseIndexList(const std::string& text, std::vector<int>* out) {
+// Parses "0,3,7-9" into ranges [first, last] of numbers in [0, max_value]; names the option
+// and the offending item.
+Status ParseIndexRanges(const std::string& text, const char* option, const char* what, long max_value,
+                        std::vector<std::pair<long, long>>* out) {
   out->clear();
   size_t start = 0;
   while (start <= text.size()) {
@@ -89,12 +94,22 @@ Status ParseIndexList(const std::string& text, std::vector<int>* out) {
       last = first;
       ok = ok && *end == '\0';
     }
-    if (!ok || first < 0 || last < first || last > 100000000) {
-      return Status::InvalidOptions("--fix-cameras: '" + item +
-                                    "' is not a camera index or range like 3 or 5-9");
+    if (!ok || first < 0 || last < first || last > max_value) {
+      return Status::InvalidOptions(std::string(option) + ": '" + item + "' is not " + what +
+                                    " or range like 3 or 5-9");
     }
-    for (long c = first; c <= last; ++c) out->push_back(static_cast<int>(c));
+    out->push_back({first, last});
   }
+  return Status::Ok();
+}
+
+// Parses "0,3,7-9" into camera indices.
+Status ParseIndexList(const std::string& text, std::vector<int>* out) {
+  std::vector<std::pair<long, long>> ranges;
+  TIEPOINT_RETURN_IF_ERROR(ParseIndexRanges(text, "--fix-cameras", "a camera index", 100000000, &ranges));
+  out->clear();
+  for (const auto& [first, last] : ranges)
+    for (long c = first; c <= last; ++c) out->push_back(static_cast<int>(c));
   return Status::Ok();
 }
 
@@ -145,7 +160,10 @@ double ProcessAgeSeconds() {
 // the reconstruction bundle adjuster (solver/reconstruction_ba.h: shared intrinsics, every
 // camera model), as COLMAP's `bundle_adjuster`: every pose and point free, the first image's
 // pose held (the gauge; LM's damping holds the scale), focal lengths and distortion refined
-// unless --fix-intrinsics, the principal point only with --refine-principal-point. The model
+// unless --fix-intrinsics, the principal point only with --refine-principal-point. As
+// COLMAP's BundleAdjustment.refine_* options: --fix-focal and --fix-distortion hold those
+// parameters, and --fix-poses IDS|all the poses of those images (all: the points alone move,
+// as refine_extrinsics 0). The model
 // goes to -o DIR (text and binary, --format) in one step: every file is written under a
 // temporary folder and renamed into place at the end.
 int RunBaOnModel(const BaArgs& a) {
@@ -159,6 +177,8 @@ int RunBaOnModel(const BaArgs& a) {
   options.function_tolerance = a.function_tolerance;
   options.fix_intrinsics = a.fix_intrinsics;
   options.refine_principal_point = a.refine_principal_point && !a.fix_intrinsics;
+  options.refine_focal = !a.fix_focal;
+  options.refine_extra = !a.fix_distortion;
   options.num_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   Status s;
   if (!(s = ParseLoss(a.loss, &options.loss)).ok()) return ReportError(cmd, s);
@@ -214,6 +234,24 @@ int RunBaOnModel(const BaArgs& a) {
   for (const auto& [id, im] : rec.images) config.variable_images.insert(id);
   config.fixed_pose_images.insert(rec.images.begin()->first);
   config.only_points_of_variable_images = false;
+  if (a.fix_poses == "all") {
+    config.fixed_pose_images = config.variable_images;
+  } else if (!a.fix_poses.empty()) {
+    // Every id named alone must be an image of the model; a range holds those it covers.
+    std::vector<std::pair<long, long>> ranges;
+    if (!(s = ParseIndexRanges(a.fix_poses, "--fix-poses", "an image id", 4294967295L, &ranges)).ok())
+      return ReportError(cmd, s);
+    for (const auto& [first, last] : ranges) {
+      if (first == last && !rec.images.count(static_cast<uint32_t>(first)))
+        return ReportError(cmd, Status::InvalidOptions("--fix-poses: image " + std::to_string(first) + " is not in " +
+                                                       a.input + " (its image ids run from " +
+                                                       std::to_string(rec.images.begin()->first) + " to " +
+                                                       std::to_string(rec.images.rbegin()->first) + ")"));
+      for (auto it = rec.images.lower_bound(static_cast<uint32_t>(first));
+           it != rec.images.end() && it->first <= static_cast<uint64_t>(last); ++it)
+        config.fixed_pose_images.insert(it->first);
+    }
+  }
   const int64_t observations = rec.NumObservations();
   const double initial_error = rec.MeanReprojectionError();
   nlohmann::json trace = nlohmann::json::array();
@@ -276,6 +314,9 @@ int RunBaOnModel(const BaArgs& a) {
         {"loss", ToString(options.loss)},
         {"fix_intrinsics", options.fix_intrinsics},
         {"refine_principal_point", options.refine_principal_point},
+        {"refine_focal", options.refine_focal},
+        {"refine_distortion", options.refine_extra},
+        {"fixed_pose_images", config.fixed_pose_images.size()},
         {"num_cameras", rec.cameras.size()},
         {"num_images", rec.images.size()},
         {"num_points", rec.points3D.size()},
@@ -312,9 +353,17 @@ int RunBa(const BaArgs& a) {
       return RunBaOnModel(a);
     }
   }
-  if (a.refine_principal_point || a.format_given)
-    return ReportError(cmd, Status::InvalidOptions(std::string(a.refine_principal_point ? "--refine-principal-point" : "--format") +
-                                                   " applies to a COLMAP model (a folder), not to the BAL problem " + a.input));
+  {
+    const char* model_only = a.refine_principal_point ? "--refine-principal-point"
+                             : a.format_given         ? "--format"
+                             : a.fix_focal            ? "--fix-focal"
+                             : a.fix_distortion       ? "--fix-distortion"
+                             : !a.fix_poses.empty()   ? "--fix-poses"
+                                                      : nullptr;
+    if (model_only != nullptr)
+      return ReportError(cmd, Status::InvalidOptions(std::string(model_only) +
+                                                     " applies to a COLMAP model (a folder), not to the BAL problem " + a.input));
+  }
   // TIEPOINT_TIMING: a timeline of the command, in seconds since the process started.
   const bool timing = std::getenv("TIEPOINT_TIMING") != nullptr;
   const double age_at_start = timing ? ProcessAgeSeconds() : 0.0;
@@ -511,6 +560,13 @@ Runner RegisterBa(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--refine-principal-point", a->refine_principal_point,
                "A COLMAP model: refine the principal point too (held by default, as COLMAP's bundle_adjuster)");
+  app.add_flag("--fix-focal", a->fix_focal,
+               "A COLMAP model: hold the focal lengths (COLMAP's BundleAdjustment.refine_focal_length 0)");
+  app.add_flag("--fix-distortion", a->fix_distortion,
+               "A COLMAP model: hold the distortion parameters (COLMAP's BundleAdjustment.refine_extra_params 0)");
+  app.add_option("--fix-poses", a->fix_poses,
+                 "A COLMAP model: image ids whose poses are held, e.g. 1,4,7-9, or all (only the points and "
+                 "intrinsics move: COLMAP's BundleAdjustment.refine_extrinsics 0); the first image's is always");
   app.add_option("--ply", a->ply, "Write points and camera centres as PLY");
   app.add_option("--report", a->report, "Write a JSON report with the per-iteration trace");
   app.add_option("--loss", a->loss, "Robust loss: none | huber:SCALE | cauchy:SCALE (pixels)")

@@ -58,6 +58,38 @@ print("final costs dense, cholmod, pcg-schur:", c)
 sys.exit(0 if abs(c[1] - c[0]) <= 1e-6 * c[0] and abs(c[2] - c[0]) <= 1e-4 * c[0] else 1)
 PY
 
+# 2b. COLMAP's BundleAdjustment.refine_* as options, on the model with an OPENCV camera
+#    (distortion 0.01, 0, 0, 0 to start): --fix-poses all --fix-focal moves the points and the
+#    distortion only; --fix-distortion --fix-poses 2-8 (image 1 is the gauge, held anyway)
+#    moves the focal lengths and the points, every pose as it was. Ids not in the model, or
+#    not ids, are refused.
+mkdir -p "$d/ocv" && cp "$m"/*.txt "$d/ocv/"
+sed -i 's/^1 SIMPLE_PINHOLE 640 480 \([^ ]*\) \(.*\)$/1 OPENCV 640 480 \1 \1 \2 0.01 0 0 0/' "$d/ocv/cameras.txt"
+grep -q "^1 OPENCV 640 480 .* 0.01 0 0 0$" "$d/ocv/cameras.txt" || fail "OPENCV copy: $(grep -v '^#' "$d/ocv/cameras.txt")"
+poses() { grep -v '^#' "$1/images.txt" | awk 'NR % 2 == 1'; }
+params() { grep -v '^#' "$1/cameras.txt" | cut -d' ' -f5-; }
+"$tp" ba "$d/ocv" -o "$d/fx1" --format text --fix-poses all --fix-focal --report "$d/fx1.json" -q > /dev/null || fail "ba --fix-poses all --fix-focal"
+[ "$(poses "$d/fx1")" = "$(poses "$d/ocv")" ] || fail "--fix-poses all: a pose moved"
+set -- $(params "$d/ocv"); f0="$1 $2"; k0="$5 $6 $7 $8"
+set -- $(params "$d/fx1"); [ "$1 $2" = "$f0" ] && [ "$5 $6 $7 $8" != "$k0" ] || fail "--fix-focal: $(params "$d/fx1")"
+"$tp" ba "$d/ocv" -o "$d/fx2" --format text --fix-distortion --fix-poses 2-8 --report "$d/fx2.json" -q > /dev/null \
+  || fail "ba --fix-distortion --fix-poses 2-8"
+[ "$(poses "$d/fx2")" = "$(poses "$d/ocv")" ] || fail "--fix-poses 2-8 (and image 1, the gauge): a pose moved"
+set -- $(params "$d/fx2"); [ "$1 $2" != "$f0" ] && [ "$5 $6 $7 $8" = "$k0" ] || fail "--fix-distortion: $(params "$d/fx2")"
+python3 - "$d/fx1.json" "$d/fx2.json" <<'PY' || fail "--fix-* report"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+print("--fix-poses all --fix-focal:", a["initial_cost"], "->", a["final_cost"], "; --fix-distortion --fix-poses 2-8:",
+      b["initial_cost"], "->", b["final_cost"])
+sys.exit(0 if (a["fixed_pose_images"] == 8 and not a["refine_focal"] and a["refine_distortion"] and
+               b["fixed_pose_images"] == 8 and b["refine_focal"] and not b["refine_distortion"] and
+               a["final_cost"] < a["initial_cost"] and b["final_cost"] < b["initial_cost"]) else 1)
+PY
+for bad in "99|--fix-poses: image 99 is not in" "3-x|--fix-poses: '3-x' is not an image id or range"; do
+  "$tp" ba "$d/ocv" --fix-poses "${bad%%|*}" -o "$d/bad7" -q > /dev/null 2> "$d/err7"; rc=$?
+  [ $rc = 2 ] && grep -qF -- "${bad#*|}" "$d/err7" && [ ! -e "$d/bad7" ] || fail "--fix-poses ${bad%%|*}: exit $rc, $(cat "$d/err7")"
+done
+
 # 3. Options of the other input kind: exit 2, nothing written.
 "$tp" ba "$m" --precision double -o "$d/bad1" -q > /dev/null 2> "$d/err1"; rc=$?
 [ $rc = 2 ] && grep -qF -- "--precision applies to BAL problems, not to the COLMAP model in $m" "$d/err1" && [ ! -e "$d/bad1" ] \
@@ -68,6 +100,10 @@ PY
 "$tp" ba "$m/model.bal" --refine-principal-point --max-iterations 1 -q > /dev/null 2> "$d/err3"; rc=$?
 [ $rc = 2 ] && grep -qF -- "--refine-principal-point applies to a COLMAP model (a folder)" "$d/err3" \
   || fail "--refine-principal-point on a BAL file: exit $rc, $(cat "$d/err3")"
+for opt in --fix-focal --fix-distortion "--fix-poses 1"; do
+  "$tp" ba "$m/model.bal" $opt --max-iterations 1 -q > /dev/null 2> "$d/err3"; rc=$?
+  [ $rc = 2 ] && grep -qF -- "${opt%% *} applies to a COLMAP model (a folder)" "$d/err3" || fail "$opt on a BAL file: exit $rc, $(cat "$d/err3")"
+done
 
 # --device cuda without a GPU: exit 3 naming --device cpu, nothing written.
 if ! "$tp" version | grep -q "^cuda device"; then
