@@ -803,7 +803,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
             if (!(theta_d_end >= std::sqrt(s_c))) {
               std::string ks;
               for (int j = 0; j < num_k; ++j) ks += (j ? ", " : "") + Number(radial[k + j]);
-              return Status::InvalidOptions(what + "a fisheye distortion (" + ks +
+              return Status::InvalidOptions(what + "a fisheye distortion (" + (prism ? "k1, k2, k3, k4 = " : "") + ks +
                                             ") under which the image folds before its farthest corner, or that "
                                             "corner lies beyond 90 degrees from the axis");
             }
