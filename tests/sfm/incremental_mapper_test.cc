@@ -53,6 +53,7 @@ Scene MakeScene(int num_images, int num_points, double noise, double focal_error
   start.SetFocal(cam.fx() * focal_error);
   if (CameraModelHasTwoFocals(cam.model)) start.params[1] = cam.fy() * focal_error;
   std::fill(start.params.begin() + CameraModelDistortionBegin(cam.model), start.params.end(), 0.0);
+  if (cam.model == CameraModelId::kFov) start.params[4] = 0.01;  // reconstruct's start (0 is stationary)
   s.cameras[1] = start;
   std::vector<Eigen::Vector3d> X, normal;
   for (int j = 0; j < num_points; ++j) {
@@ -402,6 +403,44 @@ TEST(IncrementalMapper, SelfCalibratesAFisheyeCamera) {
   EXPECT_EQ(c.params[7], 0.0);
   EXPECT_LT(model.MeanReprojectionError(), 1.0);
   CheckAgainstTruth(model, s, 0.2, 0.005);
+}
+
+// FOV (fx, fy, cx, cy, omega): a wide lens (omega 0.9) started as reconstruct starts it,
+// omega = 0.01 and the focal length 3% off: the mapper finds omega and the focal lengths
+// (omega acts as omega^2 near 0, so its first steps are long ones), and the poses. And
+// THIN_PRISM_FISHEYE with radial terms only: k1, k2 found, the other six kept at zero.
+TEST(IncrementalMapper, SelfCalibratesFovAndThinPrismCameras) {
+  {
+    SCOPED_TRACE("FOV");
+    Camera truth;
+    truth.model = CameraModelId::kFov;
+    truth.params = {300, 300, 320, 240, 0.9};
+    Scene s;
+    Reconstruction model;
+    ASSERT_NO_FATAL_FAILURE(MapTwelveViews(truth, 1500, 3.2, &s, &model));
+    const Camera& c = model.cameras.at(1);
+    EXPECT_NEAR(c.fx(), 300, 2);
+    EXPECT_NEAR(c.fy(), 300, 2);
+    EXPECT_NEAR(c.params[4], 0.9, 0.02);
+    EXPECT_LT(model.MeanReprojectionError(), 1.0);
+    CheckAgainstTruth(model, s, 0.2, 0.005);
+  }
+  {
+    SCOPED_TRACE("THIN_PRISM_FISHEYE");
+    Camera truth;
+    truth.model = CameraModelId::kThinPrismFisheye;
+    truth.params = {300, 300, 320, 240, 0.06, -0.02, 0, 0, 0, 0, 0, 0};
+    Scene s;
+    Reconstruction model;
+    ASSERT_NO_FATAL_FAILURE(MapTwelveViews(truth, 1500, 3.2, &s, &model));
+    const Camera& c = model.cameras.at(1);
+    EXPECT_NEAR(c.fx(), 300, 2);
+    EXPECT_NEAR(c.params[4], 0.06, 0.02);
+    EXPECT_NEAR(c.params[5], -0.02, 0.02);
+    for (int q = 6; q < 12; ++q) EXPECT_EQ(c.params[q], 0.0) << "parameter " << q << ": not selected";
+    EXPECT_LT(model.MeanReprojectionError(), 1.0);
+    CheckAgainstTruth(model, s, 0.2, 0.005);
+  }
 }
 
 // The largest angle (degrees) at a point between the rays to two of its views' centres,
