@@ -67,12 +67,12 @@ Status ReconstructionToBalScene(const Reconstruction& rec, Scene* scene) {
         return Status::InvalidInput("BAL export: point " + std::to_string(pid) + " has a bad track element");
       const Camera& c = rec.cameras.at(iit->second.camera_id);
       const Point2D& q = iit->second.points2D[e.point2D_idx];
-      if (c.model == CameraModelId::kOpenCV || c.model == CameraModelId::kFullOpenCV ||
-          c.model == CameraModelId::kFov || c.model == CameraModelId::kThinPrismFisheye ||
-          CameraModelIsFisheye(c.model)) {
-        // BAL's camera has only its radial k1, k2 and projects as a pinhole: the observation
-        // goes undistorted, at the mean focal length, and the BAL camera has no distortion
-        // (k1 = k2 = 0).
+      const bool bal_model = c.model == CameraModelId::kSimplePinhole || c.model == CameraModelId::kPinhole ||
+                             c.model == CameraModelId::kSimpleRadial || c.model == CameraModelId::kRadial;
+      if (!bal_model) {
+        // BAL's camera has only its radial k1, k2 and projects as a pinhole: an observation of
+        // the other models (OPENCV, FULL_OPENCV, FOV, the fisheye ones) goes undistorted, at
+        // the mean focal length, and the BAL camera has no distortion (k1 = k2 = 0).
         double u, v;
         CameraPixelToNormalized(c.model, c.params.data(), q.x, q.y, &u, &v);
         const double f = c.MeanFocal();
