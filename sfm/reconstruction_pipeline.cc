@@ -811,6 +811,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
             // The corner's radius r_d must come from a finite one: omega r_d below 90 degrees
             // (omega's sign does not matter; 180 degrees or more is not a lens).
             const double omega = std::abs(p[4]);
+            // omega = 0 (the pinhole) is a stationary point of the projection, which depends
+            // on omega^2 there: refined, it would never leave 0 (COLMAP warns the same).
+            if (omega == 0)
+              return Status::InvalidOptions(what + "omega = 0, where the adjustment cannot move it (the projection "
+                                            "depends on omega^2 there): start it at a small value such as 0.01 "
+                                            "(reconstruct's own start), or use --camera-model pinhole");
             if (!(omega < 3.141592653589793) || !(omega * std::sqrt(s_c) < 1.5707963267948966))
               return Status::InvalidOptions(what + "an omega (" + Number(p[4]) +
                                             ") under which the image's farthest corner lies beyond 90 degrees "

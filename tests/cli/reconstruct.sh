@@ -291,7 +291,7 @@ check_bal_export OPENCV_FISHEYE "$d/rec4m"
 # cameras.txt, each model as good as the others and its BAL export (undistorted) started at
 # its error; --camera-params under which the image folds (FULL_OPENCV's rational radial
 # terms, THIN_PRISM_FISHEYE's radial ones) or reaches past 90 degrees (FOV's omega) are
-# refused naming them.
+# refused naming them, and FOV's omega = 0 (a stationary point: it would stay there).
 for spec in "full_opencv FULL_OPENCV 16" "fov FOV 9" "thin_prism_fisheye THIN_PRISM_FISHEYE 16"; do
   set -- $spec
   "$tp" reconstruct "${imgs[@]}" -o "$d/rec4o-$1" --camera-model "$1" --single-camera --no-upsample -q > /dev/null \
@@ -302,6 +302,7 @@ for spec in "full_opencv FULL_OPENCV 16" "fov FOV 9" "thin_prism_fisheye THIN_PR
 done
 for bad in "full_opencv|300,300,320,240,-2.5,0,0,0,0,0,0,0|a radial distortion (-2.5, 0, 0, 0, 0, 0) under which the image folds" \
            "fov|300,300,320,240,1.3|an omega (1.3) under which the image's farthest corner lies beyond 90 degrees" \
+           "fov|300,300,320,240,0|omega = 0, where the adjustment cannot move it" \
            "thin_prism_fisheye|300,300,320,240,-0.5,0,0,0,0,0,0,0|a fisheye distortion (k1, k2, k3, k4 = -0.5, 0, 0, 0) under which the image folds"; do
   IFS='|' read -r model values want <<< "$bad"
   "$tp" reconstruct "${imgs[@]}" -o "$d/rec4p" --camera-model "$model" --camera-params "$values" -q > /dev/null 2> "$d/err4p"; rc=$?
