@@ -28,6 +28,10 @@ constexpr ModelInfo kModels[] = {
     {CameraModelId::kThinPrismFisheye, "THIN_PRISM_FISHEYE", 12, "fx,fy,cx,cy,k1,k2,p1,p2,k3,k4,sx1,sy1"},
 };
 
+// The largest angle from the axis (radians) that the lens maps' inverses return: just short
+// of 90 degrees, where the tangent back to the image plane is still finite.
+constexpr double kJustShortOf90Degrees = 1.5707963267948966 * (1 - 1e-9);
+
 const ModelInfo* FindModel(CameraModelId model) {
   for (const ModelInfo& m : kModels) {
     if (m.id == model) return &m;
@@ -318,12 +322,11 @@ double FisheyeGrowingBranchEnd(const double* k, int num_k) {
     return s;
   };
   // The first zero of the slope by a scan and bisection.
-  constexpr double kMax = 1.5707963267948966 * (1 - 1e-9);
   constexpr int kScan = 256;
   for (int i = 1; i <= kScan; ++i) {
-    const double t = kMax * i / kScan;
+    const double t = kJustShortOf90Degrees * i / kScan;
     if (!(slope(t) > 0)) {
-      double a = kMax * (i - 1) / kScan, b = t;
+      double a = kJustShortOf90Degrees * (i - 1) / kScan, b = t;
       for (int it = 0; it < 60; ++it) {
         const double m = 0.5 * (a + b);
         (slope(m) > 0 ? a : b) = m;
@@ -331,7 +334,7 @@ double FisheyeGrowingBranchEnd(const double* k, int num_k) {
       return a;
     }
   }
-  return kMax;
+  return kJustShortOf90Degrees;
 }
 
 void FisheyeDistortion(const double* k, int num_k, double u, double v, double* du, double* dv, double* J,
@@ -481,29 +484,20 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
       *v = vd * scale;
       return;
     }
-    case CameraModelId::kOpenCV: {
-      const double ud = (x - params[2]) / params[0];
-      const double vd = (y - params[3]) / params[1];
-      if (params[4] == 0 && params[5] == 0 && params[6] == 0 && params[7] == 0) {
-        *u = ud;
-        *v = vd;
-        return;
-      }
-      IterativeUndistort([&](double a, double b, double* da, double* db, double* J) {
-        OpenCVDistortion(params + 4, a, b, da, db, J);
-      }, ud, vd, u, v);
-      return;
-    }
+    case CameraModelId::kOpenCV:
     case CameraModelId::kFullOpenCV: {
       const double ud = (x - params[2]) / params[0];
       const double vd = (y - params[3]) / params[1];
-      if (std::all_of(params + 4, params + 12, [](double k) { return k == 0; })) {
+      if (std::all_of(params + 4, params + CameraModelNumParams(model), [](double k) { return k == 0; })) {
         *u = ud;
         *v = vd;
         return;
       }
       IterativeUndistort([&](double a, double b, double* da, double* db, double* J) {
-        FullOpenCVDistortion(params + 4, a, b, da, db, J, nullptr);
+        if (model == CameraModelId::kOpenCV)
+          OpenCVDistortion(params + 4, a, b, da, db, J);
+        else
+          FullOpenCVDistortion(params + 4, a, b, da, db, J, nullptr);
       }, ud, vd, u, v);
       return;
     }
@@ -524,7 +518,7 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
         *v = b;
         return;
       }
-      const double scale = std::tan(std::min(rho, 1.5707963267948966 * (1 - 1e-9))) / rho;
+      const double scale = std::tan(std::min(rho, kJustShortOf90Degrees)) / rho;
       *u = a * scale;
       *v = b * scale;
       return;
@@ -539,7 +533,7 @@ void CameraPixelToNormalized(CameraModelId model, const double* params, double x
       } else {
         // r = tan(omega r_d) / (2 tan(omega / 2)); omega r_d at most just short of 90 degrees.
         const double rd = std::sqrt(rd2), t2 = 2 * std::tan(omega / 2);
-        const double angle = std::min(omega * rd, 1.5707963267948966 * (1 - 1e-9));
+        const double angle = std::min(omega * rd, kJustShortOf90Degrees);
         scale = rd > 0 && std::isfinite(rd) ? std::tan(angle) / (t2 * rd) : omega / t2;
       }
       *u = ud * scale;

@@ -794,15 +794,15 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
           if (CameraModelIsFisheye(c.model) || c.model == CameraModelId::kThinPrismFisheye) {
             // THIN_PRISM_FISHEYE: its radial terms k1, k2, k3, k4 (parameters 4, 5, 8, 9).
             const bool prism = c.model == CameraModelId::kThinPrismFisheye;
-            const int k = prism ? 0 : CameraModelDistortionBegin(c.model);
+            double prism_k[4] = {0, 0, 0, 0};
+            if (prism) prism_k[0] = p[4], prism_k[1] = p[5], prism_k[2] = p[8], prism_k[3] = p[9];
+            const double* k = prism ? prism_k : p.data() + CameraModelDistortionBegin(c.model);
             const int num_k = prism ? 4 : CameraModelFisheyeTerms(c.model);
-            const std::vector<double> radial = prism ? std::vector<double>{p[4], p[5], p[8], p[9]} : p;
             double theta_d_end, slope;
-            FisheyeAngleMap(radial.data() + k, num_k, FisheyeGrowingBranchEnd(radial.data() + k, num_k), &theta_d_end,
-                            &slope);
+            FisheyeAngleMap(k, num_k, FisheyeGrowingBranchEnd(k, num_k), &theta_d_end, &slope);
             if (!(theta_d_end >= std::sqrt(s_c))) {
               std::string ks;
-              for (int j = 0; j < num_k; ++j) ks += (j ? ", " : "") + Number(radial[k + j]);
+              for (int j = 0; j < num_k; ++j) ks += (j ? ", " : "") + Number(k[j]);
               return Status::InvalidOptions(what + "a fisheye distortion (" + (prism ? "k1, k2, k3, k4 = " : "") + ks +
                                             ") under which the image folds before its farthest corner, or that "
                                             "corner lies beyond 90 degrees from the axis");

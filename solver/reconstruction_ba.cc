@@ -651,54 +651,38 @@ bool ReconstructionResidual(CameraModelId model, const double* params, const dou
     }
     case CameraModelId::kOpenCVFisheye:
     case CameraModelId::kSimpleRadialFisheye:
-    case CameraModelId::kRadialFisheye: {
-      const bool two = model == CameraModelId::kOpenCVFisheye;
-      const int num_k = CameraModelFisheyeTerms(model);
-      const int kb = two ? 4 : 3;  // k1's index
-      const double fx = params[0], fy = params[two ? 1 : 0];
-      double du, dv, J[4], dk[8];
-      FisheyeDistortion(params + kb, num_k, u, v, &du, &dv, J, jparams ? dk : nullptr);
-      A[0] = fx * J[0]; A[1] = fx * J[1];
-      A[2] = fy * J[2]; A[3] = fy * J[3];
-      if (jparams) {
-        const int np = kb + num_k;  // row stride: x's derivatives, then y's
-        std::fill(jparams, jparams + 2 * np, 0.0);
-        jparams[0] = du;            // d x / d fx (or f)
-        jparams[np + (two ? 1 : 0)] = dv;  // d y / d fy (or f)
-        jparams[kb - 2] = 1;        // d x / d cx
-        jparams[np + kb - 1] = 1;   // d y / d cy
-        for (int i = 0; i < num_k; ++i) {
-          jparams[kb + i] = fx * dk[i];
-          jparams[np + kb + i] = fy * dk[num_k + i];
-        }
-      }
-      break;
-    }
+    case CameraModelId::kRadialFisheye:
     case CameraModelId::kFullOpenCV:
     case CameraModelId::kThinPrismFisheye:
     case CameraModelId::kFov: {
-      // fx, fy, cx, cy, then the distortion's nk parameters (d the distorted point).
-      const double fx = params[0], fy = params[1];
-      const int nk = model == CameraModelId::kFov ? 1 : 8;
+      // The focal length(s) and principal point, then the distortion's nk parameters from
+      // index kb (d: the distorted normalized point).
+      const bool two = CameraModelHasTwoFocals(model);
+      const int kb = CameraModelDistortionBegin(model);
+      const int nk = CameraModelNumParams(model) - kb;
+      const double fx = params[0], fy = params[two ? 1 : 0];
       double du, dv, J[4], dk[16];
       double* dkp = jparams ? dk : nullptr;
-      if (model == CameraModelId::kFullOpenCV)
-        FullOpenCVDistortion(params + 4, u, v, &du, &dv, J, dkp);
+      if (CameraModelIsFisheye(model))
+        FisheyeDistortion(params + kb, nk, u, v, &du, &dv, J, dkp);
+      else if (model == CameraModelId::kFullOpenCV)
+        FullOpenCVDistortion(params + kb, u, v, &du, &dv, J, dkp);
       else if (model == CameraModelId::kThinPrismFisheye)
-        ThinPrismFisheyeDistortion(params + 4, u, v, &du, &dv, J, dkp);
+        ThinPrismFisheyeDistortion(params + kb, u, v, &du, &dv, J, dkp);
       else
-        FovDistortion(params[4], u, v, &du, &dv, J, dkp);
+        FovDistortion(params[kb], u, v, &du, &dv, J, dkp);
       A[0] = fx * J[0]; A[1] = fx * J[1];
       A[2] = fy * J[2]; A[3] = fy * J[3];
       if (jparams) {
-        const int np = 4 + nk;
-        double* jx = jparams;
-        double* jy = jparams + np;
-        jx[0] = du; jx[1] = 0; jx[2] = 1; jx[3] = 0;
-        jy[0] = 0; jy[1] = dv; jy[2] = 0; jy[3] = 1;
+        const int np = kb + nk;  // row stride: x's derivatives, then y's
+        std::fill(jparams, jparams + 2 * np, 0.0);
+        jparams[0] = du;                   // d x / d fx (or f)
+        jparams[np + (two ? 1 : 0)] = dv;  // d y / d fy (or f)
+        jparams[kb - 2] = 1;               // d x / d cx
+        jparams[np + kb - 1] = 1;          // d y / d cy
         for (int i = 0; i < nk; ++i) {
-          jx[4 + i] = fx * dk[i];
-          jy[4 + i] = fy * dk[nk + i];
+          jparams[kb + i] = fx * dk[i];
+          jparams[np + kb + i] = fy * dk[nk + i];
         }
       }
       break;
@@ -1007,7 +991,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
           for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
             const Obs& o = obs[k];
             const int c = image_camera[o.image];
-            double r[2], jpose[12], jpt[6], jprm[24];
+            double r[2], jpose[12], jpt[6], jprm[2 * (kMaxLocal - 6)];
             ReconstructionResidual(models[c], params[c].data(), &Rs[9 * o.image], &ts[3 * o.image],
                                    &Xs[3 * o.point], o.xy, r, jpose, jpt, jprm);
             const double drho = options.loss.Derivative(r[0] * r[0] + r[1] * r[1]);
