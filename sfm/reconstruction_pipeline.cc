@@ -1218,6 +1218,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       }
       std::swap(vresults, second);
       CollectPairs();
+      const double reverify_seconds = Since(t1);
       std::vector<Track> tracks2;
       TrackSummary ts2;
       TIEPOINT_RETURN_IF_ERROR(BuildTracks(num_features, correspondences, 2, &tracks2, &ts2));
@@ -1230,7 +1231,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       const size_t first_model = registered(result->models);
       const bool whole = models2.size() == 1 && registered(models2) == static_cast<size_t>(n);
       bool keep = whole;
-      json pass = {{"registered_first_model", first_model}};
+      json pass = {{"registered_first_model", first_model}, {"reverify_seconds", reverify_seconds}};
       if (!keep) {
         std::swap(vresults, second);
         CollectPairs();
