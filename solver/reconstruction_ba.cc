@@ -136,6 +136,11 @@ struct ObsBlocks {
   uint8_t n;
 };
 
+// The observation's pose block (its local rows 0..5), or -1 when its pose is fixed.
+int PoseBlockOf(const ObsBlocks& o, int num_pose_blocks) {
+  return o.n > 0 && o.blk[0] < num_pose_blocks ? o.blk[0] : -1;
+}
+
 // Point side of one LM step, read by the Schur assembly and the matrix-free product.
 struct PointSide {
   int num_points;
@@ -145,21 +150,44 @@ struct PointSide {
   const int* local_cols;     // max_local per observation
   const uint8_t* num_local;
   const double* W;           // max_local x 3 per observation
-  // Optional (null: looked up with BlockPattern::Find): per free point, where its block
-  // pairs start in pair_offsets, which holds the value offset (or -1) of every (observation
-  // a <= b, block x of a, block y of b) in SchurAccumulatePoint's loop order. Built once per
-  // bundle adjustment; saves a binary search per block pair in every LM step.
+  // Optional (null: looked up with BlockPattern::Find): per free point, where its pose
+  // pairs start in pair_offsets, which holds the value offset (or -1) of the block of the
+  // poses of every pair of its observations a <= b whose poses are free, in
+  // SchurAccumulatePoint's loop order. Built once per bundle adjustment; saves a binary
+  // search per pair in every LM step.
   const int64_t* pair_ptr = nullptr;
   const int64_t* pair_offsets = nullptr;
   int max_local = kMaxLocal;  // stride of local_cols (and of W, times 3)
 };
 
-// vals(block A, B) -= M or M^T (see SchurAccumulate), M = T_x W_y^T over the local rows of
+// vals(block A, B) -= M or M^T (see SchurAccumulatePoint), M = T_x W_y^T over the local rows of
 // the two blocks; T and W are (local rows) x 3 row-major. Only blocks with A <= B are stored:
 // for bx > by, M goes transposed into block (by, bx).
 // The value offset of block (bx, by) as stored (A <= B), or -1.
 int64_t StoredOffset(const BlockPattern& pat, int bx, int by) {
   return bx <= by ? pat.Find(bx, by) : pat.Find(by, bx);
+}
+
+// x86-64 (GCC): an AVX2 copy of SubtractPosePoseProduct beside the baseline one, chosen
+// when the program loads. "avx2" does not include FMA, so both copies round alike.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define TIEPOINT_BA_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TIEPOINT_BA_CLONES
+#endif
+
+// blk(r, c) -= a_r . b_c for r, c < 6: a 6 x 6 row-major block, A and B 6 x 3 row-major.
+// B is turned first so that the loops over c run over contiguous values (vectorised).
+TIEPOINT_BA_CLONES
+void SubtractPosePoseProduct(double* __restrict blk, const double* __restrict A, const double* __restrict B) {
+  double bt[3][6];
+  for (int c = 0; c < 6; ++c)
+    for (int q = 0; q < 3; ++q) bt[q][c] = B[3 * c + q];
+  for (int r = 0; r < 6; ++r) {
+    const double a0 = A[3 * r], a1 = A[3 * r + 1], a2 = A[3 * r + 2];
+    double* row = blk + 6 * r;
+    for (int c = 0; c < 6; ++c) row[c] -= a0 * bt[0][c] + a1 * bt[1][c] + a2 * bt[2][c];
+  }
 }
 
 // `o`: StoredOffset(pat, bx, by).
@@ -169,19 +197,14 @@ void SubtractProduct(const BlockPattern& pat, double* vals, int64_t o, int bx, i
   const bool upper = bx <= by;
   if (o < 0) return;
   double* blk = vals + o;
-  if (sx == 6 && sy == 6) {
-    // Two pose blocks, the bulk of the work with long tracks: fixed-size products that the
-    // compiler unrolls and vectorises. M(r, c) = t_r . w_c as below.
-    using M63 = Eigen::Matrix<double, 6, 3, Eigen::RowMajor>;
-    const Eigen::Map<const M63> Tm(T + 3 * ox), Wm(Wb + 3 * oy);
-    const Eigen::Matrix<double, 6, 6> M = Tm * Wm.transpose();
-    Eigen::Map<Eigen::Matrix<double, 6, 6, Eigen::RowMajor>> B(blk);
+  if (sx == 6 && sy == 6 && !add_transpose_too) {
+    // Two pose blocks, the bulk of the work with long tracks. M^T(r, c) = w_r . t_c, the
+    // same products and sums as M(c, r).
     if (upper) {
-      B -= M;
+      SubtractPosePoseProduct(blk, T + 3 * ox, Wb + 3 * oy);
     } else {
-      B -= M.transpose();
+      SubtractPosePoseProduct(blk, Wb + 3 * oy, T + 3 * ox);
     }
-    if (add_transpose_too) B -= M.transpose();
     return;
   }
   // Element (r, c) of M: row r of block (bx, by), or column r of block (by, bx).
@@ -197,15 +220,31 @@ void SubtractProduct(const BlockPattern& pat, double* vals, int64_t o, int bx, i
   }
 }
 
+// One intrinsics block's rows of W_j summed over a point's observations, and the same
+// rows of T = W Vinv (SchurAccumulatePoint).
+struct IntrinsicsSum {
+  int block;
+  int size;
+  double W[3 * (kMaxLocal - 6)];
+  double T[3 * (kMaxLocal - 6)];
+};
+
 // Adds -sum_j W_j Vinv_j W_j^T to vals (the blocks of `pat`; blocks missing from `pat`,
 // or all off-diagonal blocks with diag_only, are skipped) and -sum_j W_j Vinv_j g_j to bt.
-// T: scratch. One point's contributions; called inside the per-thread point loop.
+// One point's contributions; called inside the per-thread point loop. T, sums: scratch.
+// Pose blocks pair up observation by observation (one product per pair a <= b). An
+// intrinsics block is shared by every observation of its camera's images, so its rows of
+// W_j are summed over the point's observations first: its blocks with a pose, and with
+// itself, are then one product per observation, or per point, instead of one per pair of
+// observations (with one camera, a point seen 5 times: 5 + 1 products instead of 30 + 15).
 void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
                           const Eigen::Matrix3d& Vi, const double* gj, bool diag_only,
-                          std::vector<double>* T, double* vals, double* bt) {
+                          std::vector<double>* T, std::vector<IntrinsicsSum>* sums,
+                          double* vals, double* bt) {
   const int64_t first = ps.point_ptr[j], count = ps.point_ptr[j + 1] - first;
   const int ml = ps.max_local;
   T->resize(static_cast<size_t>(count) * ml * 3);
+  sums->clear();
   for (int64_t a = 0; a < count; ++a) {
     const int64_t k = first + a;
     const int nl = ps.num_local[k];
@@ -218,26 +257,61 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
       for (int q = 0; q < 3; ++q) t[q] = w[0] * Vi(0, q) + w[1] * Vi(1, q) + w[2] * Vi(2, q);
       bt[ca[p]] -= t[0] * gj[0] + t[1] * gj[1] + t[2] * gj[2];
     }
-  }
-  const int64_t* table = ps.pair_offsets ? ps.pair_offsets + ps.pair_ptr[j] : nullptr;
-  for (int64_t a = 0; a < count; ++a) {
-    const ObsBlocks& oa = ps.obs_blocks[first + a];
-    const double* Ta = &(*T)[a * ml * 3];
-    for (int64_t bb = a; bb < count; ++bb) {
-      const ObsBlocks& ob = ps.obs_blocks[first + bb];
-      const double* Wb = &ps.W[(first + bb) * ml * 3];
-      for (int x = 0; x < oa.n; ++x)
-        for (int y = 0; y < ob.n; ++y) {
-          const int bx = oa.blk[x], by = ob.blk[y];
-          const int64_t o = table ? *table++ : -2;  // every (a, b, x, y) has an entry
-          if (diag_only && bx != by) continue;
-          if (bb == a && y < x) continue;  // W_a Vinv W_a^T: each unordered pair once
-          const int64_t off = o == -2 ? StoredOffset(pat, bx, by) : o;
-          // (a, a): the diagonal block in full; (a, b): also its mirror (b, a).
-          SubtractProduct(pat, vals, off, bx, oa.off[x], Ta, by, ob.off[y], Wb, bb != a && bx == by);
-        }
+    const ObsBlocks& oa = ps.obs_blocks[k];
+    for (int x = 0; x < oa.n; ++x) {
+      const int bx = oa.blk[x];
+      if (bx < pat.num_pose_blocks) continue;
+      size_t i = 0;
+      while (i < sums->size() && (*sums)[i].block != bx) ++i;
+      if (i == sums->size()) {
+        IntrinsicsSum z;
+        z.block = bx;
+        z.size = pat.size[bx];
+        std::fill(z.W, z.W + 3 * z.size, 0.0);
+        std::fill(z.T, z.T + 3 * z.size, 0.0);
+        sums->push_back(z);
+      }
+      IntrinsicsSum& sum = (*sums)[i];
+      for (int q = 0; q < 3 * sum.size; ++q) {
+        sum.W[q] += Wa[3 * oa.off[x] + q];
+        sum.T[q] += Ta[3 * oa.off[x] + q];
+      }
     }
   }
+  // Pose with pose.
+  const int64_t* table = ps.pair_offsets ? ps.pair_offsets + ps.pair_ptr[j] : nullptr;
+  for (int64_t a = 0; a < count; ++a) {
+    const int bx = PoseBlockOf(ps.obs_blocks[first + a], pat.num_pose_blocks);
+    if (bx < 0) continue;
+    const double* Ta = &(*T)[a * ml * 3];
+    for (int64_t bb = a; bb < count; ++bb) {
+      const int by = PoseBlockOf(ps.obs_blocks[first + bb], pat.num_pose_blocks);
+      if (by < 0) continue;
+      const int64_t o = table ? *table++ : -2;  // every such (a, b) has an entry
+      if (diag_only && bx != by) continue;
+      const int64_t off = o == -2 ? StoredOffset(pat, bx, by) : o;
+      // (a, a): the diagonal block in full; (a, b): also its mirror (b, a).
+      SubtractProduct(pat, vals, off, bx, 0, Ta, by, 0, &ps.W[(first + bb) * ml * 3], bb != a && bx == by);
+    }
+  }
+  // Pose with intrinsics: block (P_a, I) gets T_a's pose rows times I's summed W rows
+  // (pose blocks come first: stored as is).
+  if (!diag_only) {
+    for (int64_t a = 0; a < count; ++a) {
+      const int bx = PoseBlockOf(ps.obs_blocks[first + a], pat.num_pose_blocks);
+      if (bx < 0) continue;
+      const double* Ta = &(*T)[a * ml * 3];
+      for (const IntrinsicsSum& sum : *sums)
+        SubtractProduct(pat, vals, pat.Find(bx, sum.block), bx, 0, Ta, sum.block, 0, sum.W, false);
+    }
+  }
+  // Intrinsics with intrinsics: (I, J) gets I's summed T rows times J's summed W rows.
+  for (size_t x = 0; x < sums->size(); ++x)
+    for (size_t y = diag_only ? x : 0; y < (diag_only ? x + 1 : sums->size()); ++y) {
+      const IntrinsicsSum &si = (*sums)[x], &sj = (*sums)[y];
+      if (si.block > sj.block) continue;  // each unordered pair once, stored (A <= B)
+      SubtractProduct(pat, vals, pat.Find(si.block, sj.block), si.block, 0, si.T, sj.block, 0, sj.W, false);
+    }
 }
 
 // One LM step's reduced system S dc = b as the linear solvers see it.
@@ -920,11 +994,13 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     constexpr int64_t kMaxPairOffsets = int64_t{1} << 25;
     pair_ptr.assign(num_points + 1, 0);
     int64_t total = 0;
+    const int npb = pattern.num_pose_blocks;
     for (int j = 0; j < num_points && total <= kMaxPairOffsets; ++j) {
       pair_ptr[j] = total;
       if (!point_free[j]) continue;
-      for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a)
-        for (int64_t bb = a; bb < point_ptr[j + 1]; ++bb) total += obs_blocks[a].n * obs_blocks[bb].n;
+      int64_t poses = 0;
+      for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a) poses += PoseBlockOf(obs_blocks[a], npb) >= 0;
+      total += poses * (poses + 1) / 2;
     }
     pair_ptr[num_points] = total;
     if (total <= kMaxPairOffsets) {
@@ -932,11 +1008,14 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       int64_t q = 0;
       for (int j = 0; j < num_points; ++j) {
         if (!point_free[j]) continue;
-        for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a)
-          for (int64_t bb = a; bb < point_ptr[j + 1]; ++bb)
-            for (int x = 0; x < obs_blocks[a].n; ++x)
-              for (int y = 0; y < obs_blocks[bb].n; ++y)
-                pair_offsets[q++] = StoredOffset(pattern, obs_blocks[a].blk[x], obs_blocks[bb].blk[y]);
+        for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a) {
+          const int bx = PoseBlockOf(obs_blocks[a], npb);
+          if (bx < 0) continue;
+          for (int64_t bb = a; bb < point_ptr[j + 1]; ++bb) {
+            const int by = PoseBlockOf(obs_blocks[bb], npb);
+            if (by >= 0) pair_offsets[q++] = StoredOffset(pattern, bx, by);
+          }
+        }
       }
     } else {
       pair_ptr.clear();
@@ -1082,13 +1161,14 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       std::fill(val_part[tid].begin(), val_part[tid].end(), 0.0);
       bt.setZero();
       std::vector<double> T;  // W_a Vinv of each observation of the point, nl x 3
+      std::vector<IntrinsicsSum> sums;
 #pragma omp for schedule(static)
       for (int j = 0; j < num_points; ++j) {
         if (!point_free[j]) continue;
         Eigen::Matrix3d Vj = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(&V[9 * j]);
         for (int q = 0; q < 3; ++q) Vj(q, q) += mu * diagV[3 * j + q];
         Vinv[j] = Vj.inverse();
-        SchurAccumulatePoint(pattern, point_side, j, Vinv[j], &g[3 * j], !full_schur, &T, St,
+        SchurAccumulatePoint(pattern, point_side, j, Vinv[j], &g[3 * j], !full_schur, &T, &sums, St,
                              bt.data());
       }
     });
