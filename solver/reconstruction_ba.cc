@@ -190,6 +190,17 @@ void SubtractPosePoseProduct(double* __restrict blk, const double* __restrict A,
   }
 }
 
+// blk(p, q) += j0[p] j0[q] + j1[p] j1[q] for p, q < 6: a pose's block of J^T J from one
+// observation's two rows.
+TIEPOINT_BA_CLONES
+void AddPoseGram(double* __restrict blk, const double* __restrict j0, const double* __restrict j1) {
+  for (int p = 0; p < 6; ++p) {
+    const double a0 = j0[p], a1 = j1[p];
+    double* row = blk + 6 * p;
+    for (int q = 0; q < 6; ++q) row[q] += a0 * j0[q] + a1 * j1[q];
+  }
+}
+
 // `o`: StoredOffset(pat, bx, by).
 void SubtractProduct(const BlockPattern& pat, double* vals, int64_t o, int bx, int ox,
                      const double* T, int by, int oy, const double* Wb, bool add_transpose_too) {
@@ -936,14 +947,17 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     }
   const int num_blocks = static_cast<int>(pattern.start.size());
   const size_t nobs = obs.size();
-  std::vector<ObsBlocks> obs_blocks(nobs);
-  for (size_t k = 0; k < nobs; ++k) {
-    ObsBlocks& ob = obs_blocks[k];
+  // An observation's blocks are its image's.
+  std::vector<ObsBlocks> image_blocks(num_images);
+  for (int i = 0; i < num_images; ++i) {
+    ObsBlocks& ob = image_blocks[i];
     ob.n = 0;
-    if (pose_block[obs[k].image] >= 0) { ob.blk[ob.n] = pose_block[obs[k].image]; ob.off[ob.n++] = 0; }
-    const int ib = intr_block[image_camera[obs[k].image]];
+    if (pose_block[i] >= 0) { ob.blk[ob.n] = pose_block[i]; ob.off[ob.n++] = 0; }
+    const int ib = intr_block[image_camera[i]];
     if (ib >= 0) { ob.blk[ob.n] = ib; ob.off[ob.n] = ob.n == 1 ? 6 : 0; ++ob.n; }
   }
+  std::vector<ObsBlocks> obs_blocks(nobs);
+  for (size_t k = 0; k < nobs; ++k) obs_blocks[k] = image_blocks[obs[k].image];
   std::unique_ptr<ReducedSolver> solver;
   ReconstructionLinearSolver kind = options.linear_solver;
   // iterative-cuda below cuda_min_observations: the same CG on the CPU.
@@ -986,6 +1000,14 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
         for (size_t y = x; y < blocks.size(); ++y) adj[blocks[x]].push_back(blocks[y]);
     }
     pattern.Build(&adj);
+  }
+  // Per image, the value offsets of its blocks of U (x <= y over its blocks: up to 3).
+  std::vector<int64_t> image_u_offsets(3 * static_cast<size_t>(num_images), -1);
+  for (int i = 0; i < num_images; ++i) {
+    const ObsBlocks& ob = image_blocks[i];
+    int e = 0;
+    for (int x = 0; x < ob.n; ++x)
+      for (int y = x; y < ob.n; ++y) image_u_offsets[3 * i + e++] = pattern.Find(ob.blk[x], ob.blk[y]);
   }
   // SchurAccumulatePoint's block offsets, once for all LM steps (exact solvers only; up to
   // 2^25 entries, 256 MB, beyond which it looks them up each time).
@@ -1102,11 +1124,16 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
             for (int a = 0; a < nl; ++a) bt[cols[a]] -= Jc[0][a] * wr[0] + Jc[1][a] * wr[1];
             // Jc^T Jc into U's blocks (x <= y: pose block before intrinsics block).
             const ObsBlocks& ob = obs_blocks[k];
+            const int64_t* uoff = &image_u_offsets[3 * o.image];
             for (int x = 0; x < ob.n; ++x)
               for (int y = x; y < ob.n; ++y) {
-                double* blk = Ut + pattern.Find(ob.blk[x], ob.blk[y]);
+                double* blk = Ut + *uoff++;
                 const int sx = pattern.size[ob.blk[x]], sy = pattern.size[ob.blk[y]];
                 const int ox = ob.off[x], oy = ob.off[y];
+                if (sx == 6 && sy == 6) {
+                  AddPoseGram(blk, Jc[0], Jc[1]);  // the pose's own block: ox = oy = 0
+                  continue;
+                }
                 for (int p = 0; p < sx; ++p)
                   for (int q = 0; q < sy; ++q)
                     blk[p * sy + q] += Jc[0][ox + p] * Jc[0][oy + q] + Jc[1][ox + p] * Jc[1][oy + q];
