@@ -1216,19 +1216,25 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       TIEPOINT_RETURN_IF_ERROR(solver->Solve(sys, &dc, &solved, &summary->linear_iterations));
     }
     if (solved) {
-      for (int j = 0; j < num_points; ++j) {
-        if (!point_free[j]) { dX[3 * j] = dX[3 * j + 1] = dX[3 * j + 2] = 0; continue; }
-        Eigen::Vector3d rhs(&g[3 * j]);
-        for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a) {
-          const int* ca = &local_cols[a * ml];
-          const double* Wa = &W[a * ml * 3];
-          for (int p = 0; p < num_local[a]; ++p)
-            for (int q = 0; q < 3; ++q) rhs[q] -= Wa[3 * p + q] * dc[ca[p]];
+      // The points' steps, each from its own observations (split over the threads).
+      int not_finite = 0;
+      ParallelRegion(threads, [&] {
+#pragma omp for schedule(static) reduction(+ : not_finite)
+        for (int j = 0; j < num_points; ++j) {
+          if (!point_free[j]) { dX[3 * j] = dX[3 * j + 1] = dX[3 * j + 2] = 0; continue; }
+          Eigen::Vector3d rhs(&g[3 * j]);
+          for (int64_t a = point_ptr[j]; a < point_ptr[j + 1]; ++a) {
+            const int* ca = &local_cols[a * ml];
+            const double* Wa = &W[a * ml * 3];
+            for (int p = 0; p < num_local[a]; ++p)
+              for (int q = 0; q < 3; ++q) rhs[q] -= Wa[3 * p + q] * dc[ca[p]];
+          }
+          const Eigen::Vector3d d = Vinv[j] * rhs;
+          dX[3 * j] = d[0]; dX[3 * j + 1] = d[1]; dX[3 * j + 2] = d[2];
+          if (!d.allFinite()) ++not_finite;
         }
-        const Eigen::Vector3d d = Vinv[j] * rhs;
-        dX[3 * j] = d[0]; dX[3 * j + 1] = d[1]; dX[3 * j + 2] = d[2];
-        if (!d.allFinite()) solved = false;
-      }
+      });
+      if (not_finite > 0) solved = false;
     }
     if (!solved) {
       mu *= nu;
