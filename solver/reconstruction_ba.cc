@@ -803,13 +803,21 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   *summary = ReconstructionBASummary();
 
   // --- gather the problem ---------------------------------------------------------------
+  // The points in ascending id order (as the map holds them). A local adjustment's are
+  // found through the variable images' points2D, without a pass over the whole model.
   std::vector<uint64_t> point_ids;
-  for (const auto& [pid, p] : rec->points3D) {
-    bool take = !config.only_points_of_variable_images;
-    if (!take)
-      for (const TrackElement& e : p.track)
-        if (config.variable_images.count(e.image_id)) { take = true; break; }
-    if (take) point_ids.push_back(pid);
+  if (config.only_points_of_variable_images) {
+    for (uint32_t id : config.variable_images) {
+      auto it = rec->images.find(id);
+      if (it == rec->images.end()) continue;
+      for (const Point2D& p2 : it->second.points2D)
+        if (p2.point3D_id != kInvalidPoint3DId && rec->points3D.count(p2.point3D_id)) point_ids.push_back(p2.point3D_id);
+    }
+    std::sort(point_ids.begin(), point_ids.end());
+    point_ids.erase(std::unique(point_ids.begin(), point_ids.end()), point_ids.end());
+  } else {
+    point_ids.reserve(rec->points3D.size());
+    for (const auto& [pid, p] : rec->points3D) point_ids.push_back(pid);
   }
   std::unordered_map<uint32_t, int> image_index;
   std::vector<uint32_t> image_ids;
@@ -983,22 +991,39 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   {
     // U's blocks (those of one observation), plus for the exact solvers every pair of
     // blocks that share a free point.
+    // Up to 2048 blocks, a flag per pair of blocks (4 MB at most); beyond, lists that
+    // Build sorts.
     std::vector<std::vector<int>> adj(num_blocks);
-    std::vector<int> blocks;
-    for (int j = 0; j < num_points; ++j) {
-      blocks.clear();
-      for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k) {
-        const ObsBlocks& ob = obs_blocks[k];
-        for (int x = 0; x < ob.n; ++x)
-          for (int y = x; y < ob.n; ++y) adj[ob.blk[x]].push_back(ob.blk[y]);
-        for (int x = 0; x < ob.n; ++x) blocks.push_back(ob.blk[x]);
+    const bool flags = num_blocks <= 2048;
+    std::vector<uint8_t> flag(flags ? static_cast<size_t>(num_blocks) * num_blocks : 0);
+    auto add = [&](int a, int b) {
+      if (flags) {
+        flag[static_cast<size_t>(a) * num_blocks + b] = 1;
+      } else {
+        adj[a].push_back(b);
       }
-      if (!full_schur || !point_free[j]) continue;
-      std::sort(blocks.begin(), blocks.end());
-      blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-      for (size_t x = 0; x < blocks.size(); ++x)
-        for (size_t y = x; y < blocks.size(); ++y) adj[blocks[x]].push_back(blocks[y]);
+    };
+    for (int i = 0; i < num_images; ++i) {
+      const ObsBlocks& ob = image_blocks[i];
+      for (int x = 0; x < ob.n; ++x)
+        for (int y = x; y < ob.n; ++y) add(ob.blk[x], ob.blk[y]);
     }
+    std::vector<int> blocks;
+    if (full_schur)
+      for (int j = 0; j < num_points; ++j) {
+        if (!point_free[j]) continue;
+        blocks.clear();
+        for (int64_t k = point_ptr[j]; k < point_ptr[j + 1]; ++k)
+          for (int x = 0; x < obs_blocks[k].n; ++x) blocks.push_back(obs_blocks[k].blk[x]);
+        std::sort(blocks.begin(), blocks.end());
+        blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+        for (size_t x = 0; x < blocks.size(); ++x)
+          for (size_t y = x; y < blocks.size(); ++y) add(blocks[x], blocks[y]);
+      }
+    if (flags)
+      for (int a = 0; a < num_blocks; ++a)
+        for (int b = a; b < num_blocks; ++b)
+          if (flag[static_cast<size_t>(a) * num_blocks + b]) adj[a].push_back(b);
     pattern.Build(&adj);
   }
   // Per image, the value offsets of its blocks of U (x <= y over its blocks: up to 3).
