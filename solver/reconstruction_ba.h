@@ -99,8 +99,10 @@ struct ReconstructionBAConfig {
                                           // points are optimised)
   std::set<uint32_t> fixed_pose_images;   // subset of variable_images held fixed (gauge)
   std::set<uint64_t> fixed_points;        // points held fixed
-  // When true, only the points observed by a variable image are in the problem (local BA);
-  // otherwise every point of the reconstruction is.
+  // When true, only the points observed by a variable image are in the problem (local BA),
+  // found through those images' points2D (their point3D_id, which must agree with the
+  // points' tracks, as the COLMAP readers check and the mapper keeps them); otherwise every
+  // point of the reconstruction is.
   bool only_points_of_variable_images = true;
   // Cameras whose intrinsics are held fixed even when options allow refining.
   std::set<uint32_t> fixed_cameras;
