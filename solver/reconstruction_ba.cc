@@ -176,18 +176,22 @@ int64_t StoredOffset(const BlockPattern& pat, int bx, int by) {
 #define TIEPOINT_BA_CLONES
 #endif
 
-// blk(r, c) -= a_r . b_c for r, c < 6: a 6 x 6 row-major block, A and B 6 x 3 row-major.
-// B is turned first so that the loops over c run over contiguous values (vectorised).
+// blk(r, c) -= a_r . b_c for r, c < 6: a 6 x 6 row-major block, A 6 x 3 row-major and B
+// given turned (Bt: 3 x 6 row-major), so that the loops over c run over contiguous values
+// (vectorised).
 TIEPOINT_BA_CLONES
-void SubtractPosePoseProduct(double* __restrict blk, const double* __restrict A, const double* __restrict B) {
-  double bt[3][6];
-  for (int c = 0; c < 6; ++c)
-    for (int q = 0; q < 3; ++q) bt[q][c] = B[3 * c + q];
+void SubtractPosePoseProduct(double* __restrict blk, const double* __restrict A, const double* __restrict Bt) {
   for (int r = 0; r < 6; ++r) {
     const double a0 = A[3 * r], a1 = A[3 * r + 1], a2 = A[3 * r + 2];
     double* row = blk + 6 * r;
-    for (int c = 0; c < 6; ++c) row[c] -= a0 * bt[0][c] + a1 * bt[1][c] + a2 * bt[2][c];
+    for (int c = 0; c < 6; ++c) row[c] -= a0 * Bt[c] + a1 * Bt[6 + c] + a2 * Bt[12 + c];
   }
+}
+
+// At (3 x 6) = A^T for A 6 x 3, both row-major.
+void Turn63(const double* A, double* At) {
+  for (int c = 0; c < 6; ++c)
+    for (int q = 0; q < 3; ++q) At[6 * q + c] = A[3 * c + q];
 }
 
 // blk(p, q) += j0[p] j0[q] + j1[p] j1[q] for p, q < 6: a pose's block of J^T J from one
@@ -211,10 +215,13 @@ void SubtractProduct(const BlockPattern& pat, double* vals, int64_t o, int bx, i
   if (sx == 6 && sy == 6 && !add_transpose_too) {
     // Two pose blocks, the bulk of the work with long tracks. M^T(r, c) = w_r . t_c, the
     // same products and sums as M(c, r).
+    double turned[18];
     if (upper) {
-      SubtractPosePoseProduct(blk, T + 3 * ox, Wb + 3 * oy);
+      Turn63(Wb + 3 * oy, turned);
+      SubtractPosePoseProduct(blk, T + 3 * ox, turned);
     } else {
-      SubtractPosePoseProduct(blk, Wb + 3 * oy, T + 3 * ox);
+      Turn63(T + 3 * ox, turned);
+      SubtractPosePoseProduct(blk, Wb + 3 * oy, turned);
     }
     return;
   }
@@ -248,13 +255,21 @@ struct IntrinsicsSum {
 // W_j are summed over the point's observations first: its blocks with a pose, and with
 // itself, are then one product per observation, or per point, instead of one per pair of
 // observations (with one camera, a point seen 5 times: 5 + 1 products instead of 30 + 15).
+struct SchurScratch {
+  std::vector<double> T;       // W_a Vinv of each observation of the point, nl x 3
+  std::vector<double> turned;  // per observation with a pose: its pose rows of W and of T turned, 3 x 6 each
+  std::vector<IntrinsicsSum> sums;
+};
+
 void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
                           const Eigen::Matrix3d& Vi, const double* gj, bool diag_only,
-                          std::vector<double>* T, std::vector<IntrinsicsSum>* sums,
-                          double* vals, double* bt) {
+                          SchurScratch* scratch, double* vals, double* bt) {
   const int64_t first = ps.point_ptr[j], count = ps.point_ptr[j + 1] - first;
   const int ml = ps.max_local;
+  std::vector<double>* T = &scratch->T;
+  std::vector<IntrinsicsSum>* sums = &scratch->sums;
   T->resize(static_cast<size_t>(count) * ml * 3);
+  scratch->turned.resize(static_cast<size_t>(count) * 36);
   sums->clear();
   for (int64_t a = 0; a < count; ++a) {
     const int64_t k = first + a;
@@ -269,6 +284,10 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
       bt[ca[p]] -= t[0] * gj[0] + t[1] * gj[1] + t[2] * gj[2];
     }
     const ObsBlocks& oa = ps.obs_blocks[k];
+    if (PoseBlockOf(oa, pat.num_pose_blocks) >= 0) {
+      Turn63(Wa, &scratch->turned[36 * a]);
+      Turn63(Ta, &scratch->turned[36 * a + 18]);
+    }
     for (int x = 0; x < oa.n; ++x) {
       const int bx = oa.blk[x];
       if (bx < pat.num_pose_blocks) continue;
@@ -301,8 +320,18 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
       const int64_t o = table ? *table++ : -2;  // every such (a, b) has an entry
       if (diag_only && bx != by) continue;
       const int64_t off = o == -2 ? StoredOffset(pat, bx, by) : o;
-      // (a, a): the diagonal block in full; (a, b): also its mirror (b, a).
-      SubtractProduct(pat, vals, off, bx, 0, Ta, by, 0, &ps.W[(first + bb) * ml * 3], bb != a && bx == by);
+      const double* Wb = &ps.W[(first + bb) * ml * 3];
+      if (off >= 0 && !(bb != a && bx == by)) {
+        // T_a W_b^T into block (bx, by), or W_b T_a^T into (by, bx): the same products.
+        if (bx <= by) {
+          SubtractPosePoseProduct(vals + off, Ta, &scratch->turned[36 * bb]);
+        } else {
+          SubtractPosePoseProduct(vals + off, Wb, &scratch->turned[36 * a + 18]);
+        }
+        continue;
+      }
+      // (a, b) of one image: also its mirror (b, a).
+      SubtractProduct(pat, vals, off, bx, 0, Ta, by, 0, Wb, bb != a && bx == by);
     }
   }
   // Pose with intrinsics: block (P_a, I) gets T_a's pose rows times I's summed W rows
@@ -1212,15 +1241,14 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       Eigen::VectorXd& bt = b_part[tid];
       std::fill(val_part[tid].begin(), val_part[tid].end(), 0.0);
       bt.setZero();
-      std::vector<double> T;  // W_a Vinv of each observation of the point, nl x 3
-      std::vector<IntrinsicsSum> sums;
+      SchurScratch scratch;
 #pragma omp for schedule(static)
       for (int j = 0; j < num_points; ++j) {
         if (!point_free[j]) continue;
         Eigen::Matrix3d Vj = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(&V[9 * j]);
         for (int q = 0; q < 3; ++q) Vj(q, q) += mu * diagV[3 * j + q];
         Vinv[j] = Vj.inverse();
-        SchurAccumulatePoint(pattern, point_side, j, Vinv[j], &g[3 * j], !full_schur, &T, &sums, St,
+        SchurAccumulatePoint(pattern, point_side, j, Vinv[j], &g[3 * j], !full_schur, &scratch, St,
                              bt.data());
       }
     });
