@@ -1130,14 +1130,16 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   for (; it < options.max_iterations; ++it) {
     if (relinearize) {
       // Observations are stored point by point, so a thread that owns a range of points
-      // owns their V, g and W; U and bc go through per-thread parts.
+      // owns their V, g and W; U and bc go through per-thread parts. Points go to the
+      // threads in chunks of 256, in turn (the earlier points, seen by more images, would
+      // load the first thread with more of the work), fixed for a thread count.
       ParallelRegion(threads, [&] {
         const int tid = threads > 1 ? omp_get_thread_num() : 0;
         double* Ut = val_part[tid].data();
         Eigen::VectorXd& bt = b_part[tid];
         std::fill(val_part[tid].begin(), val_part[tid].end(), 0.0);
         bt.setZero();
-#pragma omp for schedule(static)
+#pragma omp for schedule(static, 256)
         for (int j = 0; j < num_points; ++j) {
           double* Vj = &V[9 * j];
           double* gj = &g[3 * j];
@@ -1242,7 +1244,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
       std::fill(val_part[tid].begin(), val_part[tid].end(), 0.0);
       bt.setZero();
       SchurScratch scratch;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static, 256)
       for (int j = 0; j < num_points; ++j) {
         if (!point_free[j]) continue;
         Eigen::Matrix3d Vj = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(&V[9 * j]);
