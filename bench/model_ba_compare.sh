@@ -2,8 +2,8 @@
 # `tiepoint ba MODEL_DIR` against COLMAP 3.8's `bundle_adjuster` (Debian package `colmap`) on
 # the same COLMAP models, side by side, into one JSON:
 #   bench/model_ba_compare.sh [OUT.json] [SETS]
-# SETS (default "temple dino fountain"; "rendered": the scene tiepoint renders, see
-# reconstruct_sets.sh): each set's model is `tiepoint reconstruct`'s
+# SETS (default "temple dino fountain"; "rendered" and "rendered60": scenes tiepoint renders,
+# see reconstruct_sets.sh): each set's model is `tiepoint reconstruct`'s
 # self-calibrated one (one camera; CAMERA_MODEL, default simple_radial). Both tools then adjust
 # it with their defaults (least squares; focal length and distortion refined, principal point
 # held; tiepoint stops at a relative cost change of 1e-6, COLMAP at Ceres' own tolerances or
@@ -36,7 +36,9 @@ now() { date +%s.%N; }
 for s in $sets; do
   mapfile -t imgs < <(set_images "$s")
   echo "== $s: reconstruct (${#imgs[@]} images)"
-  "$tp" reconstruct "${imgs[@]}" -o "$work/$s-rec" --single-camera --camera-model "$model" --threads "$threads" -q > /dev/null
+  # shellcheck disable=SC2046
+  "$tp" reconstruct "${imgs[@]}" -o "$work/$s-rec" --single-camera --camera-model "$model" --threads "$threads" -q \
+    $(set_reconstruct_args "$s") > /dev/null
   m=$work/$s-rec/sparse/0
   # shellcheck disable=SC2046
   "$eval_bin" "$m" $(set_gt "$s") > "$work/$s-in.json"
