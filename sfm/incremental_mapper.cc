@@ -372,14 +372,23 @@ class Mapper {
   // with fewer than two observations and (when check_angle) points whose largest
   // triangulation angle is below the minimum. Restricted to `images` when non-empty.
   void Filter(const std::set<uint32_t>& images, bool check_angle) {
+    // The points (ascending ids) of the given images, found through their points2D, or
+    // every point.
     std::vector<uint64_t> ids;
-    for (const auto& [pid, p] : rec_.points3D) {
-      if (images.empty()) { ids.push_back(pid); continue; }
-      for (const TrackElement& e : p.track)
-        if (images.count(e.image_id)) { ids.push_back(pid); break; }
+    if (images.empty()) {
+      ids.reserve(rec_.points3D.size());
+      for (const auto& [pid, p] : rec_.points3D) ids.push_back(pid);
+    } else {
+      for (uint32_t id : images)
+        for (const Point2D& p2 : rec_.images.at(id).points2D)
+          if (p2.point3D_id != kInvalidPoint3DId) ids.push_back(p2.point3D_id);
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     }
     for (uint64_t pid : ids) {
-      Point3D& p = rec_.points3D.at(pid);
+      const auto found = rec_.points3D.find(pid);
+      if (found == rec_.points3D.end()) continue;
+      Point3D& p = found->second;
       std::vector<TrackElement> keep;
       for (const TrackElement& e : p.track) {
         const int i = static_cast<int>(e.image_id) - 1;
