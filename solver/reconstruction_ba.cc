@@ -247,20 +247,21 @@ struct IntrinsicsSum {
   double T[3 * (kMaxLocal - 6)];
 };
 
-// Adds -sum_j W_j Vinv_j W_j^T to vals (the blocks of `pat`; blocks missing from `pat`,
-// or all off-diagonal blocks with diag_only, are skipped) and -sum_j W_j Vinv_j g_j to bt.
-// One point's contributions; called inside the per-thread point loop. T, sums: scratch.
-// Pose blocks pair up observation by observation (one product per pair a <= b). An
-// intrinsics block is shared by every observation of its camera's images, so its rows of
-// W_j are summed over the point's observations first: its blocks with a pose, and with
-// itself, are then one product per observation, or per point, instead of one per pair of
-// observations (with one camera, a point seen 5 times: 5 + 1 products instead of 30 + 15).
+// SchurAccumulatePoint's scratch, one per thread.
 struct SchurScratch {
   std::vector<double> T;       // W_a Vinv of each observation of the point, nl x 3
   std::vector<double> turned;  // per observation with a pose: its pose rows of W and of T turned, 3 x 6 each
   std::vector<IntrinsicsSum> sums;
 };
 
+// Adds -sum_j W_j Vinv_j W_j^T to vals (the blocks of `pat`; blocks missing from `pat`,
+// or all off-diagonal blocks with diag_only, are skipped) and -sum_j W_j Vinv_j g_j to bt.
+// One point's contributions; called inside the per-thread point loop.
+// Pose blocks pair up observation by observation (one product per pair a <= b). An
+// intrinsics block is shared by every observation of its camera's images, so its rows of
+// W_j are summed over the point's observations first: its blocks with a pose, and with
+// itself, are then one product per observation, or per point, instead of one per pair of
+// observations (with one camera, a point seen 5 times: 5 + 1 products instead of 25 + 15).
 void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
                           const Eigen::Matrix3d& Vi, const double* gj, bool diag_only,
                           SchurScratch* scratch, double* vals, double* bt) {
@@ -1186,8 +1187,9 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
                 double* blk = Ut + *uoff++;
                 const int sx = pattern.size[ob.blk[x]], sy = pattern.size[ob.blk[y]];
                 const int ox = ob.off[x], oy = ob.off[y];
-                if (sx == 6 && sy == 6) {
-                  AddPoseGram(blk, Jc[0], Jc[1]);  // the pose's own block: ox = oy = 0
+                if (sx == 6 && sy == 6 && ox == 0 && oy == 0) {
+                  // The pose's own block (or, its pose held, a 6-wide intrinsics block's).
+                  AddPoseGram(blk, Jc[0], Jc[1]);
                   continue;
                 }
                 for (int p = 0; p < sx; ++p)

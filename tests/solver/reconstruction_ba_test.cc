@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <random>
 #include <tuple>
 
@@ -829,6 +830,125 @@ void GiveEveryThirdImageItsOwnCamera(Reconstruction* rec,
     std::tie(cam.model, cam.params) = own(id);
     rec->cameras[cam.camera_id] = cam;
     im.camera_id = cam.camera_id;
+  }
+}
+
+// One LM step (least squares) from the dense normal equations, built here from
+// ReconstructionResidual's Jacobians alone: (J^T J + mu diag(J^T J)) dx = -J^T r over the
+// free poses (6 each), each camera's free intrinsics (focal lengths, principal point with
+// refine_principal_point, every distortion term) and every point. The solvers share the
+// reduced system's assembly (U, W, the Schur complement), so agreeing with one another
+// says nothing about it; this does. Returned per kind: the translations' steps (the
+// rotations' are left-multiplicative), the intrinsics' and the points'.
+struct DenseStep {
+  std::map<uint32_t, Eigen::Vector3d> t;
+  std::map<uint32_t, std::vector<double>> params;
+  std::map<uint64_t, Eigen::Vector3d> X;
+};
+DenseStep DenseNormalEquationsStep(const Reconstruction& rec, const ReconstructionBAOptions& options,
+                                   const ReconstructionBAConfig& config) {
+  std::map<uint32_t, int> pose_col, cam_col;
+  std::map<uint32_t, std::vector<int>> free;
+  std::map<uint64_t, int> point_col;
+  int n = 0;
+  for (const auto& [id, im] : rec.images)
+    if (!config.fixed_pose_images.count(id)) pose_col[id] = (n += 6) - 6;
+  for (const auto& [cid, cam] : rec.cameras) {
+    std::vector<int> f = {0};
+    if (CameraModelHasTwoFocals(cam.model)) f.push_back(1);
+    const int pp = static_cast<int>(f.size());
+    if (options.refine_principal_point) f.insert(f.end(), {pp, pp + 1});
+    for (int q = CameraModelDistortionBegin(cam.model); q < CameraModelNumParams(cam.model); ++q) f.push_back(q);
+    free[cid] = f;
+    cam_col[cid] = n;
+    n += static_cast<int>(f.size());
+  }
+  for (const auto& [pid, p] : rec.points3D) point_col[pid] = (n += 3) - 3;
+  Eigen::MatrixXd A = Eigen::MatrixXd::Zero(n, n);
+  Eigen::VectorXd g = Eigen::VectorXd::Zero(n);
+  for (const auto& [pid, p] : rec.points3D)
+    for (const TrackElement& e : p.track) {
+      const Image& im = rec.images.at(e.image_id);
+      const Camera& cam = rec.cameras.at(im.camera_id);
+      double R[9], r[2], jpose[12], jpoint[6], jparams[2 * 12];
+      QuaternionToRotation(im.qvec, R);
+      const Point2D& obs = im.points2D[e.point2D_idx];
+      const double xy[2] = {obs.x, obs.y};
+      ReconstructionResidual(cam.model, cam.params.data(), R, im.tvec, p.xyz, xy, r, jpose, jpoint, jparams);
+      const int np = CameraModelNumParams(cam.model);
+      Eigen::MatrixXd J = Eigen::MatrixXd::Zero(2, n);
+      for (int row = 0; row < 2; ++row) {
+        if (pose_col.count(e.image_id))
+          for (int q = 0; q < 6; ++q) J(row, pose_col[e.image_id] + q) = jpose[6 * row + q];
+        const std::vector<int>& f = free[im.camera_id];
+        for (size_t q = 0; q < f.size(); ++q) J(row, cam_col[im.camera_id] + static_cast<int>(q)) = jparams[np * row + f[q]];
+        for (int q = 0; q < 3; ++q) J(row, point_col[pid] + q) = jpoint[3 * row + q];
+      }
+      A += J.transpose() * J;
+      g -= J.transpose() * Eigen::Vector2d(r[0], r[1]);
+    }
+  Eigen::MatrixXd damped = A;
+  for (int q = 0; q < n; ++q) damped(q, q) += options.initial_mu * std::min(std::max(A(q, q), 1e-6), 1e32);
+  const Eigen::VectorXd dx = damped.ldlt().solve(g);
+  DenseStep step;
+  for (const auto& [id, c] : pose_col) step.t[id] = dx.segment<3>(c + 3);
+  for (const auto& [cid, c] : cam_col) {
+    std::vector<double> d(rec.cameras.at(cid).params.size(), 0.0);
+    for (size_t q = 0; q < free[cid].size(); ++q) d[free[cid][q]] = dx[c + static_cast<int>(q)];
+    step.params[cid] = d;
+  }
+  for (const auto& [pid, c] : point_col) step.X[pid] = dx.segment<3>(c);
+  return step;
+}
+
+// The first LM step of every linear solver, 1 and 3 threads, equals the dense normal
+// equations' step (to 1e-7 of the step's size), where the reduced system's blocks take
+// every shape: OPENCV cameras with the principal point held have 6 free intrinsics, as
+// wide as a pose (its block with a pose, and with itself, beside the pose's own), shared
+// by most images and the images' own for every third one; the first two images' poses are
+// held (their observations have an intrinsics block only).
+TEST(ReconstructionBA, FirstStepSolvesTheDenseNormalEquations) {
+  for (const bool own_cameras : {false, true}) {
+    for (const bool principal_point : {false, true}) {
+      SCOPED_TRACE(std::string(own_cameras ? "per-image and shared" : "shared") + " OPENCV, principal point " +
+                   (principal_point ? "free" : "held"));
+      std::mt19937 rng(own_cameras ? 41 : 43);
+      const Camera cam = OpenCVCamera();
+      Reconstruction rec = MakeScene(rng, 7, 60, 0.5, &cam);
+      if (own_cameras)
+        GiveEveryThirdImageItsOwnCamera(&rec, [&](uint32_t) { return std::make_pair(cam.model, cam.params); });
+      Perturb(rng, &rec, 0.5);
+      ReconstructionBAOptions options;
+      options.max_iterations = 1;
+      options.refine_principal_point = principal_point;
+      const ReconstructionBAConfig config = AllVariable(rec);
+      const DenseStep want = DenseNormalEquationsStep(rec, options, config);
+      double scale = 0;
+      for (const auto& [pid, d] : want.X) scale = std::max(scale, d.cwiseAbs().maxCoeff());
+      ASSERT_GT(scale, 1e-4);
+      for (ReconstructionLinearSolver solver : {ReconstructionLinearSolver::kDenseSchur, ReconstructionLinearSolver::kSparseSchur}) {
+        for (int threads : {1, 3}) {
+          SCOPED_TRACE(std::string(ReconstructionLinearSolverName(solver)) + ", threads " + std::to_string(threads));
+          const SolveResult got = Solve(rec, options, config, solver, threads);
+          ASSERT_LT(got.summary.final_cost, got.summary.initial_cost);  // the step was taken
+          double worst = 0;
+          for (const auto& [pid, d] : want.X)
+            for (int k = 0; k < 3; ++k)
+              worst = std::max(worst, std::abs(got.rec.points3D.at(pid).xyz[k] - rec.points3D.at(pid).xyz[k] - d[k]));
+          EXPECT_LT(worst, 1e-7 * scale) << "points";
+          worst = 0;
+          for (const auto& [id, d] : want.t)
+            for (int k = 0; k < 3; ++k)
+              worst = std::max(worst, std::abs(got.rec.images.at(id).tvec[k] - rec.images.at(id).tvec[k] - d[k]));
+          EXPECT_LT(worst, 1e-7 * scale) << "translations";
+          for (const auto& [cid, d] : want.params)
+            for (size_t q = 0; q < d.size(); ++q)
+              EXPECT_NEAR(got.rec.cameras.at(cid).params[q] - rec.cameras.at(cid).params[q], d[q],
+                          1e-7 * std::max(1.0, std::abs(d[q])))
+                  << "camera " << cid << " parameter " << q;
+        }
+      }
+    }
   }
 }
 
