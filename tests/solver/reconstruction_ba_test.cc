@@ -901,7 +901,7 @@ DenseStep DenseNormalEquationsStep(const Reconstruction& rec, const Reconstructi
   return step;
 }
 
-// The first LM step of every linear solver, 1 and 3 threads, equals the dense normal
+// The first LM step of the CPU's linear solvers, 1 and 3 threads, equals the dense normal
 // equations' step (to 1e-7 of the step's size), where the reduced system's blocks take
 // every shape: OPENCV cameras with the principal point held have 6 free intrinsics, as
 // wide as a pose (its block with a pose, and with itself, beside the pose's own), shared
@@ -926,10 +926,16 @@ TEST(ReconstructionBA, FirstStepSolvesTheDenseNormalEquations) {
       double scale = 0;
       for (const auto& [pid, d] : want.X) scale = std::max(scale, d.cwiseAbs().maxCoeff());
       ASSERT_GT(scale, 1e-4);
-      for (ReconstructionLinearSolver solver : {ReconstructionLinearSolver::kDenseSchur, ReconstructionLinearSolver::kSparseSchur}) {
+      // The iterative solver too, its CG run to 1e-12 (its preconditioner takes the reduced
+      // system's diagonal blocks, its products the rest matrix-free).
+      for (ReconstructionLinearSolver solver : {ReconstructionLinearSolver::kDenseSchur, ReconstructionLinearSolver::kSparseSchur,
+                                                ReconstructionLinearSolver::kIterativeSchur}) {
         for (int threads : {1, 3}) {
           SCOPED_TRACE(std::string(ReconstructionLinearSolverName(solver)) + ", threads " + std::to_string(threads));
-          const SolveResult got = Solve(rec, options, config, solver, threads);
+          ReconstructionBAOptions solver_options = options;
+          solver_options.pcg_relative_tolerance = 1e-12;
+          solver_options.pcg_max_iterations = 2000;
+          const SolveResult got = Solve(rec, solver_options, config, solver, threads);
           ASSERT_LT(got.summary.final_cost, got.summary.initial_cost);  // the step was taken
           double worst = 0;
           for (const auto& [pid, d] : want.X)
