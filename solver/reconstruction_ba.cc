@@ -295,12 +295,12 @@ void SchurAccumulatePoint(const BlockPattern& pat, const PointSide& ps, int j,
       size_t i = 0;
       while (i < sums->size() && (*sums)[i].block != bx) ++i;
       if (i == sums->size()) {
-        IntrinsicsSum z;
+        sums->emplace_back();
+        IntrinsicsSum& z = sums->back();
         z.block = bx;
         z.size = pat.size[bx];
         std::fill(z.W, z.W + 3 * z.size, 0.0);
         std::fill(z.T, z.T + 3 * z.size, 0.0);
-        sums->push_back(z);
       }
       IntrinsicsSum& sum = (*sums)[i];
       for (int q = 0; q < 3 * sum.size; ++q) {
