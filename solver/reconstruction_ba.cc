@@ -205,26 +205,14 @@ void AddPoseGram(double* __restrict blk, const double* __restrict j0, const doub
   }
 }
 
-// `o`: StoredOffset(pat, bx, by).
+// `o`: StoredOffset(pat, bx, by). Any two blocks (SchurAccumulatePoint takes the pairs of
+// pose blocks, the bulk of the work, through SubtractPosePoseProduct).
 void SubtractProduct(const BlockPattern& pat, double* vals, int64_t o, int bx, int ox,
                      const double* T, int by, int oy, const double* Wb, bool add_transpose_too) {
   const int sx = pat.size[bx], sy = pat.size[by];
   const bool upper = bx <= by;
   if (o < 0) return;
   double* blk = vals + o;
-  if (sx == 6 && sy == 6 && !add_transpose_too) {
-    // Two pose blocks, the bulk of the work with long tracks. M^T(r, c) = w_r . t_c, the
-    // same products and sums as M(c, r).
-    double turned[18];
-    if (upper) {
-      Turn63(Wb + 3 * oy, turned);
-      SubtractPosePoseProduct(blk, T + 3 * ox, turned);
-    } else {
-      Turn63(T + 3 * ox, turned);
-      SubtractPosePoseProduct(blk, Wb + 3 * oy, turned);
-    }
-    return;
-  }
   // Element (r, c) of M: row r of block (bx, by), or column r of block (by, bx).
   const int row_stride = upper ? sy : 1, col_stride = upper ? 1 : sx;
   for (int r = 0; r < sx; ++r) {
