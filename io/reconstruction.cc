@@ -435,6 +435,19 @@ double Reconstruction::MeanPointError() const {
   return n > 0 ? sum / static_cast<double>(n) : 0;
 }
 
+std::vector<uint64_t> Reconstruction::PointsSeenBy(const std::set<uint32_t>& image_ids) const {
+  std::vector<uint64_t> ids;
+  for (uint32_t id : image_ids) {
+    const auto it = images.find(id);
+    if (it == images.end()) continue;
+    for (const Point2D& p2 : it->second.points2D)
+      if (p2.point3D_id != kInvalidPoint3DId && points3D.count(p2.point3D_id)) ids.push_back(p2.point3D_id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 void Reconstruction::UpdatePointErrors() {
   for (auto& [point_id, point] : points3D) {
     double sum = 0;

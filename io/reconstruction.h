@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,11 @@ struct Reconstruction {
   // Sets every point's error to the mean over its track of |projection - point2D| in
   // pixels (observations behind their camera left out; -1 when none is left).
   void UpdatePointErrors();
+  // The ids, ascending, of the points that the given images' points2D name (ids not in
+  // images or points3D are passed over): the points a local adjustment or filter takes,
+  // found without a pass over the whole model. Relies on points2D agreeing with the
+  // tracks, as the COLMAP readers check.
+  std::vector<uint64_t> PointsSeenBy(const std::set<uint32_t>& image_ids) const;
 };
 
 // --- camera model arithmetic (templated for automatic differentiation in tests) ---

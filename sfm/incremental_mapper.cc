@@ -372,18 +372,13 @@ class Mapper {
   // with fewer than two observations and (when check_angle) points whose largest
   // triangulation angle is below the minimum. Restricted to `images` when non-empty.
   void Filter(const std::set<uint32_t>& images, bool check_angle) {
-    // The points (ascending ids) of the given images, found through their points2D, or
-    // every point.
+    // The points (ascending ids) of the given images, or every point.
     std::vector<uint64_t> ids;
     if (images.empty()) {
       ids.reserve(rec_.points3D.size());
       for (const auto& [pid, p] : rec_.points3D) ids.push_back(pid);
     } else {
-      for (uint32_t id : images)
-        for (const Point2D& p2 : rec_.images.at(id).points2D)
-          if (p2.point3D_id != kInvalidPoint3DId) ids.push_back(p2.point3D_id);
-      std::sort(ids.begin(), ids.end());
-      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      ids = rec_.PointsSeenBy(images);
     }
     for (uint64_t pid : ids) {
       const auto found = rec_.points3D.find(pid);

@@ -825,14 +825,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
   // found through the variable images' points2D, without a pass over the whole model.
   std::vector<uint64_t> point_ids;
   if (config.only_points_of_variable_images) {
-    for (uint32_t id : config.variable_images) {
-      auto it = rec->images.find(id);
-      if (it == rec->images.end()) continue;
-      for (const Point2D& p2 : it->second.points2D)
-        if (p2.point3D_id != kInvalidPoint3DId && rec->points3D.count(p2.point3D_id)) point_ids.push_back(p2.point3D_id);
-    }
-    std::sort(point_ids.begin(), point_ids.end());
-    point_ids.erase(std::unique(point_ids.begin(), point_ids.end()), point_ids.end());
+    point_ids = rec->PointsSeenBy(config.variable_images);
   } else {
     point_ids.reserve(rec->points3D.size());
     for (const auto& [pid, p] : rec->points3D) point_ids.push_back(pid);

@@ -973,5 +973,20 @@ TEST(Reconstruction, ProjectionAndStatistics) {
   EXPECT_EQ(Reconstruction().MeanReprojectionError(), 0);
 }
 
+// PointsSeenBy: the points that the images' points2D name, ascending and once each; image
+// ids not in the model, points2D naming no point and ids not in points3D are passed over.
+TEST(Reconstruction, PointsSeenByTheImages) {
+  Reconstruction rec = MakeModel();
+  const std::vector<uint64_t> all = {3, 5, 17, 1ull << 40};
+  EXPECT_EQ(rec.PointsSeenBy({1}), all);
+  EXPECT_EQ(rec.PointsSeenBy({2, 7, 4000000000u}), all);
+  EXPECT_TRUE(rec.PointsSeenBy({9}).empty());   // in the model, no points2D
+  EXPECT_TRUE(rec.PointsSeenBy({99}).empty());  // not in the model
+  EXPECT_TRUE(rec.PointsSeenBy({}).empty());
+  rec.images.at(1).points2D[5].point3D_id = 12345;  // no such point
+  rec.images.at(1).points2D[0].point3D_id = kInvalidPoint3DId;
+  EXPECT_EQ(rec.PointsSeenBy({1}), std::vector<uint64_t>({3, 17, 1ull << 40}));
+}
+
 }  // namespace
 }  // namespace tiepoint
