@@ -147,8 +147,42 @@ __attribute__((target("avx2"), always_inline)) inline __m256i RowSums(const __m2
                           _mm256_permute2x128_si256(h0123, h4567, 0x31));
 }
 
-__attribute__((target("avx2"), always_inline)) inline void SumRows(const __m256i acc[8], int32_t* dots) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dots), RowSums(acc));
+// After a target's distances dv to the block's rows (lanes past `rows` set to all ones by
+// `dead`, and left out of `live`): the scalar updates, only where they can change anything.
+// A target changes a row's nearest two only where its distance is below the row's
+// second-smallest so far: one vector compare finds those rows (none, for most targets);
+// likewise the target's nearest row (the mutual check) only where the block's smallest
+// distance does not exceed the target's nearest so far (equal: the lower row index may
+// win). The same results as updating every row: distances are below 2^31, so the unsigned
+// compare is a signed one with the top bits flipped.
+__attribute__((target("avx2"), always_inline)) inline void UpdateBlock(
+    __m256i dv, __m256i dead, unsigned live, uint64_t j, uint64_t i0, int rows, NearestTwoRows* nearest,
+    uint32_t* col_d, uint32_t* col_i) {
+  const __m256i top = _mm256_set1_epi32(std::numeric_limits<int32_t>::min());
+  const __m256i second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nearest->second));
+  const unsigned closer = live & static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
+                                     _mm256_cmpgt_epi32(_mm256_xor_si256(second, top), _mm256_xor_si256(dv, top)))));
+  bool column = false;
+  if (col_d) {
+    const __m256i dl = _mm256_or_si256(dv, dead);
+    __m128i m = _mm_min_epu32(_mm256_castsi256_si128(dl), _mm256_extracti128_si256(dl, 1));
+    m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0x4E));
+    m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0xB1));
+    column = static_cast<uint32_t>(_mm_cvtsi128_si32(m)) <= col_d[j];
+  }
+  if (!closer && !column) return;
+  alignas(32) uint32_t d[kRowBlock];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(d), dv);
+  for (unsigned m = closer; m; m &= m - 1) {
+    const int r = __builtin_ctz(m);
+    nearest->Update(r, j, d[r]);
+  }
+  if (column) UpdateColumn(j, i0, rows, d, col_d, col_i);
+}
+
+// All ones in the lanes of rows past `rows` (UpdateBlock's `dead`).
+__attribute__((target("avx2"), always_inline)) inline __m256i DeadLanes(int rows) {
+  return _mm256_cmpgt_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(rows - 1));
 }
 
 __attribute__((target("avx2")))
@@ -156,8 +190,12 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
                    uint32_t* second_d, uint32_t* col_d, uint32_t* col_i) {
   const WideRows qw(q, i0, rows);
+  alignas(32) int32_t norms[kRowBlock];
+  for (int r = 0; r < kRowBlock; ++r) norms[r] = r < rows ? qn[i0 + r] : 0;
+  const __m256i qnv = _mm256_load_si256(reinterpret_cast<const __m256i*>(norms));
+  const __m256i dead = DeadLanes(rows);
+  const unsigned live = (1u << rows) - 1;
   NearestTwoRows nearest;
-  int32_t dots[kRowBlock];
   for (uint64_t j = 0; j < nt; ++j) {
     __m256i tw[8], acc[kRowBlock];
     WidenTarget(t + j * kDim, tw);
@@ -165,13 +203,9 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
       acc[r] = _mm256_madd_epi16(qw.Part(r, 0), tw[0]);
       for (int c = 1; c < 8; ++c) acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(qw.Part(r, c), tw[c]));
     }
-    SumRows(acc, dots);
-    uint32_t d[kRowBlock];
-    for (int r = 0; r < rows; ++r) {
-      d[r] = static_cast<uint32_t>(qn[i0 + r] + tn[j] - 2 * dots[r]);
-      nearest.Update(r, j, d[r]);
-    }
-    if (col_d) UpdateColumn(j, i0, rows, d, col_d, col_i);
+    const __m256i dv = _mm256_sub_epi32(_mm256_add_epi32(qnv, _mm256_set1_epi32(tn[j])),
+                                        _mm256_slli_epi32(RowSums(acc), 1));
+    UpdateBlock(dv, dead, live, j, i0, rows, &nearest, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
@@ -180,10 +214,7 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
 // lane, 32 a 256-bit instruction (twice vpmaddwd's 16, and no widening). The query rows go
 // in as they are (0..255) and each target as t - 128 (its top bit flipped: -128..127), so
 // q . t = q . (t - 128) + 128 sum(q), exactly (each lane at most 4 x 255 x 128, a sum of
-// 128 products at most 4.2 million). A target changes a row's nearest two only where its
-// distance is below the row's second-smallest so far: one vector compare finds the rows
-// that need the scalar update (none, for most targets); likewise the target's nearest row
-// (the mutual check) only where the block's smallest distance can change it.
+// 128 products at most 4.2 million). The scalar updates as in ScanBlockAvx2 (UpdateBlock).
 __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
 void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
@@ -200,9 +231,9 @@ void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
   }
   const __m256i basev = _mm256_load_si256(reinterpret_cast<const __m256i*>(base));
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __mmask8 live = static_cast<__mmask8>((1u << rows) - 1);
+  const __m256i dead = DeadLanes(rows);
+  const unsigned live = (1u << rows) - 1;
   NearestTwoRows nearest;
-  alignas(32) uint32_t d[kRowBlock];
   for (uint64_t j = 0; j < nt; ++j) {
     __m256i tv[4], acc[kRowBlock];
     for (int c = 0; c < 4; ++c)
@@ -214,25 +245,7 @@ void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
     }
     const __m256i dv = _mm256_sub_epi32(_mm256_add_epi32(basev, _mm256_set1_epi32(tn[j])),
                                         _mm256_slli_epi32(RowSums(acc), 1));
-    const __m256i second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nearest.second));
-    const unsigned closer = _mm256_mask_cmplt_epu32_mask(live, dv, second);
-    // The mutual check's other direction: only where the block's smallest distance does
-    // not exceed the target's nearest so far (equal: the lower row index may win).
-    bool column = false;
-    if (col_d) {
-      const __m256i dl = _mm256_mask_mov_epi32(_mm256_set1_epi32(-1), live, dv);
-      __m128i m = _mm_min_epu32(_mm256_castsi256_si128(dl), _mm256_extracti128_si256(dl, 1));
-      m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0x4E));
-      m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0xB1));
-      column = static_cast<uint32_t>(_mm_cvtsi128_si32(m)) <= col_d[j];
-    }
-    if (!closer && !column) continue;
-    _mm256_store_si256(reinterpret_cast<__m256i*>(d), dv);
-    for (unsigned m = closer; m; m &= m - 1) {
-      const int r = __builtin_ctz(m);
-      nearest.Update(r, j, d[r]);
-    }
-    if (column) UpdateColumn(j, i0, rows, d, col_d, col_i);
+    UpdateBlock(dv, dead, live, j, i0, rows, &nearest, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
