@@ -125,7 +125,8 @@ __attribute__((target("avx2"), always_inline)) inline __m256i RowSums(const __m2
 }
 
 // After a target's distances dv to the block's rows (lanes past `rows` set to all ones by
-// `dead`, and left out of `live`): the scalar updates, only where they can change anything.
+// `dead`, so that they are never below anything): the scalar updates, only where they can
+// change anything.
 // A target changes a row's nearest two only where its distance is below the row's
 // second-smallest so far: one vector compare finds those rows (none, for most targets);
 // likewise the target's nearest row (the mutual check) only where the block's smallest
@@ -133,15 +134,15 @@ __attribute__((target("avx2"), always_inline)) inline __m256i RowSums(const __m2
 // win). The same results as updating every row: distances are below 2^31, so the unsigned
 // compare is a signed one with the top bits flipped.
 __attribute__((target("avx2"), always_inline)) inline void UpdateBlock(
-    __m256i dv, __m256i dead, unsigned live, uint64_t j, uint64_t i0, int rows, NearestTwoRows* nearest,
-    uint32_t* col_d, uint32_t* col_i) {
+    __m256i dv, __m256i dead, uint64_t j, uint64_t i0, int rows, NearestTwoRows* nearest, uint32_t* col_d,
+    uint32_t* col_i) {
   const __m256i top = _mm256_set1_epi32(std::numeric_limits<int32_t>::min());
   const __m256i second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nearest->second));
-  const unsigned closer = live & static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
-                                     _mm256_cmpgt_epi32(_mm256_xor_si256(second, top), _mm256_xor_si256(dv, top)))));
+  const __m256i dl = _mm256_or_si256(dv, dead);
+  const unsigned closer = static_cast<unsigned>(_mm256_movemask_ps(
+      _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_xor_si256(second, top), _mm256_xor_si256(dl, top)))));
   bool column = false;
   if (col_d) {
-    const __m256i dl = _mm256_or_si256(dv, dead);
     __m128i m = _mm_min_epu32(_mm256_castsi256_si128(dl), _mm256_extracti128_si256(dl, 1));
     m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0x4E));
     m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0xB1));
@@ -186,7 +187,6 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
   const __m256i qnv = _mm256_load_si256(reinterpret_cast<const __m256i*>(norms));
   const __m256i sixteen = _mm256_set1_epi16(16), one = _mm256_set1_epi16(1);
   const __m256i dead = DeadLanes(rows);
-  const unsigned live = (1u << rows) - 1;
   NearestTwoRows nearest;
   for (uint64_t j = 0; j < nt; ++j) {
     __m256i tv[4], acc[kRowBlock];
@@ -204,7 +204,7 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
     }
     const __m256i dv = _mm256_sub_epi32(_mm256_add_epi32(qnv, _mm256_set1_epi32(tn[j])),
                                         _mm256_slli_epi32(RowSums(acc), 1));
-    UpdateBlock(dv, dead, live, j, i0, rows, &nearest, col_d, col_i);
+    UpdateBlock(dv, dead, j, i0, rows, &nearest, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
@@ -231,7 +231,6 @@ void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
   const __m256i basev = _mm256_load_si256(reinterpret_cast<const __m256i*>(base));
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i dead = DeadLanes(rows);
-  const unsigned live = (1u << rows) - 1;
   NearestTwoRows nearest;
   for (uint64_t j = 0; j < nt; ++j) {
     __m256i tv[4], acc[kRowBlock];
@@ -244,7 +243,7 @@ void ScanBlockVnni(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
     }
     const __m256i dv = _mm256_sub_epi32(_mm256_add_epi32(basev, _mm256_set1_epi32(tn[j])),
                                         _mm256_slli_epi32(RowSums(acc), 1));
-    UpdateBlock(dv, dead, live, j, i0, rows, &nearest, col_d, col_i);
+    UpdateBlock(dv, dead, j, i0, rows, &nearest, col_d, col_i);
   }
   nearest.Store(i0, rows, best_index, best_d, second_d);
 }
