@@ -50,6 +50,8 @@ constexpr int kDescriptorBins = 8;
 constexpr double kDescriptorBinFactor = 3.0;
 constexpr double kDescriptorClip = 0.2;
 constexpr double kDescriptorQuantScale = 512.0;
+// The histogram's spatial bins with a ring around them (Descriptor's `padded`).
+constexpr int kDescriptorPaddedWidth = kDescriptorWidth + 2;
 static_assert(kDescriptorWidth * kDescriptorWidth * kDescriptorBins == kSiftDescriptorDim,
               "descriptor layout must match kSiftDescriptorDim");
 
@@ -792,11 +794,15 @@ void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
 
 #ifdef TIEPOINT_SIFT_AVX2_EXTREMA
 // Descriptor's per-sample arithmetic for n samples of one row, 4 at a time, the same
-// operations in the same order as its scalar loop (no FMA), so the same values: the
-// spatial bins (r0, c0, as doubles) with their fractions, the orientation bin o0 with its
-// fraction, the weight, and whether the sample lands inside the window (valid).
+// operations in the same order as its scalar loop and its `add` (no FMA), so the same
+// values: for each sample inside the window (valid), the offset of its cell (row r0, column
+// c0) in the padded histogram, its orientation bin o0, and the eight trilinear weights
+// `add` spreads (w[0], w[1]: cell (r0, c0) at o0, o0 + 1; w[2], w[3]: (r0, c0 + 1); w[4],
+// w[5]: (r0 + 1, c0); w[6], w[7]: (r0 + 1, c0 + 1)). The caller's loop is left with the
+// eight additions.
 struct DescriptorSamples {
-  double r0[136], c0[136], o0[136], fr[136], fc[136], fo[136], weight[136];
+  double w[8][136];
+  int cell[136], o0[136];
   int valid[136];
 };
 __attribute__((target("avx2"))) void DescriptorRowAvx2(int n, double x0, double det_x, double dy, double cos_t,
@@ -812,6 +818,7 @@ __attribute__((target("avx2"))) void DescriptorRowAvx2(int n, double x0, double 
   const __m256d minus1 = _mm256_set1_pd(-1.0), vd = _mm256_set1_pd(d), zero = _mm256_setzero_pd();
   const __m256d two_pi = _mm256_set1_pd(kTwoPi), bins_per_radian = _mm256_set1_pd(nb / kTwoPi);
   const __m256d vnb = _mm256_set1_pd(nb), vwrow = _mm256_set1_pd(wrow), vangle = _mm256_set1_pd(angle);
+  const __m256d one = _mm256_set1_pd(1.0), vdp = _mm256_set1_pd(kDescriptorPaddedWidth);
   int k = 0;
   for (; k + 4 <= n; k += 4) {
     const __m256d dx = _mm256_sub_pd(_mm256_add_pd(_mm256_set1_pd(x0 + k), lanes), vdetx);
@@ -833,13 +840,26 @@ __attribute__((target("avx2"))) void DescriptorRowAvx2(int n, double x0, double 
     __m256d obin = _mm256_mul_pd(rel, bins_per_radian);
     obin = _mm256_sub_pd(obin, _mm256_and_pd(_mm256_cmp_pd(obin, vnb, _CMP_GE_OQ), vnb));
     const __m256d r0 = _mm256_floor_pd(rbin), c0 = _mm256_floor_pd(cbin), o0 = _mm256_floor_pd(obin);
-    _mm256_storeu_pd(out->r0 + k, r0);
-    _mm256_storeu_pd(out->c0 + k, c0);
-    _mm256_storeu_pd(out->o0 + k, o0);
-    _mm256_storeu_pd(out->fr + k, _mm256_sub_pd(rbin, r0));
-    _mm256_storeu_pd(out->fc + k, _mm256_sub_pd(cbin, c0));
-    _mm256_storeu_pd(out->fo + k, _mm256_sub_pd(obin, o0));
-    _mm256_storeu_pd(out->weight + k, weight);
+    const __m256d fr = _mm256_sub_pd(rbin, r0), fc = _mm256_sub_pd(cbin, c0), fo = _mm256_sub_pd(obin, o0);
+    // add(): the products in its order.
+    const __m256d w0 = _mm256_mul_pd(weight, _mm256_sub_pd(one, fr)), w1 = _mm256_mul_pd(weight, fr);
+    const __m256d gc = _mm256_sub_pd(one, fc), go = _mm256_sub_pd(one, fo);
+    const __m256d w00 = _mm256_mul_pd(w0, gc), w01 = _mm256_mul_pd(w0, fc);
+    const __m256d w10 = _mm256_mul_pd(w1, gc), w11 = _mm256_mul_pd(w1, fc);
+    _mm256_storeu_pd(out->w[0] + k, _mm256_mul_pd(w00, go));
+    _mm256_storeu_pd(out->w[1] + k, _mm256_mul_pd(w00, fo));
+    _mm256_storeu_pd(out->w[2] + k, _mm256_mul_pd(w01, go));
+    _mm256_storeu_pd(out->w[3] + k, _mm256_mul_pd(w01, fo));
+    _mm256_storeu_pd(out->w[4] + k, _mm256_mul_pd(w10, go));
+    _mm256_storeu_pd(out->w[5] + k, _mm256_mul_pd(w10, fo));
+    _mm256_storeu_pd(out->w[6] + k, _mm256_mul_pd(w11, go));
+    _mm256_storeu_pd(out->w[7] + k, _mm256_mul_pd(w11, fo));
+    // ((r0 + 1) dp + c0 + 1) nb, exact in doubles (small integers); lanes outside the
+    // window are never read.
+    const __m256d cell = _mm256_mul_pd(
+        _mm256_add_pd(_mm256_mul_pd(_mm256_add_pd(r0, one), vdp), _mm256_add_pd(c0, one)), vnb);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out->cell + k), _mm256_cvttpd_epi32(cell));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out->o0 + k), _mm256_cvttpd_epi32(o0));
   }
   for (; k < n; ++k) out->valid[k] = -1;  // the caller's scalar loop takes these
 }
@@ -878,7 +898,7 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
   constexpr double kBinsPerRadian = nb / kTwoPi;
   // Spatial bins -1..d on both axes (the outer ring catches the weights that fall off the
   // window, so the loop needs no bounds checks), 8 orientations each.
-  constexpr int dp = d + 2;
+  constexpr int dp = kDescriptorPaddedWidth;
   double padded[dp * dp * nb] = {0};
   // A sample's weight, spread trilinearly over the two rows, columns and orientations
   // around (r0 + fr, c0 + fc, o0 + fo).
@@ -945,10 +965,16 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
       int k = 0;
       for (; k < count && samples.valid[k] >= 0; ++k) {
         if (!samples.valid[k]) continue;
-        const int r0 = static_cast<int>(samples.r0[k]);
-        const int c0 = static_cast<int>(samples.c0[k]);
-        const int o0 = static_cast<int>(samples.o0[k]);
-        add(r0, c0, o0, samples.fr[k], samples.fc[k], samples.fo[k], samples.weight[k]);
+        double* cell = &padded[samples.cell[k]];
+        const int o0 = samples.o0[k], o1 = (o0 + 1) & (nb - 1);
+        cell[o0] += samples.w[0][k];
+        cell[o1] += samples.w[1][k];
+        cell[nb + o0] += samples.w[2][k];
+        cell[nb + o1] += samples.w[3][k];
+        cell[dp * nb + o0] += samples.w[4][k];
+        cell[dp * nb + o1] += samples.w[5][k];
+        cell[(dp + 1) * nb + o0] += samples.w[6][k];
+        cell[(dp + 1) * nb + o1] += samples.w[7][k];
       }
       i = first + k;  // the last count % 4 samples: below
     }
