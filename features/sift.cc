@@ -799,11 +799,12 @@ void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
 // c0) in the padded histogram, its orientation bin o0, and the eight trilinear weights
 // `add` spreads (w[0], w[1]: cell (r0, c0) at o0, o0 + 1; w[2], w[3]: (r0, c0 + 1); w[4],
 // w[5]: (r0 + 1, c0); w[6], w[7]: (r0 + 1, c0 + 1)). The caller's loop is left with the
-// eight additions.
+// eight additions (its `spread`, which its scalar `add` ends in too).
 struct DescriptorSamples {
-  double w[8][136];
-  int cell[136], o0[136];
-  int valid[136];
+  static constexpr int kMaxSamples = 136;  // a row's samples at most
+  double w[8][kMaxSamples];
+  int cell[kMaxSamples], o0[kMaxSamples];
+  int valid[kMaxSamples];
 };
 __attribute__((target("avx2"))) void DescriptorRowAvx2(int n, double x0, double det_x, double dy, double cos_t,
                                                      double sin_t, double wrow, const double* ex,
@@ -900,21 +901,29 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
   // window, so the loop needs no bounds checks), 8 orientations each.
   constexpr int dp = kDescriptorPaddedWidth;
   double padded[dp * dp * nb] = {0};
+  // Adds a sample's eight trilinear weights (w[0] .. w[7], `stride` apart; the order of
+  // DescriptorSamples::w) to the cell at offset `cell` of `padded` and its neighbours below
+  // and to the right, at orientations o0 and o0 + 1.
+  auto spread = [&](int cell, int o0, const double* w, int stride) {
+    const int o1 = (o0 + 1) & (nb - 1);
+    double* c = &padded[cell];
+    c[o0] += w[0];
+    c[o1] += w[stride];
+    c[nb + o0] += w[2 * stride];
+    c[nb + o1] += w[3 * stride];
+    c[dp * nb + o0] += w[4 * stride];
+    c[dp * nb + o1] += w[5 * stride];
+    c[(dp + 1) * nb + o0] += w[6 * stride];
+    c[(dp + 1) * nb + o1] += w[7 * stride];
+  };
   // A sample's weight, spread trilinearly over the two rows, columns and orientations
   // around (r0 + fr, c0 + fc, o0 + fo).
   auto add = [&](int r0, int c0, int o0, double fr, double fc, double fo, double weight) {
-    const int o1 = (o0 + 1) & (nb - 1);
     const double w0 = weight * (1.0 - fr), w1 = weight * fr;
     const double w00 = w0 * (1.0 - fc), w01 = w0 * fc, w10 = w1 * (1.0 - fc), w11 = w1 * fc;
-    double* cell = &padded[((r0 + 1) * dp + c0 + 1) * nb];
-    cell[o0] += w00 * (1.0 - fo);
-    cell[o1] += w00 * fo;
-    cell[nb + o0] += w01 * (1.0 - fo);
-    cell[nb + o1] += w01 * fo;
-    cell[dp * nb + o0] += w10 * (1.0 - fo);
-    cell[dp * nb + o1] += w10 * fo;
-    cell[(dp + 1) * nb + o0] += w11 * (1.0 - fo);
-    cell[(dp + 1) * nb + o1] += w11 * fo;
+    const double w[8] = {w00 * (1.0 - fo), w00 * fo, w01 * (1.0 - fo), w01 * fo,
+                         w10 * (1.0 - fo), w10 * fo, w11 * (1.0 - fo), w11 * fo};
+    spread(((r0 + 1) * dp + c0 + 1) * nb, o0, w, 1);
   };
 #ifdef TIEPOINT_SIFT_AVX2_EXTREMA
   static const bool avx2 = __builtin_cpu_supports("avx2");
@@ -958,23 +967,13 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
     columns(dy, &first, &last);
     int i = first;
 #ifdef TIEPOINT_SIFT_AVX2_EXTREMA
-    if (avx2 && last - first + 1 <= 136) {
+    if (avx2 && last - first + 1 <= DescriptorSamples::kMaxSamples) {
       const int count = last - first + 1;
       DescriptorRowAvx2(count, static_cast<double>(cx + first), det.x, dy, cos_t, sin_t, wrow, ex + first + radius,
                         mag + row + first, ang + row + first, angle, &samples);
       int k = 0;
       for (; k < count && samples.valid[k] >= 0; ++k) {
-        if (!samples.valid[k]) continue;
-        double* cell = &padded[samples.cell[k]];
-        const int o0 = samples.o0[k], o1 = (o0 + 1) & (nb - 1);
-        cell[o0] += samples.w[0][k];
-        cell[o1] += samples.w[1][k];
-        cell[nb + o0] += samples.w[2][k];
-        cell[nb + o1] += samples.w[3][k];
-        cell[dp * nb + o0] += samples.w[4][k];
-        cell[dp * nb + o1] += samples.w[5][k];
-        cell[(dp + 1) * nb + o0] += samples.w[6][k];
-        cell[(dp + 1) * nb + o1] += samples.w[7][k];
+        if (samples.valid[k]) spread(samples.cell[k], samples.o0[k], &samples.w[0][k], DescriptorSamples::kMaxSamples);
       }
       i = first + k;  // the last count % 4 samples: below
     }
