@@ -439,7 +439,8 @@ class Mapper {
     const auto t0 = std::chrono::steady_clock::now();
     ReconstructionBAOptions bo;
     bo.max_iterations = max_iterations;
-    if (!final_ba_) bo.function_tolerance = o_.ba_function_tolerance;
+    bo.function_tolerance = final_ba_ ? o_.ba_final_function_tolerance : o_.ba_function_tolerance;
+    bo.step_extension = o_.ba_step_extension;
     bo.num_threads = o_.num_threads > 0 ? o_.num_threads : omp_get_max_threads();
     bo.linear_solver = o_.ba_linear_solver;
     const bool to_sparse = bo.linear_solver == ReconstructionLinearSolver::kDenseSchur &&
@@ -1518,6 +1519,10 @@ Status MapperOptions::Check() const {
   if (local_ba_num_images < 1) return Status::InvalidOptions("mapper: local_ba_num_images must be >= 1");
   if (!(ba_function_tolerance >= 0 && ba_function_tolerance < 1))
     return Status::InvalidOptions("mapper: ba_function_tolerance must be in [0, 1)");
+  if (!(ba_final_function_tolerance >= 0 && ba_final_function_tolerance < 1))
+    return Status::InvalidOptions("mapper: ba_final_function_tolerance must be in [0, 1)");
+  if (!(ba_step_extension == 0 || ba_step_extension >= 1))
+    return Status::InvalidOptions("mapper: ba_step_extension must be 0 (off) or >= 1");
   if (!(global_ba_ratio >= 1)) return Status::InvalidOptions("mapper: global_ba_ratio must be >= 1");
   if (refine_aspect_ratio_min_images < 0)
     return Status::InvalidOptions("mapper: refine_aspect_ratio_min_images must be >= 0");

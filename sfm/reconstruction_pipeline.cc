@@ -240,7 +240,8 @@ std::array<double, 2> UndistortedPoint(const Point2D& k, const Camera& c) {
 void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2D>& k1,
                 const std::vector<Point2D>& k2, const Camera& c1, const Camera& c2,
                 const std::vector<std::pair<uint32_t, uint32_t>>& matches, bool known_intrinsics,
-                uint64_t seed, PairResult* out, bool matches_are_f_inliers = false) {
+                uint64_t seed, PairResult* out, bool matches_are_f_inliers = false,
+                int ransac_min_iterations = 0) {
   const int num_matches = out->num_matches;
   const double log10_nfa = out->log10_nfa;  // of the first verification, kept by a second
   *out = PairResult();
@@ -262,6 +263,7 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
   // weakest real pairs, 7-point samples reach 99.99% confidence in 2,400 draws, and those
   // pairs add little).
   ro.max_iterations = 2000;
+  if (ransac_min_iterations > 0) ro.min_iterations = ransac_min_iterations;
   TwoViewGeometry F;
   if (matches_are_f_inliers) {
     F.verified = true;
@@ -398,6 +400,8 @@ Status ReconstructionPipelineOptions::Check() const {
     TIEPOINT_RETURN_IF_ERROR(ReadPairsFile(pairs_file, &named));
   }
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
+  if (self_calibration_reverify_min_iterations < 1 || self_calibration_reverify_min_iterations > 2000)
+    return Status::InvalidOptions("reconstruct: self_calibration_reverify_min_iterations must be in [1, 2000]");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
   if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
   if (const Status s = CheckMaxImageSize(max_image_size); !s.ok())
@@ -1214,7 +1218,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         second[p].num_matches = vresults[p].num_matches;
         second[p].log10_nfa = vresults[p].log10_nfa;
         VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, refined.at(image_camera[a]),
-                   refined.at(image_camera[b]), vresults[p].f_inliers, false, o.seed + p, &second[p], true);
+                   refined.at(image_camera[b]), vresults[p].f_inliers, false, o.seed + p, &second[p], true,
+                   o.self_calibration_reverify_min_iterations);
       }
       std::swap(vresults, second);
       CollectPairs();

@@ -669,6 +669,8 @@ Status ReconstructionBAOptions::Check() const {
   if (max_iterations < 0) return Status::InvalidOptions("bundle adjustment: max_iterations must be >= 0");
   if (!(function_tolerance >= 0)) return Status::InvalidOptions("bundle adjustment: function_tolerance must be >= 0");
   if (!(initial_mu > 0)) return Status::InvalidOptions("bundle adjustment: initial_mu must be > 0");
+  if (!(step_extension == 0 || step_extension >= 1))
+    return Status::InvalidOptions("bundle adjustment: step_extension must be 0 (off) or >= 1");
   if (num_threads < 1 || num_threads > 4096)
     return Status::InvalidOptions("bundle adjustment: num_threads must be in [1, 4096]");
   if (!(pcg_relative_tolerance > 0 && pcg_relative_tolerance < 1))
@@ -1293,22 +1295,43 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
         x_norm2 += Xs[3 * j + q] * Xs[3 * j + q];
       }
     predicted *= 0.5;
-    // Trial point.
-    std::vector<double> Rn = Rs, tn = ts, Xn = Xs;
-    std::vector<std::vector<double>> pn = params;
-    for (int i = 0; i < num_images; ++i) {
-      if (pose_col[i] < 0) continue;
-      LeftRotate(&dc[pose_col[i]], &Rn[9 * i]);
-      for (int q = 0; q < 3; ++q) tn[3 * i + q] += dc[pose_col[i] + 3 + q];
+    // Trial point: the state moved by `step` times (dc, dX).
+    auto move = [&](double step, std::vector<double>* Rm, std::vector<double>* tm,
+                    std::vector<std::vector<double>>* pm, std::vector<double>* Xm) {
+      *Rm = Rs; *tm = ts; *pm = params; *Xm = Xs;
+      for (int i = 0; i < num_images; ++i) {
+        if (pose_col[i] < 0) continue;
+        double w[3];
+        for (int q = 0; q < 3; ++q) w[q] = step * dc[pose_col[i] + q];
+        LeftRotate(w, &(*Rm)[9 * i]);
+        for (int q = 0; q < 3; ++q) (*tm)[3 * i + q] += step * dc[pose_col[i] + 3 + q];
+      }
+      for (int c = 0; c < num_cameras; ++c) {
+        for (size_t q = 0; q < free_params[c].size(); ++q) (*pm)[c][free_params[c][q]] += step * dc[intr_col[c] + q];
+        if (aspect[c] > 0) (*pm)[c][1] = aspect[c] * (*pm)[c][0];
+      }
+      for (int j = 0; j < num_points; ++j)
+        for (int q = 0; q < 3; ++q) (*Xm)[3 * j + q] += step * dX[3 * j + q];
+    };
+    std::vector<double> Rn, tn, Xn;
+    std::vector<std::vector<double>> pn;
+    move(1.0, &Rn, &tn, &pn, &Xn);
+    double new_cost = cost_of(Rn, tn, pn, Xn);
+    // The gain ratio (below) is the unit step's; an extension only replaces the state taken.
+    const double unit_decrease = cost - new_cost;
+    if (options.step_extension > 0 && std::isfinite(new_cost) &&
+        unit_decrease > options.step_extension * std::max(predicted, 1e-300)) {
+      std::vector<double> Re, te, Xe;
+      std::vector<std::vector<double>> pe;
+      for (double step = 2.0; step <= 16.0; step *= 2.0) {
+        move(step, &Re, &te, &pe, &Xe);
+        const double c = cost_of(Re, te, pe, Xe);
+        if (!(c < new_cost)) break;
+        new_cost = c;
+        Rn.swap(Re); tn.swap(te); pn.swap(pe); Xn.swap(Xe);
+      }
     }
-    for (int c = 0; c < num_cameras; ++c) {
-      for (size_t q = 0; q < free_params[c].size(); ++q) pn[c][free_params[c][q]] += dc[intr_col[c] + q];
-      if (aspect[c] > 0) pn[c][1] = aspect[c] * pn[c][0];
-    }
-    for (int j = 0; j < num_points; ++j)
-      for (int q = 0; q < 3; ++q) Xn[3 * j + q] += dX[3 * j + q];
-    const double new_cost = cost_of(Rn, tn, pn, Xn);
-    const double rho = (cost - new_cost) / std::max(predicted, 1e-300);
+    const double rho = unit_decrease / std::max(predicted, 1e-300);
     const bool accepted = std::isfinite(new_cost) && new_cost < cost && rho > 1e-3;
     if (options.progress) options.progress(it + 1, accepted ? new_cost : cost, accepted, mu);
     if (accepted) {

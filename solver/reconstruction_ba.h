@@ -57,6 +57,16 @@ struct ReconstructionBAOptions {
   // Stop when |dx| <= parameter_tolerance (|x| + parameter_tolerance).
   double parameter_tolerance = 1e-8;
   double initial_mu = 1e-4;
+  // Step extension (0: off, plain LM). When a step lowers the cost by more than this many
+  // times the decrease its linear model predicted, the model's curvature was too high
+  // along it (with a robust loss, Gauss-Newton's rho' J^T J leaves out the loss's negative
+  // second derivative, so the steps come out short and LM crawls at the same small mu for
+  // tens of iterations): the step is tried again at 2, 4, 8 and 16 times its length, and
+  // the longest that kept lowering the cost is taken. Each try costs one evaluation of the
+  // cost, a fraction of a step's linearization and Schur complement. The mapper sets 1.5:
+  // on the dino ring its 64 adjustments took 576 steps instead of 710, 0.37 s instead of
+  // 0.47 (sfm/incremental_mapper.h).
+  double step_extension = 0.0;
   LossFunction loss;  // default: none (least squares)
   bool fix_intrinsics = false;
   bool refine_principal_point = false;

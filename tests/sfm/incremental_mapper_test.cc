@@ -545,7 +545,9 @@ TEST(IncrementalMapper, DisconnectedImagesMakeTwoModelsOrReasons) {
   ASSERT_EQ(first[0].images.size(), models[0].images.size());
   for (const auto& [id, im] : first[0].images) {
     ASSERT_TRUE(models[0].images.count(id));
-    for (int q = 0; q < 4; ++q) EXPECT_NEAR(im.qvec[q], models[0].images.at(id).qvec[q], 1e-6);
+    // 1e-5 (0.001 degrees): the final adjustments stop at a relative decrease of 1e-5, from
+    // starts that differ (1e-6 with plain LM and final adjustments run to 1e-6).
+    for (int q = 0; q < 4; ++q) EXPECT_NEAR(im.qvec[q], models[0].images.at(id).qvec[q], 1e-5);
   }
   int unregistered = 0;
   for (const MapperImageStatus& st : fs.images) unregistered += !st.registered;

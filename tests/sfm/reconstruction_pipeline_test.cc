@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -209,6 +210,26 @@ TEST(ReconstructionPipeline, InitialFocalLengthComesFromExif) {
 
 // --intrinsics values the table's reader takes (positive, finite) that make no camera for
 // the image they are given to: refused naming the file and the image, before any work.
+// The RANSAC floor of the self-calibration's second verification and the mapper's new
+// adjustment settings are checked before anything is read.
+TEST(ReconstructionPipeline, BadVerificationAndAdjustmentSettingsAreRefused) {
+  auto refused = [](const std::function<void(ReconstructionPipelineOptions*)>& set, const std::string& what) {
+    ReconstructionPipelineOptions o;
+    o.image_paths = {"/nonexistent/a.png", "/nonexistent/b.png"};
+    o.output_dir = "/nonexistent/out";
+    set(&o);
+    ReconstructionPipelineResult result;
+    const Status s = RunReconstructionPipeline(o, &result);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidOptions) << what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  refused([](ReconstructionPipelineOptions* o) { o->self_calibration_reverify_min_iterations = 0; },
+          "self_calibration_reverify_min_iterations");
+  refused([](ReconstructionPipelineOptions* o) { o->mapper.ba_step_extension = 0.5; }, "ba_step_extension");
+  refused([](ReconstructionPipelineOptions* o) { o->mapper.ba_final_function_tolerance = 1; },
+          "ba_final_function_tolerance");
+}
+
 TEST(ReconstructionPipeline, IntrinsicsThatMakeNoCameraAreRefused) {
   auto run = [](const std::string& intrinsics) {
     ScratchDir dir("absurd_intrinsics");
