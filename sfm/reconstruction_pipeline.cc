@@ -283,7 +283,11 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
     }
   const Intrinsics i1 = ToIntrinsics(c1), i2 = ToIntrinsics(c2);
   TwoViewGeometry E, H;
-  if (EstimateTwoViewGeometry(TwoViewModel::kEssential, y1, y2, &i1, &i2, ro, &E).ok() && E.verified) {
+  // Self-calibrating, the first verification's essential matrices are made with the prior
+  // focal length: they are estimated again after the first pass (ransac_min_iterations).
+  RansacOptions roe = ro;
+  if (!known_intrinsics && !matches_are_f_inliers) roe.min_iterations = o.self_calibration_min_iterations;
+  if (EstimateTwoViewGeometry(TwoViewModel::kEssential, y1, y2, &i1, &i2, roe, &E).ok() && E.verified) {
     out->num_e_inliers = E.num_inliers;
     out->has_pose = true;
     std::copy(E.rotation, E.rotation + 9, out->R);
@@ -400,8 +404,8 @@ Status ReconstructionPipelineOptions::Check() const {
     TIEPOINT_RETURN_IF_ERROR(ReadPairsFile(pairs_file, &named));
   }
   if (!(verify_max_error_px > 0)) return Status::InvalidOptions("reconstruct: verification error must be > 0");
-  if (self_calibration_reverify_min_iterations < 1 || self_calibration_reverify_min_iterations > 2000)
-    return Status::InvalidOptions("reconstruct: self_calibration_reverify_min_iterations must be in [1, 2000]");
+  if (self_calibration_min_iterations < 1 || self_calibration_min_iterations > 2000)
+    return Status::InvalidOptions("reconstruct: self_calibration_min_iterations must be in [1, 2000]");
   if (!write_text && !write_binary) return Status::InvalidOptions("reconstruct: --format writes nothing");
   if (min_features_per_image < 0) return Status::InvalidOptions("reconstruct: --min-features must be >= 0");
   if (const Status s = CheckMaxImageSize(max_image_size); !s.ok())
@@ -1219,7 +1223,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
         second[p].log10_nfa = vresults[p].log10_nfa;
         VerifyPair(o, mimages[a].keypoints, mimages[b].keypoints, refined.at(image_camera[a]),
                    refined.at(image_camera[b]), vresults[p].f_inliers, false, o.seed + p, &second[p], true,
-                   o.self_calibration_reverify_min_iterations);
+                   o.self_calibration_min_iterations);
       }
       std::swap(vresults, second);
       CollectPairs();

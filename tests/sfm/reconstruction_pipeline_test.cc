@@ -223,8 +223,8 @@ TEST(ReconstructionPipeline, BadVerificationAndAdjustmentSettingsAreRefused) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidOptions) << what << ": " << s.ToString();
     EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
   };
-  refused([](ReconstructionPipelineOptions* o) { o->self_calibration_reverify_min_iterations = 0; },
-          "self_calibration_reverify_min_iterations");
+  refused([](ReconstructionPipelineOptions* o) { o->self_calibration_min_iterations = 0; },
+          "self_calibration_min_iterations");
   refused([](ReconstructionPipelineOptions* o) { o->mapper.ba_step_extension = 0.5; }, "ba_step_extension");
   refused([](ReconstructionPipelineOptions* o) { o->mapper.ba_final_function_tolerance = 1; },
           "ba_final_function_tolerance");
