@@ -284,7 +284,8 @@ void VerifyPair(const ReconstructionPipelineOptions& o, const std::vector<Point2
   const Intrinsics i1 = ToIntrinsics(c1), i2 = ToIntrinsics(c2);
   TwoViewGeometry E, H;
   // Self-calibrating, the first verification's essential matrices are made with the prior
-  // focal length: they are estimated again after the first pass (ransac_min_iterations).
+  // focal length and estimated again after the first pass: they take the same floor as that
+  // second verification, which passes it for all its estimates (ransac_min_iterations).
   RansacOptions roe = ro;
   if (!known_intrinsics && !matches_are_f_inliers) roe.min_iterations = o.self_calibration_min_iterations;
   if (EstimateTwoViewGeometry(TwoViewModel::kEssential, y1, y2, &i1, &i2, roe, &E).ok() && E.verified) {

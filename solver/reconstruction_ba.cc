@@ -1319,8 +1319,9 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
     double new_cost = cost_of(Rn, tn, pn, Xn);
     // The gain ratio (below) is the unit step's; an extension only replaces the state taken.
     const double unit_decrease = cost - new_cost;
+    const double model_decrease = std::max(predicted, 1e-300);
     if (options.step_extension > 0 && std::isfinite(new_cost) &&
-        unit_decrease > options.step_extension * std::max(predicted, 1e-300)) {
+        unit_decrease > options.step_extension * model_decrease) {
       std::vector<double> Re, te, Xe;
       std::vector<std::vector<double>> pe;
       for (double step = 2.0; step <= 16.0; step *= 2.0) {
@@ -1331,7 +1332,7 @@ Status BundleAdjustReconstruction(const ReconstructionBAOptions& options,
         Rn.swap(Re); tn.swap(te); pn.swap(pe); Xn.swap(Xe);
       }
     }
-    const double rho = unit_decrease / std::max(predicted, 1e-300);
+    const double rho = unit_decrease / model_decrease;
     const bool accepted = std::isfinite(new_cost) && new_cost < cost && rho > 1e-3;
     if (options.progress) options.progress(it + 1, accepted ? new_cost : cost, accepted, mu);
     if (accepted) {

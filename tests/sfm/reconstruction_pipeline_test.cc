@@ -208,10 +208,8 @@ TEST(ReconstructionPipeline, InitialFocalLengthComesFromExif) {
   EXPECT_NEAR(r["cameras"][0]["initial_focal_px"].get<double>(), 500.0, 1e-9);
 }
 
-// --intrinsics values the table's reader takes (positive, finite) that make no camera for
-// the image they are given to: refused naming the file and the image, before any work.
-// The RANSAC floor of the self-calibration's second verification and the mapper's new
-// adjustment settings are checked before anything is read.
+// The self-calibration's RANSAC floor and the mapper's final tolerance and step extension
+// are checked before anything is read.
 TEST(ReconstructionPipeline, BadVerificationAndAdjustmentSettingsAreRefused) {
   auto refused = [](const std::function<void(ReconstructionPipelineOptions*)>& set, const std::string& what) {
     ReconstructionPipelineOptions o;
@@ -230,6 +228,8 @@ TEST(ReconstructionPipeline, BadVerificationAndAdjustmentSettingsAreRefused) {
           "ba_final_function_tolerance");
 }
 
+// --intrinsics values the table's reader takes (positive, finite) that make no camera for
+// the image they are given to: refused naming the file and the image, before any work.
 TEST(ReconstructionPipeline, IntrinsicsThatMakeNoCameraAreRefused) {
   auto run = [](const std::string& intrinsics) {
     ScratchDir dir("absurd_intrinsics");
