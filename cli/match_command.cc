@@ -627,7 +627,8 @@ int RunMatch(const MatchArgs& a) {
                        {"verification_seconds", verify_s},
                        {"verification_device", verify ? ToString(verify_on_gpu ? Device::kCuda : Device::kCpu) : "none"},
                        {"verification_gpu_search_seconds", gpu_search_s},
-                       {"descriptor_pairs", matcher->summary().descriptor_pairs}};
+                       {"descriptor_pairs", matcher->summary().descriptor_pairs},
+                       {"exact_distances", matcher->summary().exact_distances}};
   if (!(s = WriteJson((fs::path(a.output_dir) / "summary.json").string(), summary)).ok()) {
     return ReportError(cmd, s);
   }

@@ -484,6 +484,7 @@ class CudaMatcher : public DescriptorMatcher {
       TIEPOINT_RETURN_IF_ERROR(collect(s));
       const auto [i, j] = pairs[p];
       summary_.descriptor_pairs += static_cast<double>(sets[i].n) * sets[j].n;
+      summary_.exact_distances = summary_.descriptor_pairs;
       if (sets[i].n == 0 || sets[j].n == 0) {
         ++done;
         if (progress) progress(done, pairs.size());

@@ -6,11 +6,16 @@
 // matcher_test.{avx2,scalar}_scan, on the narrower ones (TIEPOINT_MATCHER_SCAN).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "features/matcher.h"
@@ -354,6 +359,96 @@ TEST(Matcher, MatchPairsEqualsMatch) {
   // A pair naming a missing image is an error naming the pair.
   std::vector<std::vector<FeatureMatch>> bad;
   EXPECT_EQ(m->MatchPairs(ptrs, {{0, 9}}, &bad).code(), StatusCode::kInvalidInput);
+}
+
+// Descriptors with SIFT's kind of structure, which the bounded scan needs to prune (a few
+// strong principal axes): 128 + B z + noise, clamped to 0..255, for z ~ N(0, I_6) and a
+// fixed 128 x 6 B. Each image takes `shared` of its rows from a common pool of latent points
+// (its own noise on each: the true matches), the rest its own, and repeats a few rows
+// exactly (equal distances: the tie rules).
+std::vector<std::vector<uint8_t>> StructuredImages(int images, int rows, int shared, double noise, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  constexpr int kLatent = 6;
+  std::vector<double> basis(128 * kLatent);
+  for (double& v : basis) v = 30.0 * normal(rng);
+  std::vector<std::array<double, kLatent>> pool(2 * shared);
+  for (auto& z : pool)
+    for (double& v : z) v = normal(rng);
+  auto descriptor = [&](const std::array<double, kLatent>& z, double noise, uint8_t* out) {
+    for (int k = 0; k < 128; ++k) {
+      double v = 128.0 + noise * normal(rng);
+      for (int l = 0; l < kLatent; ++l) v += basis[k * kLatent + l] * z[l];
+      out[k] = static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+    }
+  };
+  std::vector<std::vector<uint8_t>> out(images, std::vector<uint8_t>(static_cast<size_t>(rows) * 128));
+  for (auto& d : out) {
+    std::vector<int> order(pool.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int i = 0; i < rows; ++i) {
+      std::array<double, kLatent> z;
+      if (i < shared) {
+        z = pool[order[i]];
+      } else {
+        for (double& v : z) v = normal(rng);
+      }
+      descriptor(z, noise, &d[static_cast<size_t>(i) * 128]);
+    }
+    for (int i = 0; i < 20; ++i)  // exact repeats of earlier rows
+      std::copy_n(&d[static_cast<size_t>(i) * 128], 128, &d[static_cast<size_t>(rows - 1 - i) * 128]);
+  }
+  return out;
+}
+
+// MatchPairs over many pairs takes the bounded scan (projected distances as lower bounds,
+// exact distances only where a bound allows a nearest two): the same matches as Match,
+// pair by pair, from a fraction of the exact distances. ctest also runs the whole suite
+// with TIEPOINT_MATCHER_BOUND=always (the bounded scan for every pair, Match too: random
+// and tied descriptors included) and, as the scalar variant, without it.
+TEST(Matcher, BoundedScanGivesThePlainScansMatches) {
+ // Noise 4: bounds well below the distances; noise 0: differences (but for rounding) in
+ // the axes' span, so bounds within ~1% of the distances, which any error in the scan's
+ // margins would show.
+ for (const double noise : {4.0, 0.0}) {
+  SCOPED_TRACE(noise);
+  const auto sets = StructuredImages(6, 1200, 700, noise, 11);
+  std::vector<Features> images(sets.size());
+  std::vector<const Features*> ptrs;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    images[i].descriptors = sets[i];
+    images[i].keypoints.resize(sets[i].size() / 128);
+    ptrs.push_back(&images[i]);
+  }
+  std::vector<std::pair<int, int>> pairs;
+  for (int i = 0; i < 6; ++i)
+    for (int j = i + 1; j < 6; ++j) pairs.emplace_back(i, j);
+  MatcherOptions o;  // ratio 0.8, as reconstruct
+  std::unique_ptr<DescriptorMatcher> m;
+  ASSERT_TRUE(DescriptorMatcher::Create(o, Device::kCpu, &m).ok());
+  std::vector<std::vector<FeatureMatch>> all;
+  ASSERT_TRUE(m->MatchPairs(ptrs, pairs, &all).ok());
+  const MatcherSummary summary = m->summary();
+  EXPECT_EQ(summary.descriptor_pairs, 15.0 * 1200 * 1200);
+  const char* bound = std::getenv("TIEPOINT_MATCHER_BOUND");
+  const char* scan = std::getenv("TIEPOINT_MATCHER_SCAN");
+  const bool plain = (bound && std::string(bound) == "off") || (scan && std::string(scan) == "scalar") ||
+                     !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma");
+  if (plain) {
+    EXPECT_EQ(summary.exact_distances, summary.descriptor_pairs);
+  } else {
+    EXPECT_LT(summary.exact_distances, 0.25 * summary.descriptor_pairs);
+  }
+  size_t total = 0;
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    std::vector<FeatureMatch> one;
+    ASSERT_TRUE(m->Match(images[pairs[p].first], images[pairs[p].second], &one).ok());
+    EXPECT_EQ(all[p], one) << "pair " << p;
+    total += one.size();
+  }
+  EXPECT_GT(total, 15u * 300);  // the shared rows match
+ }
 }
 
 }  // namespace
