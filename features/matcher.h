@@ -23,7 +23,8 @@
 // and, with the mutual check, one over B x A for the columns (OpenMP over blocks of
 // rows); the CUDA backend computes the products on tensor cores and keeps every
 // reduction on chip (matcher_cuda.h). On many pairs without the mutual check (an
-// exhaustive match of a set of images), the CPU's MatchPairs projects every descriptor on
+// exhaustive match of a set of images), on a CPU with AVX2 but not AVX-512 VNNI (whose
+// scan is faster still), the CPU's MatchPairs projects every descriptor on
 // the 32 principal axes of the set's descriptors and takes the projected distances, each
 // a lower bound of the true one at a quarter of its cost, to rule out the targets that
 // cannot be a row's nearest two; it computes the exact distance to the rest (~3% of the
