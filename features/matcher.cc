@@ -9,7 +9,6 @@
 #endif
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -332,7 +331,8 @@ void NearestTwo(const uint8_t* q, uint64_t nq, const std::vector<int32_t>& qn, c
 // sum_j |P_cj x_j| <= |x| <= 255 sqrt(128) < 2,886, so each coordinate is within
 // 128 u 2,886 < 0.023 of its value in exact arithmetic (u = 2^-24), and a projected
 // difference within 0.26 in norm; the float P is within 64 u < 4e-6 of the orthonormal
-// one (2-norm); the differences, squares and sum add a relative 34 u. So a float bound B
+// one (2-norm: its rows' roundings, u each entry at most); the differences, squares and
+// sum add a relative 34 u. So a float bound B
 // has sqrt(B) <= (1 + 2e-6)((1 + 4e-6) |a - b| + 0.26). A target is skipped only when
 // B > T^2, T = (sqrt(s) + 1)(1 + 1e-4), s the row's second-nearest distance so far; then
 // (1 + 6e-6) |a - b| > T - 0.27 > sqrt(s) + 0.73, so |a - b| > sqrt(s) (sqrt(s) < 2,886):
@@ -353,6 +353,7 @@ class AlignedFloats {
  private:
   std::vector<float> v_;
 };
+
 // Projections are used when their axes hold at least this share of the variance (random
 // uniform descriptors: 32 / 128 = 0.25).
 constexpr double kMinBoundEnergy = 0.5;
@@ -527,9 +528,10 @@ __attribute__((target("avx2,fma"))) uint64_t BoundedBlock(const uint8_t* q, uint
     }
     for (int r = 0; r < kRowBlock; ++r) _mm256_store_ps(bounds + r * padded + 8 * b, acc[r]);
   }
-  // 2. Per row: the exact distances to two targets of small bound (the smallest of the
-  // eight lanes' smallest), then to each target whose bound passes the row's threshold as it
-  // tightens. Exact distances come in any order: the lowest index wins among equal ones.
+  // 2. Per row: the exact distances to two targets of small bound (the two smallest of 32
+  // running minima: four chains of eight lanes), then to each target whose bound passes the
+  // row's threshold as it tightens. Exact distances come in any order: the lowest index wins
+  // among equal ones.
   const unsigned last_lanes = (nt % 8) ? (1u << (nt % 8)) - 1 : 0xffu;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   uint64_t exact = 0;
