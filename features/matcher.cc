@@ -171,7 +171,23 @@ __attribute__((target("avx2"), always_inline)) inline __m256i DeadLanes(int rows
 // is at most 7,650, and a row's four instructions for h (or l) at most 30,600, so nothing
 // saturates; one vpmaddwd per half widens to 32 bits and applies the 16. q . t = 16 t . h +
 // t . l exactly. On an AVX2 machine without VNNI (AMD Zen 3) this is 1.6x the scan that
-// widened both sides to 16 bits for vpmaddwd (16 products an instruction).
+// widened both sides to 16 bits for vpmaddwd (16 products an instruction). NibbleProducts:
+// one row's q . t as eight partial sums, from the target's four vectors tv (ScanBlockAvx2's
+// rows and the bounded scan's exact distances).
+__attribute__((target("avx2"), always_inline)) inline __m256i NibbleProducts(const __m256i tv[4],
+                                                                            const int8_t* high,
+                                                                            const int8_t* low) {
+  const __m256i* hr = reinterpret_cast<const __m256i*>(high);
+  const __m256i* lr = reinterpret_cast<const __m256i*>(low);
+  __m256i h = _mm256_maddubs_epi16(tv[0], _mm256_load_si256(hr));
+  __m256i l = _mm256_maddubs_epi16(tv[0], _mm256_load_si256(lr));
+  for (int c = 1; c < 4; ++c) {
+    h = _mm256_add_epi16(h, _mm256_maddubs_epi16(tv[c], _mm256_load_si256(hr + c)));
+    l = _mm256_add_epi16(l, _mm256_maddubs_epi16(tv[c], _mm256_load_si256(lr + c)));
+  }
+  return _mm256_add_epi32(_mm256_madd_epi16(h, _mm256_set1_epi16(16)), _mm256_madd_epi16(l, _mm256_set1_epi16(1)));
+}
+
 __attribute__((target("avx2")))
 void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, const uint8_t* t,
                    uint64_t nt, const int32_t* tn, uint32_t* best_index, uint32_t* best_d,
@@ -187,23 +203,12 @@ void ScanBlockAvx2(const uint8_t* q, uint64_t i0, int rows, const int32_t* qn, c
     norms[r] = r < rows ? qn[i0 + r] : 0;
   }
   const __m256i qnv = _mm256_load_si256(reinterpret_cast<const __m256i*>(norms));
-  const __m256i sixteen = _mm256_set1_epi16(16), one = _mm256_set1_epi16(1);
   const __m256i dead = DeadLanes(rows);
   NearestTwoRows nearest;
   for (uint64_t j = 0; j < nt; ++j) {
     __m256i tv[4], acc[kRowBlock];
     for (int c = 0; c < 4; ++c) tv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + j * kDim) + c);
-    for (int r = 0; r < kRowBlock; ++r) {
-      const __m256i* hr = reinterpret_cast<const __m256i*>(high[r]);
-      const __m256i* lr = reinterpret_cast<const __m256i*>(low[r]);
-      __m256i h = _mm256_maddubs_epi16(tv[0], _mm256_load_si256(hr));
-      __m256i l = _mm256_maddubs_epi16(tv[0], _mm256_load_si256(lr));
-      for (int c = 1; c < 4; ++c) {
-        h = _mm256_add_epi16(h, _mm256_maddubs_epi16(tv[c], _mm256_load_si256(hr + c)));
-        l = _mm256_add_epi16(l, _mm256_maddubs_epi16(tv[c], _mm256_load_si256(lr + c)));
-      }
-      acc[r] = _mm256_add_epi32(_mm256_madd_epi16(h, sixteen), _mm256_madd_epi16(l, one));
-    }
+    for (int r = 0; r < kRowBlock; ++r) acc[r] = NibbleProducts(tv, high[r], low[r]);
     const __m256i dv = _mm256_sub_epi32(_mm256_add_epi32(qnv, _mm256_set1_epi32(tn[j])),
                                         _mm256_slli_epi32(RowSums(acc), 1));
     UpdateBlock(dv, dead, j, i0, rows, &nearest, col_d, col_i);
@@ -366,7 +371,6 @@ constexpr double kBoundMinDescriptorPairs = 2e7;
 struct BoundBasis {
   // pt[j * kBoundDim + c] = P[c][j]: row j is descriptor element j's contribution.
   std::vector<float> pt;
-  double energy = 0;  // the axes' share of the sampled variance
 };
 
 // The kBoundDim principal axes of an even sample of the sets' descriptors (any orthonormal
@@ -395,8 +399,8 @@ bool BuildBoundBasis(const std::vector<std::pair<const uint8_t*, uint64_t>>& set
   if (eig.info() != Eigen::Success) return false;
   const Eigen::VectorXd& values = eig.eigenvalues();  // increasing
   const double all = values.sum();
-  basis->energy = all > 0 ? values.tail(kBoundDim).sum() / all : 0.0;
-  if (!force && !(basis->energy >= kMinBoundEnergy)) return false;
+  const double energy = all > 0 ? values.tail(kBoundDim).sum() / all : 0.0;  // the axes' share
+  if (!force && !(energy >= kMinBoundEnergy)) return false;
   basis->pt.assign(static_cast<size_t>(kDim) * kBoundDim, 0.0f);
   for (int c = 0; c < kBoundDim; ++c)
     for (int j = 0; j < kDim; ++j)
@@ -446,19 +450,9 @@ inline float BoundThreshold(uint32_t s) {
 __attribute__((target("avx2"), always_inline)) inline uint32_t ExactDistance(const int8_t* high, const int8_t* low,
                                                                            int32_t qnorm, const uint8_t* t,
                                                                            int32_t tnorm) {
-  const __m256i* hr = reinterpret_cast<const __m256i*>(high);
-  const __m256i* lr = reinterpret_cast<const __m256i*>(low);
-  const __m256i* tj = reinterpret_cast<const __m256i*>(t);
-  __m256i tc = _mm256_loadu_si256(tj);
-  __m256i h = _mm256_maddubs_epi16(tc, _mm256_load_si256(hr));
-  __m256i l = _mm256_maddubs_epi16(tc, _mm256_load_si256(lr));
-  for (int c = 1; c < 4; ++c) {
-    tc = _mm256_loadu_si256(tj + c);
-    h = _mm256_add_epi16(h, _mm256_maddubs_epi16(tc, _mm256_load_si256(hr + c)));
-    l = _mm256_add_epi16(l, _mm256_maddubs_epi16(tc, _mm256_load_si256(lr + c)));
-  }
-  const __m256i acc = _mm256_add_epi32(_mm256_madd_epi16(h, _mm256_set1_epi16(16)),
-                                       _mm256_madd_epi16(l, _mm256_set1_epi16(1)));
+  __m256i tv[4];
+  for (int c = 0; c < 4; ++c) tv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t) + c);
+  const __m256i acc = NibbleProducts(tv, high, low);
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
@@ -654,12 +648,32 @@ uint64_t BoundedNearestTwo(const uint8_t* q, uint64_t nq, const std::vector<int3
 }
 #endif
 
-// Whether a row of nearest distance d1 and second d2 passes the options' ratio and distance
-// tests (the mutual check is the caller's).
-inline bool PassesRow(const MatcherOptions& o, uint32_t d1, uint32_t d2) {
+// What MatchPairs checks of pair p before matching it: both indices name an image, and the
+// two images' descriptors fit their keypoints and kMaxMatcherDescriptors (as Match does).
+Status CheckPair(const std::vector<const Features*>& images, size_t p, std::pair<int, int> pair) {
+  const auto [i, j] = pair;
+  if (i < 0 || j < 0 || i >= static_cast<int>(images.size()) || j >= static_cast<int>(images.size())) {
+    return Status::InvalidInput("pair " + std::to_string(p) + " (" + std::to_string(i) + ", " +
+                                std::to_string(j) + ") names an image outside 0.." +
+                                std::to_string(images.size()) + "-1");
+  }
+  TIEPOINT_RETURN_IF_ERROR(images[i]->CheckConsistent());
+  TIEPOINT_RETURN_IF_ERROR(images[j]->CheckConsistent());
+  return CheckMatcherSizes(images[i]->size(), images[j]->size());
+}
+
+// The matches of n rows from their nearest two (index, distance; second distance): the
+// rows that pass the ratio and distance tests and, with col_index (each target's nearest
+// row), the mutual check, in row order.
+void AppendMatches(const MatcherOptions& o, uint64_t n, const uint32_t* index, const uint32_t* d,
+                   const uint32_t* second, const uint32_t* col_index, std::vector<FeatureMatch>* matches) {
   const double ratio_sq = o.ratio * o.ratio;
   const double max_sq = o.max_distance < 0 ? -1.0 : o.max_distance * o.max_distance;
-  return PassesRatioAndDistance(ratio_sq, max_sq, d1, d2);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!PassesRatioAndDistance(ratio_sq, max_sq, d[i], second[i])) continue;
+    if (col_index && col_index[index[i]] != i) continue;
+    matches->push_back({static_cast<uint32_t>(i), index[i], d[i]});
+  }
 }
 
 #ifdef TIEPOINT_MATCH_SIMD
@@ -708,11 +722,8 @@ class CpuMatcher : public DescriptorMatcher {
     std::vector<uint32_t> col_index(options_.mutual ? n2 : 0);
     NearestTwo(a, n1, na, b, n2, nb, threads, row_index.data(), row_d.data(), row_second.data(),
                options_.mutual ? col_index.data() : nullptr);
-    for (uint64_t i = 0; i < n1; ++i) {
-      if (!PassesRow(options_, row_d[i], row_second[i])) continue;
-      if (options_.mutual && col_index[row_index[i]] != i) continue;
-      matches->push_back({static_cast<uint32_t>(i), row_index[i], row_d[i]});
-    }
+    AppendMatches(options_, n1, row_index.data(), row_d.data(), row_second.data(),
+                  options_.mutual ? col_index.data() : nullptr, matches);
     summary_.seconds = timer.Seconds();
     return Status::Ok();
   }
@@ -727,14 +738,10 @@ class CpuMatcher : public DescriptorMatcher {
       // for its error.
       bool valid = true;
       double descriptor_pairs = 0;
-      for (const auto& [i, j] : pairs) {
-        if (i < 0 || j < 0 || i >= static_cast<int>(images.size()) || j >= static_cast<int>(images.size()) ||
-            !images[i]->CheckConsistent().ok() || !images[j]->CheckConsistent().ok() ||
-            !CheckMatcherSizes(images[i]->size(), images[j]->size()).ok()) {
-          valid = false;
-          break;
-        }
-        descriptor_pairs += static_cast<double>(images[i]->size()) * static_cast<double>(images[j]->size());
+      for (size_t p = 0; p < pairs.size() && valid; ++p) {
+        valid = CheckPair(images, p, pairs[p]).ok();
+        const auto [i, j] = pairs[p];
+        if (valid) descriptor_pairs += static_cast<double>(images[i]->size()) * static_cast<double>(images[j]->size());
       }
       // Auto: with the AVX2 scan only; the VNNI scan (32 byte products an instruction) is
       // faster than the bounded scan's float bounds (the H200 host's Xeon, dino: 0.37-0.40 s
@@ -802,10 +809,7 @@ class CpuMatcher : public DescriptorMatcher {
         summary_.exact_distances += static_cast<double>(
             BoundedNearestTwo(sets[a].first, n1, norms[a], proj[a].data(), sets[b].first, n2, norms[b],
                               blocked[b].data(), threads, row_index.data(), row_d.data(), row_second.data()));
-        std::vector<FeatureMatch>& out = (*matches)[p];
-        for (uint64_t i = 0; i < n1; ++i)
-          if (PassesRow(options_, row_d[i], row_second[i]))
-            out.push_back({static_cast<uint32_t>(i), row_index[i], row_d[i]});
+        AppendMatches(options_, n1, row_index.data(), row_d.data(), row_second.data(), nullptr, &(*matches)[p]);
       }
       if (progress) progress(p + 1, pairs.size());
     }
@@ -877,13 +881,8 @@ Status DescriptorMatcher::MatchPairs(const std::vector<const Features*>& images,
   matches->assign(pairs.size(), {});
   double descriptor_pairs = 0, exact_distances = 0;
   for (size_t p = 0; p < pairs.size(); ++p) {
+    TIEPOINT_RETURN_IF_ERROR(CheckPair(images, p, pairs[p]));
     const auto [i, j] = pairs[p];
-    if (i < 0 || j < 0 || i >= static_cast<int>(images.size()) ||
-        j >= static_cast<int>(images.size())) {
-      return Status::InvalidInput("pair " + std::to_string(p) + " (" + std::to_string(i) + ", " +
-                                  std::to_string(j) + ") names an image outside 0.." +
-                                  std::to_string(images.size()) + "-1");
-    }
     TIEPOINT_RETURN_IF_ERROR(Match(*images[i], *images[j], &(*matches)[p]));
     descriptor_pairs += summary_.descriptor_pairs;
     exact_distances += summary_.exact_distances;
