@@ -88,6 +88,9 @@ struct MapperOptions {
   int local_ba_num_images = 6;
   double global_ba_ratio = 1.1;
   int max_models = 10;
+  // A model of fewer images is dropped (its images are reported as not registered). As in
+  // COLMAP, where fewer images take part (those in at least one pair), that number is the
+  // minimum instead, so that two photos give a model of two; never below 2.
   int min_model_size = 3;
   // Intrinsics: fixed (known calibration) or refined by BA.
   bool refine_intrinsics = true;
@@ -108,6 +111,10 @@ struct MapperOptions {
   double min_radial_gain = 0.02;
   // Likewise the refined principal point against the image centre.
   double min_principal_point_gain = 0.01;
+  // A model of two images (whose intrinsics are held while it grows): the focal length
+  // refined in its final adjustment is kept when it lowers the cost by more than this
+  // fraction against the focal length held (negative: never refined).
+  double min_two_view_focal_gain = 0.02;
   // PINHOLE and OPENCV: fx and fy move together (keeping the ratio they start with) while a
   // model grows; in the final adjustments of a model of at least this many images (0:
   // never) they are let apart, and kept apart only when that lowers the cost by more than
@@ -188,6 +195,13 @@ struct MapperSummary {
   // because two of the views' rays would be more than max_tri_angle_deg apart.
   int64_t wide_angle_tracks = 0;
   int merges = 0;  // models merged into larger ones through common tracks
+  // The minimum model size applied (see MapperOptions::min_model_size), and the models
+  // built and dropped for having fewer images.
+  int min_model_size = 0;
+  int models_below_min_size = 0;
+  // The initial pair's minimum number of points the models were built with: init_min_points,
+  // or, where no model came of that, half or a quarter of it (RunIncrementalMapper).
+  int init_min_points = 0;
   // Of those, merges whose scale came from the depths seen by the shared image (step 5),
   // and such merges undone for want of points across the join.
   int depth_scale_merges = 0, depth_scale_merges_undone = 0;
@@ -203,8 +217,10 @@ struct MapperSummary {
 using MapperProgress = std::function<void(int model, int image, int num_registered, int total)>;
 
 // Builds models from the images, cameras (initial intrinsics, keyed by camera_id), pairs
-// and tracks. Models come out largest first. An empty result with OK status means no pair
-// initialised (the summary says why per image).
+// and tracks. Models come out largest first. Where no model comes out, the pairs are tried
+// again with init_min_points halved, twice at most (not below 5), as COLMAP's mapper relaxes
+// its initialisation. An empty result with OK status means no pair initialised even then
+// (the summary says why per image).
 Status RunIncrementalMapper(const MapperOptions& options, const std::vector<MapperImage>& images,
                             const std::map<uint32_t, Camera>& cameras,
                             const std::vector<MapperPair>& pairs, const std::vector<Track>& tracks,

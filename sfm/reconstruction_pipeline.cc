@@ -1278,6 +1278,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                {"filtered_observations", ms.filtered_observations},
                                {"wide_angle_tracks", ms.wide_angle_tracks},
                                {"merges", ms.merges},
+                               {"min_model_size", ms.min_model_size},
+                               {"init_min_points", ms.init_min_points},
+                               {"models_below_min_size", ms.models_below_min_size},
                                {"depth_scale_merges", ms.depth_scale_merges},
                                {"depth_scale_merges_undone", ms.depth_scale_merges_undone},
                                {"shared_images_merges", ms.shared_images_merges},
@@ -1380,9 +1383,25 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     matcher.reset();
     report["stages"]["release"] = {{"seconds", Since(t_release)}};
   }
-  if (result->models.empty())
-    return Status::Numerical("no image pair initialises a model (" + std::to_string(num_verified_pairs) +
-                             " verified pairs; see the pairs' inlier counts): nothing written under sparse/");
+  if (result->models.empty()) {
+    // Why, as far as the report can say: models too small to keep, and the strongest pair.
+    std::string why = std::to_string(num_verified_pairs) + " verified pairs";
+    const json* best = nullptr;
+    if (report.contains("pairs"))
+      for (const json& p : report["pairs"])
+        if (!best || p.value("inliers", 0) > best->value("inliers", 0)) best = &p;
+    if (best)
+      why += "; the most inliers: " + std::to_string(best->value("inliers", 0)) + " in " +
+             best->value("image1", std::string()) + " - " + best->value("image2", std::string()) + " (" +
+             best->value("configuration", std::string()) + ")";
+    const json map = report.contains("stages") ? report["stages"].value("map", json::object()) : json::object();
+    const int below = map.value("models_below_min_size", 0);
+    if (below > 0)
+      return Status::Numerical("no model of at least " + std::to_string(map.value("min_model_size", 0)) +
+                               " images (" + std::to_string(below) + " smaller dropped; " + why +
+                               "): nothing written under sparse/");
+    return Status::Numerical("no image pair initialises a model (" + why + "): nothing written under sparse/");
+  }
 
   // Colours: of every registered image, held from the read or read again.
   t0 = std::chrono::steady_clock::now();

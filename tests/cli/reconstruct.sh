@@ -333,6 +333,18 @@ PY
 [ $rc = 1 ] || fail "no initial pair: exit $rc, expected 1: $(cat "$d/err5")"
 grep -q "no image pair initialises" "$d/err5" || fail "message: $(cat "$d/err5")"
 [ -e "$d/rec5" ] && fail "output folder left without a model"
+# Two neighbouring views (COLMAP's rules for small collections): a model of the two, its
+# initial pair found with half the required points (the pair triangulates ~85), and its one
+# camera's focal length refined from the prior (768 px; the renderer's is 704).
+"$tp" reconstruct "${imgs[0]}" "${imgs[1]}" -o "$d/rec5b" -q --no-upsample --single-camera > /dev/null 2> "$d/err5b" \
+  || fail "two views: exit $?: $(cat "$d/err5b")"
+python3 - "$d/rec5b/report.json" "$d/rec5b/sparse/0/cameras.txt" <<'PY' || fail "two views: wrong model"
+import json, sys
+m = json.load(open(sys.argv[1]))["stages"]["map"]
+f = float([l for l in open(sys.argv[2]) if not l.startswith("#")][0].split()[4])
+print("two views: min_model_size", m["min_model_size"], "init_min_points", m["init_min_points"], "focal", f)
+sys.exit(0 if m["min_model_size"] == 2 and m["init_min_points"] == 50 and abs(f - 704) < 20 else 1)
+PY
 
 # 6. --device cuda without a GPU: exit 3 naming --device cpu.
 if ! "$tp" version | grep -q "^cuda device"; then

@@ -599,5 +599,112 @@ TEST(IncrementalMapper, RecoversForwardMotionFrameToFrame) {
   }
 }
 
+// Two views of the scene of MakeScene (its camera, 800 px, started focal_error times off):
+// view 0 from (0, 0, -7) looking at the origin, view 1 30 degrees around the vertical axis
+// looking at (0, target_y, 0). With target_y = 0 the optical axes meet (the configuration
+// where two views do not determine the focal length); otherwise they pass target_y apart.
+Scene MakeTwoViews(double focal_error, double target_y, uint64_t seed) {
+  Scene ring = MakeScene(1, 2400, 0.5, focal_error, seed);  // the camera; its points below
+  Scene s;
+  s.cameras = ring.cameras;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.5, 1.5), azimuth(0, 2 * M_PI);
+  std::normal_distribution<double> n(0, 0.5);
+  std::vector<Eigen::Vector3d> X, normal;
+  for (int j = 0; j < 2400; ++j) {
+    X.emplace_back(u(rng), u(rng) * 0.7, u(rng));
+    const double phi = azimuth(rng);
+    normal.emplace_back(std::cos(phi), 0, std::sin(phi));
+  }
+  const double a = 30 * M_PI / 180;
+  const Eigen::Vector3d centres[2] = {{0, 0, -7}, {7 * std::sin(a), 0, -7 * std::cos(a)}};
+  const Eigen::Vector3d targets[2] = {{0, 0, 0}, {0, target_y, 0}};
+  for (int i = 0; i < 2; ++i) {
+    const Eigen::Vector3d& C = centres[i];
+    const Eigen::Vector3d z = (targets[i] - C).normalized();
+    const Eigen::Vector3d x = Eigen::Vector3d::UnitY().cross(z).normalized();
+    Eigen::Matrix3d R;
+    R.row(0) = x;
+    R.row(1) = z.cross(x);
+    R.row(2) = z;
+    s.truth.R.push_back(R);
+    s.truth.C.push_back(C);
+    MapperImage im;
+    im.name = "view" + std::to_string(i) + ".png";
+    im.camera_id = 1;
+    std::vector<int> pof;
+    for (size_t j = 0; j < X.size(); ++j) {
+      const Eigen::Vector3d P = R * (X[j] - C);
+      if (P.z() <= 0 || normal[j].dot((C - X[j]).normalized()) < std::cos(55 * M_PI / 180)) continue;
+      const double px = 800 * P.x() / P.z() + 320, py = 800 * P.y() / P.z() + 240;
+      if (px < 0 || py < 0 || px > 640 || py > 480) continue;
+      im.keypoints.push_back({px + n(rng), py + n(rng)});
+      pof.push_back(static_cast<int>(j));
+    }
+    s.images.push_back(im);
+    s.point_of.push_back(pof);
+  }
+  return s;
+}
+
+// Two photos (COLMAP's rule for small collections): their model is kept although
+// min_model_size is 3. Its final adjustment lets the focal length free (SelectTwoViewFocal),
+// started 20% off. Where the optical axes pass 0.8 apart, it moves to within 3% (this
+// scene's noise gives 821 px) and the relative rotation comes within 1 degree; held
+// (min_two_view_focal_gain < 0) it stays at 960 px, 5 degrees off. Where the axes meet, two
+// views say nothing of the focal length: it stays where it started.
+TEST(IncrementalMapper, TwoViewsMakeAModelAndFindTheFocalLength) {
+  for (double target_y : {0.8, 0.0}) {
+    Scene s = MakeTwoViews(1.2, target_y, 7);
+    MapperInputs in;
+    ASSERT_TRUE(MakeInputs(s, 8, &in));
+    ASSERT_EQ(in.pairs.size(), 1u);
+    for (double gain : {0.02, -1.0}) {
+      MapperOptions o;
+      o.min_two_view_focal_gain = gain;
+      std::vector<Reconstruction> models;
+      MapperSummary ms;
+      ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+      EXPECT_EQ(ms.min_model_size, 2);
+      EXPECT_EQ(ms.models_below_min_size, 0);
+      ASSERT_EQ(models.size(), 1u);
+      ASSERT_EQ(models[0].images.size(), 2u);
+      const double f = models[0].cameras.at(1).params[0];
+      Eigen::Matrix3d R[2];
+      for (int i = 0; i < 2; ++i) {
+        double r[9];
+        QuaternionToRotation(models[0].images.at(i + 1).qvec, r);
+        R[i] = Eigen::Map<const Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(r);
+      }
+      const Eigen::Matrix3d truth = s.truth.R[1] * s.truth.R[0].transpose();
+      const double rel = RotationAngleDeg(R[1] * R[0].transpose() * truth.transpose());
+      std::printf("axes %.1f apart, gain %.2f: focal %.2f px, relative rotation %.3f deg off\n", target_y, gain, f, rel);
+      if (target_y > 0 && gain > 0) {
+        EXPECT_NEAR(f, 800, 24);
+        EXPECT_LT(rel, 1.0);
+      } else {
+        EXPECT_NEAR(f, 960, 0.5);
+        if (target_y > 0) EXPECT_GT(rel, 3.0);
+      }
+    }
+  }
+  // Of three images, two in a pair and one in none, the pair's model is kept: the image
+  // without a pair does not count towards the minimum.
+  Scene s = MakeTwoViews(1.2, 0.8, 7);
+  MapperInputs in;
+  ASSERT_TRUE(MakeInputs(s, 8, &in));
+  MapperImage lone = s.images[0];
+  lone.name = "lone.png";
+  s.images.push_back(lone);
+  std::vector<Reconstruction> models;
+  MapperSummary ms;
+  ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+  EXPECT_EQ(ms.min_model_size, 2);
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].images.size(), 2u);
+  ASSERT_EQ(ms.images.size(), 3u);
+  EXPECT_FALSE(ms.images[2].registered);
+}
+
 }  // namespace
 }  // namespace tiepoint
