@@ -6,7 +6,8 @@
 # caller's scratch folder) by $tp: no data needed. "rendered60": 60 views of 800 x 600 of
 # another of its scenes (seed 7), a larger problem (about 46,000 points and 226,000
 # observations), reconstructed with `--pairs sequential:8` (set_reconstruct_args, which
-# model_ba_compare.sh reads).
+# model_ba_compare.sh reads). "fountain2": fountain-P11's photos 0001 and 0005 alone (the
+# two of shared/data's strecha_fountain_pair), a two-photo reconstruction.
 rendered_scene() {
   local d=$work/rendered-scene
   [ -e "$d/scene_par.txt" ] || "$tp" render-scene -o "$d" --views 8 --width 640 --height 480 > /dev/null
@@ -29,6 +30,7 @@ set_images() {
     temple) ls "$data"/middlebury/templeSparseRing/*.png ;;
     dino) ls "$data"/middlebury/dinoSparseRing/*.png ;;
     fountain) ls "$data"/strecha_fountain_p11/images/*.jpg ;;
+    fountain2) ls "$data"/strecha_fountain_p11/images/000[15].jpg ;;
     balbianello) ls "$data"/gtsam_balbianello/*.jpg ;;
     kitti) ls "$data"/kitti_odometry_00_excerpt/sequences/00/image_0/*.png ;;
     rendered) ls "$(rendered_scene)"/*.png ;;
@@ -39,7 +41,7 @@ set_gt() {
   case $1 in
     temple) echo "--gt-par $(ls "$data"/middlebury/templeSparseRing/*_par.txt)" ;;
     dino) echo "--gt-par $(ls "$data"/middlebury/dinoSparseRing/*_par.txt)" ;;
-    fountain) echo "--gt-par $data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
+    fountain|fountain2) echo "--gt-par $data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
     balbianello) echo "--gt-bundler $data/gtsam_balbianello/Balbianello.out --names $(cd "$data"/gtsam_balbianello && ls *.jpg | paste -sd,)" ;;
     kitti) echo "--gt-kitti $data/kitti_odometry_00_excerpt/poses/00.txt" ;;
     rendered) echo "--gt-par $(rendered_scene)/scene_par.txt" ;;
@@ -50,7 +52,7 @@ set_intrinsics() {
   case $1 in
     temple) ls "$data"/middlebury/templeSparseRing/*_par.txt ;;
     dino) ls "$data"/middlebury/dinoSparseRing/*_par.txt ;;
-    fountain) echo "$data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
+    fountain|fountain2) echo "$data/strecha_fountain_p11/fountain_par_DERIVED.txt" ;;
     rendered) echo "$(rendered_scene)/scene_par.txt" ;;
     rendered60) echo "$(rendered60_scene)/scene_par.txt" ;;
     *) echo "" ;;
