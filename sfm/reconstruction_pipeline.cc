@@ -1385,7 +1385,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   }
   if (result->models.empty()) {
     // Why, as far as the report can say: models too small to keep, and the strongest pair.
-    std::string why = std::to_string(num_verified_pairs) + " verified pairs";
+    std::string why = std::to_string(num_verified_pairs) + (num_verified_pairs == 1 ? " verified pair" : " verified pairs");
     const json* best = nullptr;
     if (report.contains("pairs"))
       for (const json& p : report["pairs"])
