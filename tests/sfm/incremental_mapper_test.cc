@@ -599,19 +599,25 @@ TEST(IncrementalMapper, RecoversForwardMotionFrameToFrame) {
   }
 }
 
-// Two views of the scene of MakeScene (its camera, 800 px, started focal_error times off):
-// view 0 from (0, 0, -7) looking at the origin, view 1 30 degrees around the vertical axis
-// looking at (0, target_y, 0). With target_y = 0 the optical axes meet (the configuration
-// where two views do not determine the focal length); otherwise they pass target_y apart.
-Scene MakeTwoViews(double focal_error, double target_y, uint64_t seed) {
-  Scene ring = MakeScene(1, 2400, 0.5, focal_error, seed);  // the camera; its points below
+// Two views of num_points points spread as MakeScene spreads them, through a SIMPLE_RADIAL
+// camera of 800 px (the mapper starts from focal_error times that): view 0 from (0, 0, -7)
+// looking at the origin, view 1 30 degrees around the vertical axis looking at
+// (0, target_y, 0). With target_y = 0 the optical axes meet (the configuration where two
+// views do not determine the focal length); otherwise they pass target_y apart.
+Scene MakeTwoViews(double focal_error, double target_y, uint64_t seed, int num_points = 2400) {
   Scene s;
-  s.cameras = ring.cameras;
+  Camera start;
+  start.camera_id = 1;
+  start.model = CameraModelId::kSimpleRadial;
+  start.width = 640;
+  start.height = 480;
+  start.params = {800 * focal_error, 320, 240, 0};
+  s.cameras[1] = start;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-1.5, 1.5), azimuth(0, 2 * M_PI);
   std::normal_distribution<double> n(0, 0.5);
   std::vector<Eigen::Vector3d> X, normal;
-  for (int j = 0; j < 2400; ++j) {
+  for (int j = 0; j < num_points; ++j) {
     X.emplace_back(u(rng), u(rng) * 0.7, u(rng));
     const double phi = azimuth(rng);
     normal.emplace_back(std::cos(phi), 0, std::sin(phi));
@@ -652,7 +658,8 @@ Scene MakeTwoViews(double focal_error, double target_y, uint64_t seed) {
 // started 20% off. Where the optical axes pass 0.8 apart, it moves to within 3% (this
 // scene's noise gives 821 px) and the relative rotation comes within 1 degree; held
 // (min_two_view_focal_gain < 0) it stays at 960 px, 5 degrees off. Where the axes meet, two
-// views say nothing of the focal length: it stays where it started.
+// views say nothing of the focal length: it stays where it started. A pair that triangulates
+// fewer points than the initialisation asks for makes a model with half as many.
 TEST(IncrementalMapper, TwoViewsMakeAModelAndFindTheFocalLength) {
   for (double target_y : {0.8, 0.0}) {
     Scene s = MakeTwoViews(1.2, target_y, 7);
@@ -667,6 +674,7 @@ TEST(IncrementalMapper, TwoViewsMakeAModelAndFindTheFocalLength) {
       ASSERT_TRUE(RunIncrementalMapper(o, s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
       EXPECT_EQ(ms.min_model_size, 2);
       EXPECT_EQ(ms.models_below_min_size, 0);
+      EXPECT_EQ(ms.init_min_points, 100);
       ASSERT_EQ(models.size(), 1u);
       ASSERT_EQ(models[0].images.size(), 2u);
       const double f = models[0].cameras.at(1).params[0];
@@ -690,20 +698,39 @@ TEST(IncrementalMapper, TwoViewsMakeAModelAndFindTheFocalLength) {
   }
   // Of three images, two in a pair and one in none, the pair's model is kept: the image
   // without a pair does not count towards the minimum.
-  Scene s = MakeTwoViews(1.2, 0.8, 7);
-  MapperInputs in;
-  ASSERT_TRUE(MakeInputs(s, 8, &in));
-  MapperImage lone = s.images[0];
-  lone.name = "lone.png";
-  s.images.push_back(lone);
-  std::vector<Reconstruction> models;
-  MapperSummary ms;
-  ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
-  EXPECT_EQ(ms.min_model_size, 2);
-  ASSERT_EQ(models.size(), 1u);
-  EXPECT_EQ(models[0].images.size(), 2u);
-  ASSERT_EQ(ms.images.size(), 3u);
-  EXPECT_FALSE(ms.images[2].registered);
+  {
+    Scene s = MakeTwoViews(1.2, 0.8, 7);
+    MapperInputs in;
+    ASSERT_TRUE(MakeInputs(s, 8, &in));
+    MapperImage lone = s.images[0];
+    lone.name = "lone.png";
+    s.images.push_back(lone);
+    std::vector<Reconstruction> models;
+    MapperSummary ms;
+    ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+    EXPECT_EQ(ms.min_model_size, 2);
+    ASSERT_EQ(models.size(), 1u);
+    EXPECT_EQ(models[0].images.size(), 2u);
+    ASSERT_EQ(ms.images.size(), 3u);
+    EXPECT_FALSE(ms.images[2].registered);
+  }
+  // A pair that triangulates fewer than init_min_points (100) points: no model at first, then
+  // one from the relaxed initialisation (50).
+  {
+    Scene s = MakeTwoViews(1.0, 0.8, 7, 360);
+    MapperInputs in;
+    ASSERT_TRUE(MakeInputs(s, 8, &in));
+    ASSERT_EQ(in.pairs.size(), 1u);
+    std::vector<Reconstruction> models;
+    MapperSummary ms;
+    ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+    std::printf("%zu inliers: init_min_points %d, %zu models\n", in.pairs[0].inliers.size(), ms.init_min_points,
+                models.size());
+    EXPECT_LT(in.pairs[0].inliers.size(), 100u);
+    EXPECT_EQ(ms.init_min_points, 50);
+    ASSERT_EQ(models.size(), 1u);
+    EXPECT_EQ(models[0].images.size(), 2u);
+  }
 }
 
 }  // namespace
