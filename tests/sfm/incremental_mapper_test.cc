@@ -30,21 +30,68 @@ struct Scene {
   std::map<uint32_t, Camera> cameras;
 };
 
-// The true camera is SIMPLE_RADIAL (800, 320, 240, 0) unless `truth` is given (its model
-// and parameters; 640 x 480). The mapper starts from the true camera with its focal
-// length(s) times focal_error and no distortion.
-Scene MakeScene(int num_images, int num_points, double noise, double focal_error, uint64_t seed,
-                double cone_deg = 55, const Camera* truth = nullptr, double ring_radius = 7) {
-  std::mt19937 rng(seed);
+// num_points points in a box of 3 x 2.1 x 3 around the origin, each with a horizontal
+// normal (the side it can be seen from).
+void RandomPoints(int num_points, std::mt19937* rng, std::vector<Eigen::Vector3d>* X,
+                  std::vector<Eigen::Vector3d>* normal) {
   std::uniform_real_distribution<double> u(-1.5, 1.5), azimuth(0, 2 * M_PI);
-  std::normal_distribution<double> n(0, noise);
-  Scene s;
+  for (int j = 0; j < num_points; ++j) {
+    X->emplace_back(u(*rng), u(*rng) * 0.7, u(*rng));
+    const double phi = azimuth(*rng);
+    normal->emplace_back(std::cos(phi), 0, std::sin(phi));
+  }
+}
+
+// A view from C looking at `target` (upright: its x axis horizontal) through `cam` (640 x
+// 480): its true pose goes into s->truth, and it sees each point in front of it, in the
+// image, within cone_deg of the point's normal, as a keypoint with Gaussian noise `n`.
+void AddView(const Camera& cam, const Eigen::Vector3d& C, const Eigen::Vector3d& target,
+             const std::vector<Eigen::Vector3d>& X, const std::vector<Eigen::Vector3d>& normal, double cone_deg,
+             std::normal_distribution<double>* n, std::mt19937* rng, Scene* s, MapperImage* im,
+             std::vector<int>* point_of) {
+  const Eigen::Vector3d z = (target - C).normalized();
+  const Eigen::Vector3d x = Eigen::Vector3d::UnitY().cross(z).normalized();
+  Eigen::Matrix3d R;
+  R.row(0) = x;
+  R.row(1) = z.cross(x);
+  R.row(2) = z;
+  s->truth.R.push_back(R);
+  s->truth.C.push_back(C);
+  for (size_t j = 0; j < X.size(); ++j) {
+    const Eigen::Vector3d P = R * (X[j] - C);
+    if (P.z() <= 0) continue;
+    if (normal[j].dot((C - X[j]).normalized()) < std::cos(cone_deg * M_PI / 180)) continue;
+    double px, py;
+    CameraNormalizedToPixel(cam.model, cam.params.data(), P.x() / P.z(), P.y() / P.z(), &px, &py);
+    if (px < 0 || py < 0 || px > 640 || py > 480) continue;
+    Point2D p;
+    p.x = px + (*n)(*rng);
+    p.y = py + (*n)(*rng);
+    im->keypoints.push_back(p);
+    point_of->push_back(static_cast<int>(j));
+  }
+}
+
+// SIMPLE_RADIAL (800, 320, 240, 0), 640 x 480, camera 1.
+Camera DefaultCamera() {
   Camera cam;
   cam.camera_id = 1;
   cam.model = CameraModelId::kSimpleRadial;
   cam.width = 640;
   cam.height = 480;
   cam.params = {800, 320, 240, 0};
+  return cam;
+}
+
+// The true camera is SIMPLE_RADIAL (800, 320, 240, 0) unless `truth` is given (its model
+// and parameters; 640 x 480). The mapper starts from the true camera with its focal
+// length(s) times focal_error and no distortion.
+Scene MakeScene(int num_images, int num_points, double noise, double focal_error, uint64_t seed,
+                double cone_deg = 55, const Camera* truth = nullptr, double ring_radius = 7) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n(0, noise);
+  Scene s;
+  Camera cam = DefaultCamera();
   if (truth) {
     cam.model = truth->model;
     cam.params = truth->params;
@@ -56,39 +103,15 @@ Scene MakeScene(int num_images, int num_points, double noise, double focal_error
   if (cam.model == CameraModelId::kFov) start.params[4] = 0.01;  // reconstruct's start (0 is stationary)
   s.cameras[1] = start;
   std::vector<Eigen::Vector3d> X, normal;
-  for (int j = 0; j < num_points; ++j) {
-    X.emplace_back(u(rng), u(rng) * 0.7, u(rng));
-    const double phi = azimuth(rng);
-    normal.emplace_back(std::cos(phi), 0, std::sin(phi));
-  }
+  RandomPoints(num_points, &rng, &X, &normal);
   for (int i = 0; i < num_images; ++i) {
     const double a = 2 * M_PI * i / num_images;
     const Eigen::Vector3d C(ring_radius * std::sin(a), 0.5 * std::sin(3 * a), -ring_radius * std::cos(a));
-    const Eigen::Vector3d z = (Eigen::Vector3d(0.1, 0, 0) - C).normalized();
-    const Eigen::Vector3d x = Eigen::Vector3d::UnitY().cross(z).normalized();
-    Eigen::Matrix3d R;
-    R.row(0) = x;
-    R.row(1) = z.cross(x);
-    R.row(2) = z;
-    s.truth.R.push_back(R);
-    s.truth.C.push_back(C);
     MapperImage im;
     im.name = "view" + std::to_string(i) + ".png";
     im.camera_id = 1;
     std::vector<int> pof;
-    for (int j = 0; j < num_points; ++j) {
-      const Eigen::Vector3d P = R * (X[j] - C);
-      if (P.z() <= 0) continue;
-      if (normal[j].dot((C - X[j]).normalized()) < std::cos(cone_deg * M_PI / 180)) continue;
-      double px, py;
-      CameraNormalizedToPixel(cam.model, cam.params.data(), P.x() / P.z(), P.y() / P.z(), &px, &py);
-      if (px < 0 || py < 0 || px > 640 || py > 480) continue;
-      Point2D p;
-      p.x = px + n(rng);
-      p.y = py + n(rng);
-      im.keypoints.push_back(p);
-      pof.push_back(j);
-    }
+    AddView(cam, C, Eigen::Vector3d(0.1, 0, 0), X, normal, cone_deg, &n, &rng, &s, &im, &pof);
     // Distractors.
     std::uniform_real_distribution<double> ux(0, 640), uy(0, 480);
     for (int k = 0; k < 40; ++k) {
@@ -606,47 +629,23 @@ TEST(IncrementalMapper, RecoversForwardMotionFrameToFrame) {
 // views do not determine the focal length); otherwise they pass target_y apart.
 Scene MakeTwoViews(double focal_error, double target_y, uint64_t seed, int num_points = 2400) {
   Scene s;
-  Camera start;
-  start.camera_id = 1;
-  start.model = CameraModelId::kSimpleRadial;
-  start.width = 640;
-  start.height = 480;
-  start.params = {800 * focal_error, 320, 240, 0};
+  const Camera cam = DefaultCamera();
+  Camera start = cam;
+  start.SetFocal(cam.fx() * focal_error);
   s.cameras[1] = start;
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-1.5, 1.5), azimuth(0, 2 * M_PI);
   std::normal_distribution<double> n(0, 0.5);
   std::vector<Eigen::Vector3d> X, normal;
-  for (int j = 0; j < num_points; ++j) {
-    X.emplace_back(u(rng), u(rng) * 0.7, u(rng));
-    const double phi = azimuth(rng);
-    normal.emplace_back(std::cos(phi), 0, std::sin(phi));
-  }
+  RandomPoints(num_points, &rng, &X, &normal);
   const double a = 30 * M_PI / 180;
   const Eigen::Vector3d centres[2] = {{0, 0, -7}, {7 * std::sin(a), 0, -7 * std::cos(a)}};
   const Eigen::Vector3d targets[2] = {{0, 0, 0}, {0, target_y, 0}};
   for (int i = 0; i < 2; ++i) {
-    const Eigen::Vector3d& C = centres[i];
-    const Eigen::Vector3d z = (targets[i] - C).normalized();
-    const Eigen::Vector3d x = Eigen::Vector3d::UnitY().cross(z).normalized();
-    Eigen::Matrix3d R;
-    R.row(0) = x;
-    R.row(1) = z.cross(x);
-    R.row(2) = z;
-    s.truth.R.push_back(R);
-    s.truth.C.push_back(C);
     MapperImage im;
     im.name = "view" + std::to_string(i) + ".png";
     im.camera_id = 1;
     std::vector<int> pof;
-    for (size_t j = 0; j < X.size(); ++j) {
-      const Eigen::Vector3d P = R * (X[j] - C);
-      if (P.z() <= 0 || normal[j].dot((C - X[j]).normalized()) < std::cos(55 * M_PI / 180)) continue;
-      const double px = 800 * P.x() / P.z() + 320, py = 800 * P.y() / P.z() + 240;
-      if (px < 0 || py < 0 || px > 640 || py > 480) continue;
-      im.keypoints.push_back({px + n(rng), py + n(rng)});
-      pof.push_back(static_cast<int>(j));
-    }
+    AddView(cam, centres[i], targets[i], X, normal, 55, &n, &rng, &s, &im, &pof);
     s.images.push_back(im);
     s.point_of.push_back(pof);
   }
