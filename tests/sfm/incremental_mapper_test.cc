@@ -72,16 +72,17 @@ void AddView(const Camera& cam, const Eigen::Vector3d& C, const Eigen::Vector3d&
   }
 }
 
-// SIMPLE_RADIAL (800, 320, 240, 0), 640 x 480, camera 1.
-Camera DefaultCamera() {
+// Camera 1, SIMPLE_RADIAL of w x h with `params` (f, cx, cy, k).
+Camera SimpleRadialCamera(int w, int h, const std::vector<double>& params) {
   Camera cam;
   cam.camera_id = 1;
   cam.model = CameraModelId::kSimpleRadial;
-  cam.width = 640;
-  cam.height = 480;
-  cam.params = {800, 320, 240, 0};
+  cam.width = w;
+  cam.height = h;
+  cam.params = params;
   return cam;
 }
+Camera DefaultCamera() { return SimpleRadialCamera(640, 480, {800, 320, 240, 0}); }
 
 // The true camera is SIMPLE_RADIAL (800, 320, 240, 0) unless `truth` is given (its model
 // and parameters; 640 x 480). The mapper starts from the true camera with its focal
@@ -237,12 +238,7 @@ Scene MakeStreetScene(double noise, uint64_t seed) {
   std::normal_distribution<double> n(0, noise);
   std::uniform_real_distribution<double> u01(0, 1);
   Scene s;
-  Camera cam;
-  cam.camera_id = 1;
-  cam.model = CameraModelId::kSimpleRadial;
-  cam.width = 1241;
-  cam.height = 376;
-  cam.params = {718.856, 607.6928, 185.7157, 0};
+  const Camera cam = SimpleRadialCamera(1241, 376, {718.856, 607.6928, 185.7157, 0});
   s.cameras[1] = cam;
   std::vector<Eigen::Vector3d> X;
   for (int j = 0; j < 3000; ++j) {
