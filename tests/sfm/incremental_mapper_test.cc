@@ -653,8 +653,9 @@ Scene MakeTwoViews(double focal_error, double target_y, uint64_t seed, int num_p
 // started 20% off. Where the optical axes pass 0.8 apart, it moves to within 3% (this
 // scene's noise gives 821 px) and the relative rotation comes within 1 degree; held
 // (min_two_view_focal_gain < 0) it stays at 960 px, 5 degrees off. Where the axes meet, two
-// views say nothing of the focal length: it stays where it started. A pair that triangulates
-// fewer points than the initialisation asks for makes a model with half as many.
+// views say nothing of the focal length: it stays where it started. Two alike cameras are
+// tied into one for it. A pair that triangulates fewer points than the initialisation asks
+// for makes a model with half as many.
 TEST(IncrementalMapper, TwoViewsMakeAModelAndFindTheFocalLength) {
   for (double target_y : {0.8, 0.0}) {
     Scene s = MakeTwoViews(1.2, target_y, 7);
@@ -689,6 +690,33 @@ TEST(IncrementalMapper, TwoViewsMakeAModelAndFindTheFocalLength) {
         EXPECT_NEAR(f, 960, 0.5);
         if (target_y > 0) EXPECT_GT(rel, 3.0);
       }
+    }
+  }
+  // A camera per view (as reconstruct gives photos without --single-camera): alike, they are
+  // tied for the free focal length and come out as one (821 px again); unlike (one started
+  // 1% longer), they stay held.
+  for (double other : {1.0, 1.01}) {
+    Scene s = MakeTwoViews(1.2, 0.8, 7);
+    Camera second = s.cameras.at(1);
+    second.camera_id = 2;
+    second.params[0] *= other;
+    s.cameras[2] = second;
+    s.images[1].camera_id = 2;
+    MapperInputs in;
+    ASSERT_TRUE(MakeInputs(s, 8, &in));
+    std::vector<Reconstruction> models;
+    MapperSummary ms;
+    ASSERT_TRUE(RunIncrementalMapper(MapperOptions(), s.images, s.cameras, in.pairs, in.tracks, &models, &ms).ok());
+    ASSERT_EQ(models.size(), 1u);
+    ASSERT_EQ(models[0].cameras.size(), 2u);
+    const double f1 = models[0].cameras.at(1).params[0], f2 = models[0].cameras.at(2).params[0];
+    std::printf("two cameras, the second started %.2fx: %.2f and %.2f px\n", other, f1, f2);
+    if (other == 1.0) {
+      EXPECT_EQ(f1, f2);
+      EXPECT_NEAR(f1, 800, 24);
+    } else {
+      EXPECT_EQ(f1, 960);
+      EXPECT_EQ(f2, 960 * other);
     }
   }
   // Of three images, two in a pair and one in none, the pair's model is kept: the image
