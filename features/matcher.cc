@@ -648,15 +648,23 @@ uint64_t BoundedNearestTwo(const uint8_t* q, uint64_t nq, const std::vector<int3
 }
 #endif
 
-// What MatchPairs checks of pair p before matching it: both indices name an image, and the
-// two images' descriptors fit their keypoints and kMaxMatcherDescriptors (as Match does).
-Status CheckPair(const std::vector<const Features*>& images, size_t p, std::pair<int, int> pair) {
+// Pair p's two indices name an image.
+Status CheckPairIndices(const std::vector<const Features*>& images, size_t p, std::pair<int, int> pair) {
   const auto [i, j] = pair;
   if (i < 0 || j < 0 || i >= static_cast<int>(images.size()) || j >= static_cast<int>(images.size())) {
     return Status::InvalidInput("pair " + std::to_string(p) + " (" + std::to_string(i) + ", " +
                                 std::to_string(j) + ") names an image outside 0.." +
                                 std::to_string(images.size()) + "-1");
   }
+  return Status::Ok();
+}
+
+// Everything the pair-by-pair MatchPairs would refuse pair p for, in its order: the indices,
+// then what Match checks (each image's descriptors fit its keypoints; the sizes fit
+// kMaxMatcherDescriptors). The bounded path checks every pair first with it.
+Status CheckPair(const std::vector<const Features*>& images, size_t p, std::pair<int, int> pair) {
+  TIEPOINT_RETURN_IF_ERROR(CheckPairIndices(images, p, pair));
+  const auto [i, j] = pair;
   TIEPOINT_RETURN_IF_ERROR(images[i]->CheckConsistent());
   TIEPOINT_RETURN_IF_ERROR(images[j]->CheckConsistent());
   return CheckMatcherSizes(images[i]->size(), images[j]->size());
@@ -881,7 +889,7 @@ Status DescriptorMatcher::MatchPairs(const std::vector<const Features*>& images,
   matches->assign(pairs.size(), {});
   double descriptor_pairs = 0, exact_distances = 0;
   for (size_t p = 0; p < pairs.size(); ++p) {
-    TIEPOINT_RETURN_IF_ERROR(CheckPair(images, p, pairs[p]));
+    TIEPOINT_RETURN_IF_ERROR(CheckPairIndices(images, p, pairs[p]));  // Match checks the rest
     const auto [i, j] = pairs[p];
     TIEPOINT_RETURN_IF_ERROR(Match(*images[i], *images[j], &(*matches)[p]));
     descriptor_pairs += summary_.descriptor_pairs;
