@@ -606,8 +606,8 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
   }
   report["skipped_images"] = skipped;
   if (usable.size() < 2)
-    return Status::Numerical("fewer than two usable images (" + std::to_string(usable.size()) + " of " +
-                             std::to_string(n_in) + " could be read): nothing to reconstruct");
+    return Status::InsufficientData("fewer than two usable images (" + std::to_string(usable.size()) +
+                                    " of " + std::to_string(n_in) + " could be read): nothing to reconstruct");
   const int n = static_cast<int>(usable.size());
   // Image k's full size over the size it is held at: (1, 1) unless shrunk for SIFT.
   auto Shrinkage = [&](int k) -> std::array<double, 2> {
@@ -1397,10 +1397,11 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     const json map = report.contains("stages") ? report["stages"].value("map", json::object()) : json::object();
     const int below = map.value("models_below_min_size", 0);
     if (below > 0)
-      return Status::Numerical("no model of at least " + std::to_string(map.value("min_model_size", 0)) +
-                               " images (" + std::to_string(below) + " smaller dropped; " + why +
-                               "): nothing written under sparse/");
-    return Status::Numerical("no image pair initialises a model (" + why + "): nothing written under sparse/");
+      return Status::InsufficientData("no model of at least " + std::to_string(map.value("min_model_size", 0)) +
+                                      " images (" + std::to_string(below) + " smaller dropped; " + why +
+                                      "): nothing written under sparse/");
+    return Status::InsufficientData("no image pair initialises a model (" + why +
+                                    "): nothing written under sparse/");
   }
 
   // Colours: of every registered image, held from the read or read again.

@@ -195,10 +195,10 @@ Status ColourReconstructionPoints(const std::map<std::string, std::string>& path
                                   std::vector<Reconstruction>* models, ColourSummary* summary,
                                   const std::map<std::string, Image8>* decoded = nullptr);
 
-// Runs everything and writes the outputs. Errors: kInvalidInput when fewer than two
-// images can be read, duplicate image names (naming both paths), a bad intrinsics, pairs
-// or tracks file; kNumerical when no pair initialises a model (nothing written under
-// sparse/); kUnavailable for --device cuda without a GPU.
+// Runs everything and writes the outputs. Errors: kInvalidInput for duplicate image names
+// (naming both paths), a bad intrinsics, pairs or tracks file; kInsufficientData (exit 1)
+// when fewer than two images can be read or no pair initialises a model (nothing written
+// under sparse/); kUnavailable for --device cuda without a GPU.
 Status RunReconstructionPipeline(const ReconstructionPipelineOptions& options,
                                  ReconstructionPipelineResult* result);
 

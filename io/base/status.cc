@@ -11,6 +11,7 @@ const char* ToString(StatusCode code) {
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kOutOfMemory: return "out of memory";
     case StatusCode::kNumerical: return "numerical failure";
+    case StatusCode::kInsufficientData: return "not enough data";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

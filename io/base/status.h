@@ -18,6 +18,7 @@ enum class StatusCode {
   kUnavailable,     // a backend that is not built or a device that is absent (exit 3)
   kOutOfMemory,     // host or device memory exhausted (exit 3)
   kNumerical,       // a numerical failure the caller must hear about (exit 1)
+  kInsufficientData,  // valid input that holds too little to give a result: no model (exit 1)
   kInternal,        // a bug: should never happen (exit 1)
 };
 
@@ -35,6 +36,7 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status OutOfMemory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
   static Status Numerical(std::string m) { return {StatusCode::kNumerical, std::move(m)}; }
+  static Status InsufficientData(std::string m) { return {StatusCode::kInsufficientData, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }

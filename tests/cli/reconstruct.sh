@@ -178,7 +178,7 @@ printf 'broken view_000\n' > "$d/pairs_all_broken.txt"
 # 3. Fewer than two usable images: exit 1, no sparse/.
 "$tp" reconstruct "${imgs[0]}" "$d/broken.png" -o "$d/rec3" -q > /dev/null 2> "$d/err3"; rc=$?
 [ $rc = 1 ] || fail "one usable image: exit $rc, expected 1"
-grep -q "fewer than two usable images" "$d/err3" || fail "message: $(cat "$d/err3")"
+grep -q "not enough data: fewer than two usable images" "$d/err3" || fail "message: $(cat "$d/err3")"
 [ -e "$d/rec3" ] && fail "output folder left without a model"
 
 # 4. Duplicate file names: exit 2 naming both paths.
@@ -331,7 +331,7 @@ PY
 "$tp" render-scene -o "$d/other" --views 2 --width 320 --height 240 > /dev/null
 "$tp" reconstruct "$d/other/"*.png -o "$d/rec5" -q --no-upsample > /dev/null 2> "$d/err5"; rc=$?
 [ $rc = 1 ] || fail "no initial pair: exit $rc, expected 1: $(cat "$d/err5")"
-grep -q "no image pair initialises" "$d/err5" || fail "message: $(cat "$d/err5")"
+grep -q "not enough data: no image pair initialises" "$d/err5" || fail "message: $(cat "$d/err5")"
 [ -e "$d/rec5" ] && fail "output folder left without a model"
 # Two neighbouring views (COLMAP's rules for small collections): a model of the two, its
 # initial pair found with half the required points (the pair triangulates ~85), and its one
