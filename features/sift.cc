@@ -720,6 +720,38 @@ void SiftCpu::ComputeGradients(int octave, const std::vector<Plane>& gauss,
   }
 }
 
+// The factors of a Gaussian window exp(-k ((px - x)^2 + (py - y)^2)) centred on a
+// detection (x, y) over the pixels cx - radius .. cx + radius and cy - radius ..
+// cy + radius: pixel (cx + i, cy + j) weighs y()[j + radius] * x()[i + radius]. Held on
+// the stack up to radius 64.
+class GaussianWindow {
+ public:
+  GaussianWindow(const Detection& det, int cx, int cy, int radius, double k) {
+    if (radius > kSmallRadius) {
+      big_.resize(2 * (2 * radius + 1));
+      x_ = big_.data();
+      y_ = x_ + 2 * radius + 1;
+    }
+    for (int i = -radius; i <= radius; ++i) {
+      const double dx = cx + i - det.x, dy = cy + i - det.y;
+      x_[i + radius] = std::exp(-dx * dx * k);
+      y_[i + radius] = std::exp(-dy * dy * k);
+    }
+  }
+  GaussianWindow(const GaussianWindow&) = delete;
+  GaussianWindow& operator=(const GaussianWindow&) = delete;
+  const double* x() const { return x_; }
+  const double* y() const { return y_; }
+
+ private:
+  static constexpr int kSmallRadius = 64;
+  double small_x_[2 * kSmallRadius + 1];
+  double small_y_[2 * kSmallRadius + 1];
+  std::vector<double> big_;
+  double* x_ = small_x_;
+  double* y_ = small_y_;
+};
+
 void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
                            std::vector<double>* angles) const {
   angles->clear();
@@ -731,21 +763,9 @@ void SiftCpu::Orientations(const OctaveGradients& g, const Detection& det,
   const int cx = static_cast<int>(std::lround(det.x)), cy = static_cast<int>(std::lround(det.y));
   // The Gaussian weight exp(-(dx^2 + dy^2) / (2 sw^2)) as a product of a column and a
   // row factor.
-  double wx[2 * 64 + 1], wy[2 * 64 + 1];
-  std::vector<double> wx_big, wy_big;
-  double* ex = wx;
-  double* ey = wy;
-  if (radius > 64) {
-    wx_big.resize(2 * radius + 1);
-    wy_big.resize(2 * radius + 1);
-    ex = wx_big.data();
-    ey = wy_big.data();
-  }
-  for (int i = -radius; i <= radius; ++i) {
-    const double dx = cx + i - det.x, dy = cy + i - det.y;
-    ex[i + radius] = std::exp(-dx * dx * inv_two_sw2);
-    ey[i + radius] = std::exp(-dy * dy * inv_two_sw2);
-  }
+  const GaussianWindow window(det, cx, cy, radius, inv_two_sw2);
+  const double* ex = window.x();
+  const double* ey = window.y();
   constexpr double kBinsPerRadian = kOrientationBins / kTwoPi;
   double hist[kOrientationBins] = {0};
   for (int j = -radius; j <= radius; ++j) {
@@ -881,21 +901,9 @@ void SiftCpu::Descriptor(const OctaveGradients& g, const Detection& det, double 
   const double inv_two_sigma2 = 1.0 / (2.0 * (0.5 * d) * (0.5 * d));
   const double scale2 = inv_two_sigma2 / (bin_width * bin_width);
   const int cx = static_cast<int>(std::lround(det.x)), cy = static_cast<int>(std::lround(det.y));
-  double wx[2 * 64 + 1], wy[2 * 64 + 1];
-  std::vector<double> wx_big, wy_big;
-  double* ex = wx;
-  double* ey = wy;
-  if (radius > 64) {
-    wx_big.resize(2 * radius + 1);
-    wy_big.resize(2 * radius + 1);
-    ex = wx_big.data();
-    ey = wy_big.data();
-  }
-  for (int i = -radius; i <= radius; ++i) {
-    const double dx = cx + i - det.x, dy = cy + i - det.y;
-    ex[i + radius] = std::exp(-dx * dx * scale2);
-    ey[i + radius] = std::exp(-dy * dy * scale2);
-  }
+  const GaussianWindow window(det, cx, cy, radius, scale2);
+  const double* ex = window.x();
+  const double* ey = window.y();
   constexpr double kBinsPerRadian = nb / kTwoPi;
   // Spatial bins -1..d on both axes (the outer ring catches the weights that fall off the
   // window, so the loop needs no bounds checks), 8 orientations each.
@@ -1051,27 +1059,11 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
   Features result;
   result.contrast_threshold = options_.contrast_threshold;  // lowered below when detected lower
 
-  int base_w = image.width, base_h = image.height;
-  if (options_.upsample && base_w > 0 && base_h > 0) {
-    base_w = 2 * base_w - 1;
-    base_h = 2 * base_h - 1;
-  }
-  int num_octaves = 0;
-  for (int w = base_w, h = base_h; w >= kSiftMinOctaveSide && h >= kSiftMinOctaveSide;
-       w = (w + 1) / 2, h = (h + 1) / 2) {
-    ++num_octaves;
-  }
+  const SiftScaleSpacePlan plan = PlanSiftScaleSpace(options_, image.width, image.height);
+  const int base_w = plan.base_width, base_h = plan.base_height, num_octaves = plan.num_octaves;
   if (num_octaves == 0) {
     *features = std::move(result);
     return Status::Ok();
-  }
-
-  // Blur of each Gaussian image in its octave's pixels, and the increments between them.
-  std::vector<double> layer_sigma(S + 3), increment(S + 3, 0.0);
-  for (int i = 0; i < S + 3; ++i) layer_sigma[i] = options_.sigma * std::pow(2.0, double(i) / S);
-  for (int i = 1; i < S + 3; ++i) {
-    increment[i] = std::sqrt(layer_sigma[i] * layer_sigma[i] -
-                             layer_sigma[i - 1] * layer_sigma[i - 1]);
   }
 
   // Storage for the first (largest) octave; later octaves reuse its front.
@@ -1085,15 +1077,13 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
   for (int i = 0; i < S + 3; ++i) gauss[i] = View(&ws_.gauss[i], base_w, base_h);
   for (int i = 0; i < S + 2; ++i) dog[i] = View(&ws_.dog[i], base_w, base_h);
   {
-    const double blur = options_.upsample ? 2.0 * kInputBlur : kInputBlur;
-    const double sigma0 = std::sqrt(std::max(options_.sigma * options_.sigma - blur * blur, 0.01));
     const Plane input = View(&ws_.input, base_w, base_h);
     if (options_.upsample) {
       Upsample2x(image, threads, input);
     } else {
       std::copy(image.pixels.begin(), image.pixels.end(), input.data);
     }
-    GaussianBlur(input, sigma0, threads, &ws_.blur_scratch, gauss[0]);
+    GaussianBlur(input, plan.blurs[0], threads, &ws_.blur_scratch, gauss[0]);
   }
 
   std::vector<Detection> detections;
@@ -1103,7 +1093,7 @@ Status SiftCpu::Extract(const GrayImage& image, Features* features) {
     for (Plane& p : gauss) p.width = w, p.height = h;
     for (Plane& p : dog) p.width = w, p.height = h;
     for (int i = 1; i < S + 3; ++i) {
-      GaussianBlur(gauss[i - 1], increment[i], threads, &ws_.blur_scratch, gauss[i], &dog[i - 1]);
+      GaussianBlur(gauss[i - 1], plan.blurs[i], threads, &ws_.blur_scratch, gauss[i], &dog[i - 1]);
     }
     DetectInOctave(o, dog, threads, &detections);
     if (detect_threshold_ < options_.contrast_threshold) {
@@ -1293,6 +1283,31 @@ void SiftCpu::ExtractBatch(const std::vector<const GrayImage*>& images,
 }
 
 }  // namespace
+
+SiftScaleSpacePlan PlanSiftScaleSpace(const SiftOptions& options, int width, int height) {
+  SiftScaleSpacePlan plan;
+  plan.base_width = width;
+  plan.base_height = height;
+  if (options.upsample && width > 0 && height > 0) {
+    plan.base_width = 2 * width - 1;
+    plan.base_height = 2 * height - 1;
+  }
+  for (int w = plan.base_width, h = plan.base_height; w >= kSiftMinOctaveSide && h >= kSiftMinOctaveSide;
+       w = (w + 1) / 2, h = (h + 1) / 2) {
+    ++plan.num_octaves;
+  }
+  const int S = options.octave_layers;
+  const double input_blur = options.upsample ? 2.0 * kInputBlur : kInputBlur;
+  plan.blurs.assign(S + 3, 0.0);
+  plan.blurs[0] = std::sqrt(std::max(options.sigma * options.sigma - input_blur * input_blur, 0.01));
+  double below = options.sigma;  // sigma_0
+  for (int i = 1; i < S + 3; ++i) {
+    const double layer = options.sigma * std::pow(2.0, double(i) / S);
+    plan.blurs[i] = std::sqrt(layer * layer - below * below);
+    below = layer;
+  }
+  return plan;
+}
 
 Status SiftOptions::Check() const {
   if (max_features < 0) {

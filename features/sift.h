@@ -133,6 +133,19 @@ struct SiftOptions {
   Status Check() const;
 };
 
+// The scale space of step 1 above, which both backends build (the CUDA extractor must
+// match the CPU reference): the first octave's size (the image's, or 2w-1 x 2h-1 with
+// `upsample`), the number of octaves, and the Gaussian blurs in octave pixels:
+// blurs[0] takes the input (blurred 0.5 px, 1.0 px upsampled) to `sigma`, blurs[i]
+// (i = 1 .. S+2) takes L_{i-1} to L_i. num_octaves is 0 for an image too small for one.
+struct SiftScaleSpacePlan {
+  int base_width = 0;
+  int base_height = 0;
+  int num_octaves = 0;
+  std::vector<double> blurs;
+};
+SiftScaleSpacePlan PlanSiftScaleSpace(const SiftOptions& options, int width, int height);
+
 // Detects keypoints and computes their descriptors for one image.
 // Thread safety: an extractor may be used from one thread at a time; it parallelises
 // internally with num_threads.

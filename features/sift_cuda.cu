@@ -38,7 +38,6 @@ constexpr double kTwoPi = 2.0 * kPi;
 constexpr float kTwoPiF = static_cast<float>(kTwoPi);
 
 // Same constants as the CPU reference (features/sift.cc).
-constexpr double kInputBlur = 0.5;
 constexpr int kMaxRefineMoves = 5;
 constexpr int kOrientationBins = 36;
 constexpr double kOrientationSigmaFactor = 1.5;
@@ -961,8 +960,8 @@ class SiftCudaWorker {
 
  private:
   Status Init();
-  Status Pyramid(int w0, int h0, int num_octaves, const GrayImage& image);
-  Status PyramidKernels(int w0, int h0, int num_octaves, const GrayImage& image);
+  Status Pyramid(const SiftScaleSpacePlan& plan, const GrayImage& image);
+  Status PyramidKernels(const SiftScaleSpacePlan& plan, const GrayImage& image);
   Status Wait();
 
   SiftOptions options_;
@@ -1027,7 +1026,8 @@ Status SiftCudaWorker::Wait() {
 }
 
 // Builds the DoG pyramid and gradients of every octave and fills the candidate queue.
-Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage& image) {
+Status SiftCudaWorker::Pyramid(const SiftScaleSpacePlan& plan, const GrayImage& image) {
+  const int w0 = plan.base_width, h0 = plan.base_height, num_octaves = plan.num_octaves;
   const int S = options_.octave_layers;
   const size_t base_pixels = static_cast<size_t>(w0) * h0;
   view_.num_octaves = num_octaves;
@@ -1090,7 +1090,7 @@ Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage&
     graph_exec_ = nullptr;
     TIEPOINT_CUDA_RETURN_IF_ERROR(
         cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    const Status launched = PyramidKernels(w0, h0, num_octaves, image);
+    const Status launched = PyramidKernels(plan, image);
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
     TIEPOINT_RETURN_IF_ERROR(launched);
@@ -1104,22 +1104,15 @@ Status SiftCudaWorker::Pyramid(int w0, int h0, int num_octaves, const GrayImage&
   return Status::Ok();
 }
 
-Status SiftCudaWorker::PyramidKernels(int w0, int h0, int num_octaves, const GrayImage& image) {
+Status SiftCudaWorker::PyramidKernels(const SiftScaleSpacePlan& plan, const GrayImage& image) {
+  const int w0 = plan.base_width, h0 = plan.base_height, num_octaves = plan.num_octaves;
   const int S = options_.octave_layers;
   const size_t base_pixels = static_cast<size_t>(w0) * h0;
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_count_.get(), 0, 2 * sizeof(int), stream_));
   TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
       d_max_magnitude_.get(), 0, sizeof(unsigned) * num_octaves * S, stream_));
 
-  std::vector<double> layer_sigma(S + 3), increment(S + 3, 0.0);
-  for (int i = 0; i < S + 3; ++i) layer_sigma[i] = options_.sigma * std::pow(2.0, double(i) / S);
-  for (int i = 1; i < S + 3; ++i) {
-    increment[i] = std::sqrt(layer_sigma[i] * layer_sigma[i] -
-                             layer_sigma[i - 1] * layer_sigma[i - 1]);
-  }
-  const double input_blur = options_.upsample ? 2.0 * kInputBlur : kInputBlur;
-  const double sigma0 =
-      std::sqrt(std::max(options_.sigma * options_.sigma - input_blur * input_blur, 0.01));
+  const std::vector<double>& blurs = plan.blurs;
 
   const dim3 block2d(32, 8);
   const dim3 blur_block(kTile, kBlurRows);
@@ -1141,9 +1134,9 @@ Status SiftCudaWorker::PyramidKernels(int w0, int h0, int num_octaves, const Gra
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     base_in = d_upsampled_.get();
   }
-  TIEPOINT_RETURN_IF_ERROR(blur(base_in, G(0), nullptr, w0, h0, MakeTaps(sigma0)));
+  TIEPOINT_RETURN_IF_ERROR(blur(base_in, G(0), nullptr, w0, h0, MakeTaps(blurs[0])));
   std::vector<BlurTaps> taps(S + 3);
-  for (int i = 1; i < S + 3; ++i) taps[i] = MakeTaps(increment[i]);
+  for (int i = 1; i < S + 3; ++i) taps[i] = MakeTaps(blurs[i]);
   const float prefilter = static_cast<float>(0.5 * options_.contrast_threshold / S);
   for (int o = 0; o < num_octaves; ++o) {
     const int w = view_.width[o], h = view_.height[o];
@@ -1197,16 +1190,8 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   const int S = options_.octave_layers;
   Features result;
   result.contrast_threshold = options_.contrast_threshold;  // one threshold, no lowering
-  int base_w = image.width, base_h = image.height;
-  if (options_.upsample && base_w > 0 && base_h > 0) {
-    base_w = 2 * base_w - 1;
-    base_h = 2 * base_h - 1;
-  }
-  int num_octaves = 0;
-  for (int w = base_w, h = base_h; w >= kSiftMinOctaveSide && h >= kSiftMinOctaveSide;
-       w = (w + 1) / 2, h = (h + 1) / 2) {
-    ++num_octaves;
-  }
+  const SiftScaleSpacePlan plan = PlanSiftScaleSpace(options_, image.width, image.height);
+  const int num_octaves = plan.num_octaves;
   if (num_octaves == 0) {
     *features = std::move(result);
     return Status::Ok();
@@ -1224,7 +1209,7 @@ Status SiftCudaWorker::Extract(const GrayImage& image, Features* features) {
   int count = 0;
   size_t guessed = 0;
   for (;;) {
-    TIEPOINT_RETURN_IF_ERROR(Pyramid(base_w, base_h, num_octaves, image));
+    TIEPOINT_RETURN_IF_ERROR(Pyramid(plan, image));
     TIEPOINT_RETURN_IF_ERROR(h_count_.Reserve(2, "counters"));
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_count_.get(), d_count_.get(), 2 * sizeof(int),
                                                   cudaMemcpyDeviceToHost, stream_));
@@ -1468,18 +1453,12 @@ Status CreateCudaSiftExtractor(const SiftOptions& options,
     return Status::Unavailable("CUDA SIFT: no usable GPU (" + found.message() +
                                "); use --device cpu");
   }
-  const int S = options.octave_layers;
-  const double blur = options.upsample ? 2.0 * kInputBlur : kInputBlur;
-  int widest = BlurRadius(std::sqrt(std::max(options.sigma * options.sigma - blur * blur, 0.01)));
-  for (int i = 1; i < S + 3; ++i) {
-    const double a = options.sigma * std::pow(2.0, double(i) / S);
-    const double b = options.sigma * std::pow(2.0, double(i - 1) / S);
-    widest = std::max(widest, BlurRadius(std::sqrt(a * a - b * b)));
-  }
+  int widest = 0;
+  for (double blur : PlanSiftScaleSpace(options, 0, 0).blurs) widest = std::max(widest, BlurRadius(blur));
   if (widest > kSiftCudaMaxBlurRadius) {
     return Status::InvalidOptions(
         "CUDA SIFT: sigma " + std::to_string(options.sigma) + " with octave_layers " +
-        std::to_string(S) + " needs a Gaussian kernel of radius " + std::to_string(widest) +
+        std::to_string(options.octave_layers) + " needs a Gaussian kernel of radius " + std::to_string(widest) +
         "; the GPU blur takes at most " + std::to_string(kSiftCudaMaxBlurRadius) +
         " (use --device cpu, or more octave layers or a smaller sigma)");
   }
