@@ -136,17 +136,6 @@ bool IsLocalMax(const std::vector<float>& map, int w, int h, int level, int x, i
   return true;
 }
 
-FastCorner MakeCorner(int level, int x, int y, float score) {
-  FastCorner c;
-  c.level = level;
-  c.level_x = x;
-  c.level_y = y;
-  c.x = static_cast<float>(x << level);
-  c.y = static_cast<float>(y << level);
-  c.score = score;
-  return c;
-}
-
 }  // namespace
 
 Status DetectFastRaw(const ImagePyramid& pyramid, const FastOptions& options,
@@ -161,7 +150,7 @@ Status DetectFastRaw(const ImagePyramid& pyramid, const FastOptions& options,
     for (int y = 0; y < img.height; ++y) {
       for (int x = 0; x < img.width; ++x) {
         const float s = maps[l][static_cast<size_t>(y) * img.width + x];
-        if (s != -INFINITY) (*per_level)[l].push_back(MakeCorner(static_cast<int>(l), x, y, s));
+        if (s != -INFINITY) (*per_level)[l].push_back(MakeFastCorner(static_cast<int>(l), x, y, s));
       }
     }
   }
@@ -184,7 +173,7 @@ void SuppressFast(const ImagePyramid& pyramid, const std::vector<std::vector<flo
           const float s = maps[l][static_cast<size_t>(y) * img.width + x];
           if (s == -INFINITY) continue;
           if (IsLocalMax(maps[l], img.width, img.height, l, x, y, options.nms_radius)) {
-            rows[y].push_back(MakeCorner(l, x, y, s));
+            rows[y].push_back(MakeFastCorner(l, x, y, s));
           }
         }
       }
@@ -220,7 +209,7 @@ void SuppressFast(const ImagePyramid& pyramid, const std::vector<std::vector<flo
               continue;
             }
             if (!IsLocalMax(maps[l], img.width, img.height, l, x, y, 1)) continue;
-            best[cell] = MakeCorner(l, x, y, s);
+            best[cell] = MakeFastCorner(l, x, y, s);
             has[cell] = 1;
           }
         }

@@ -91,6 +91,18 @@ struct FastCorner {
   float score = 0;
 };
 
+// The corner at integer pixel (x, y) of pyramid level `level`, in both coordinate frames.
+inline FastCorner MakeFastCorner(int level, int x, int y, float score) {
+  FastCorner c;
+  c.level = level;
+  c.level_x = x;
+  c.level_y = y;
+  c.x = static_cast<float>(x << level);
+  c.y = static_cast<float>(y << level);
+  c.score = score;
+  return c;
+}
+
 // The 2^16-bit table for arc length n: bit m (word m >> 5, bit m & 31) is set when the
 // 16-bit circular mask m holds n contiguous ones.
 std::array<uint32_t, 2048> FastLookupTable(int arc_length);

@@ -517,7 +517,7 @@ class CudaFrontEnd : public FastLkFrontEnd {
       for (int i = 0; i < cells; ++i) {
         const CellCorner& c = h_cells_.get()[i];
         if (c.level < 0) continue;
-        corners->push_back(MakeCorner(c.level, c.x, c.y, c.score));
+        corners->push_back(MakeFastCorner(c.level, c.x, c.y, c.score));
       }
     } else {
       int levels = 0;
@@ -552,7 +552,7 @@ class CudaFrontEnd : public FastLkFrontEnd {
         if (a.y != b.y) return a.y < b.y;
         return a.x < b.x;
       });
-      for (const PlainCorner& c : found) corners->push_back(MakeCorner(c.level, c.x, c.y, c.score));
+      for (const PlainCorner& c : found) corners->push_back(MakeFastCorner(c.level, c.x, c.y, c.score));
     }
     float ms = 0;
     TIEPOINT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[3], events_[4]));
@@ -748,17 +748,6 @@ class CudaFrontEnd : public FastLkFrontEnd {
     if (v.empty()) return 0;
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
-  }
-
-  static FastCorner MakeCorner(int level, int x, int y, float score) {
-    FastCorner c;
-    c.level = level;
-    c.level_x = x;
-    c.level_y = y;
-    c.x = static_cast<float>(x << level);
-    c.y = static_cast<float>(y << level);
-    c.score = score;
-    return c;
   }
 
   Status CheckSlot(int slot, bool must_be_filled) const {
