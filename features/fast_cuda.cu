@@ -466,14 +466,7 @@ class CudaFrontEnd : public FastLkFrontEnd {
         for (int x = 0; x < w; ++x) {
           const float v = map[static_cast<size_t>(y) * w + x];
           if (v == -INFINITY) continue;
-          FastCorner c;
-          c.level = l;
-          c.level_x = x;
-          c.level_y = y;
-          c.x = static_cast<float>(x << l);
-          c.y = static_cast<float>(y << l);
-          c.score = v;
-          (*per_level)[l].push_back(c);
+          (*per_level)[l].push_back(MakeFastCorner(l, x, y, v));
         }
       }
     }
