@@ -28,9 +28,16 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::string kBinary = TIEPOINT_BINARY;
-const std::string kSample = std::string(TIEPOINT_SOURCE_DIR) + "/data/sample-20-2000.bal";
-const std::string kMalformed = std::string(TIEPOINT_TEST_DATA_DIR) + "/malformed/truncated_points.txt";
+// The paths compiled in, unless the environment names others (a copy of the build run on
+// another machine: TIEPOINT_BINARY, the tiepoint binary; TIEPOINT_SOURCE_DIR, the checkout).
+std::string FromEnv(const char* name, const std::string& compiled) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : compiled;
+}
+const std::string kBinary = FromEnv("TIEPOINT_BINARY", TIEPOINT_BINARY);
+const std::string kSourceDir = FromEnv("TIEPOINT_SOURCE_DIR", TIEPOINT_SOURCE_DIR);
+const std::string kSample = kSourceDir + "/data/sample-20-2000.bal";
+const std::string kMalformed = kSourceDir + "/tests/data/malformed/truncated_points.txt";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
