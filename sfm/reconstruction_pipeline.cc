@@ -897,6 +897,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     std::vector<PairCorrespondences> correspondences;
     std::vector<MapperPair> mpairs;
     json pair_report = json::array();
+    // The unverified pair with most matches (null when every pair verified): what a
+    // collection without a verified pair is told.
+    json strongest_unverified;
     // The verified pairs: candidates (vpairs) and their results, turned into the tracks'
     // correspondences and the mapper's pairs.
     std::vector<std::pair<int, int>> vpairs;
@@ -905,10 +908,16 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       correspondences.clear();
       mpairs.clear();
       pair_report = json::array();
+      strongest_unverified = json();
       int verified = 0;
       for (size_t p = 0; p < vpairs.size(); ++p) {
         const PairResult& r = vresults[p];
-        if (!r.verified) continue;
+        if (!r.verified) {
+          if (strongest_unverified.is_null() || r.num_matches > strongest_unverified.value("matches", 0))
+            strongest_unverified = {{"image1", names[vpairs[p].first]}, {"image2", names[vpairs[p].second]},
+                                    {"matches", r.num_matches}, {"f_inliers", r.f_inliers.size()}};
+          continue;
+        }
         ++verified;
         const auto [a, b] = vpairs[p];
         correspondences.push_back({a, b, r.inliers});
@@ -1003,6 +1012,14 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       if (ext.fallback_min_features > 0)
         for (int k = 0; k < n; ++k) *num_fallback += features[k].contrast_threshold <= min_ct_x * (1 + 1e-9);
       report["stages"]["extract"] = {{"seconds", Since(t0)}, {"features", total_features}};
+      if (n > 0) {
+        size_t fewest = features[0].size(), most = features[0].size();
+        for (int k = 1; k < n; ++k) {
+          fewest = std::min(fewest, features[k].size());
+          most = std::max(most, features[k].size());
+        }
+        report["stages"]["extract"]["features_per_image"] = {fewest, most};
+      }
       if (o.features_dir.empty()) {
         report["stages"]["extract"]["max_features"] = o.sift.max_features;
         report["stages"]["extract"]["max_image_size"] = o.max_image_size;
@@ -1098,6 +1115,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       const int verified = CollectPairs();
       if (guided) report["stages"]["guided_matching"] = guided_report;
       report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
+      if (!strongest_unverified.is_null()) report["stages"]["verify"]["most_matches_unverified"] = strongest_unverified;
       Progress(o, "verified " + std::to_string(verified) + " of " + std::to_string(pairs.size()) + " pairs");
     } else {
       // Sequence mode: observations of `tiepoint track`.
@@ -1158,6 +1176,7 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       vresults = std::move(results);
       const int verified = CollectPairs();
       report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
+      if (!strongest_unverified.is_null()) report["stages"]["verify"]["most_matches_unverified"] = strongest_unverified;
     }
     report["pairs"] = pair_report;
     // The grey images are not needed after extraction: their memory (4 bytes a pixel) goes
@@ -1394,6 +1413,20 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       why += "; the most inliers: " + std::to_string(best->value("inliers", 0)) + " in " +
              best->value("image1", std::string()) + " - " + best->value("image2", std::string()) + " (" +
              best->value("configuration", std::string()) + ")";
+    const json verify = report.contains("stages") ? report["stages"].value("verify", json::object()) : json::object();
+    if (!best && verify.contains("most_matches_unverified")) {
+      // No pair verified: how close the strongest came.
+      const json& u = verify["most_matches_unverified"];
+      why += "; the most matches: " + std::to_string(u.value("matches", 0)) + ", in " +
+             u.value("image1", std::string()) + " - " + u.value("image2", std::string()) + ", of which " +
+             std::to_string(u.value("f_inliers", 0)) + " fit a fundamental matrix; a pair needs " +
+             std::to_string(o.verify_min_inliers) + " inliers, or " + std::to_string(2 * o.verify_min_inliers) +
+             " without a relative pose";
+      const json extract = report["stages"].value("extract", json::object());
+      if (extract.contains("features_per_image") && extract["features_per_image"].size() == 2)
+        why += "; features per image: " + std::to_string(extract["features_per_image"][0].get<int64_t>()) + " to " +
+               std::to_string(extract["features_per_image"][1].get<int64_t>());
+    }
     const json map = report.contains("stages") ? report["stages"].value("map", json::object()) : json::object();
     const int below = map.value("models_below_min_size", 0);
     if (below > 0)

@@ -332,6 +332,10 @@ PY
 "$tp" reconstruct "$d/other/"*.png -o "$d/rec5" -q --no-upsample > /dev/null 2> "$d/err5"; rc=$?
 [ $rc = 1 ] || fail "no initial pair: exit $rc, expected 1: $(cat "$d/err5")"
 grep -q "not enough data: no image pair initialises" "$d/err5" || fail "message: $(cat "$d/err5")"
+# ... and says how close the strongest pair came, and how many features the images hold.
+grep -q "0 verified pairs; the most matches: [0-9]*, in view_000.png - view_001.png, of which [0-9]* fit a fundamental matrix; a pair needs 15 inliers" "$d/err5" \
+  || fail "message without the strongest pair: $(cat "$d/err5")"
+grep -q "features per image: [1-9][0-9]* to [1-9][0-9]*" "$d/err5" || fail "message without the feature counts: $(cat "$d/err5")"
 [ -e "$d/rec5" ] && fail "output folder left without a model"
 # Two neighbouring views (COLMAP's rules for small collections): a model of the two, its
 # initial pair found with half the required points (the pair triangulates ~85), and its one
