@@ -897,9 +897,6 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
     std::vector<PairCorrespondences> correspondences;
     std::vector<MapperPair> mpairs;
     json pair_report = json::array();
-    // The unverified pair with most matches (null when every pair verified): what a
-    // collection without a verified pair is told.
-    json strongest_unverified;
     // The verified pairs: candidates (vpairs) and their results, turned into the tracks'
     // correspondences and the mapper's pairs.
     std::vector<std::pair<int, int>> vpairs;
@@ -908,7 +905,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       correspondences.clear();
       mpairs.clear();
       pair_report = json::array();
-      strongest_unverified = json();
+      // The unverified pair with most matches (absent when every pair verified): what a
+      // collection without a verified pair is told.
+      json strongest_unverified;
       int verified = 0;
       for (size_t p = 0; p < vpairs.size(); ++p) {
         const PairResult& r = vresults[p];
@@ -936,7 +935,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
                                {"h_inliers", r.num_h_inliers}, {"configuration", r.model}});
         if (std::isfinite(r.log10_nfa)) pair_report.back()["log10_nfa"] = std::round(r.log10_nfa * 10) / 10;
       }
-      return verified;
+      json stage = {{"verified_pairs", verified}};
+      if (!strongest_unverified.is_null()) stage["most_matches_unverified"] = strongest_unverified;
+      return stage;
     };
     if (o.tracks_file.empty()) {
       // 3. Features.
@@ -1112,11 +1113,12 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       }
       vpairs = pairs;
       vresults = std::move(results);
-      const int verified = CollectPairs();
+      json verify = CollectPairs();
+      verify["seconds"] = Since(t0);
       if (guided) report["stages"]["guided_matching"] = guided_report;
-      report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
-      if (!strongest_unverified.is_null()) report["stages"]["verify"]["most_matches_unverified"] = strongest_unverified;
-      Progress(o, "verified " + std::to_string(verified) + " of " + std::to_string(pairs.size()) + " pairs");
+      Progress(o, "verified " + std::to_string(verify["verified_pairs"].get<int>()) + " of " +
+                      std::to_string(pairs.size()) + " pairs");
+      report["stages"]["verify"] = std::move(verify);
     } else {
       // Sequence mode: observations of `tiepoint track`.
       t0 = std::chrono::steady_clock::now();
@@ -1174,9 +1176,9 @@ Status RunReconstructionPipeline(const ReconstructionPipelineOptions& o,
       }
       for (const auto& pl : plist) vpairs.push_back(pl.first);
       vresults = std::move(results);
-      const int verified = CollectPairs();
-      report["stages"]["verify"] = {{"seconds", Since(t0)}, {"verified_pairs", verified}};
-      if (!strongest_unverified.is_null()) report["stages"]["verify"]["most_matches_unverified"] = strongest_unverified;
+      json verify = CollectPairs();
+      verify["seconds"] = Since(t0);
+      report["stages"]["verify"] = std::move(verify);
     }
     report["pairs"] = pair_report;
     // The grey images are not needed after extraction: their memory (4 bytes a pixel) goes
